@@ -1,0 +1,108 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "halftunesd",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "halftunesd", targets: ["halftunesd"]),
+        .executable(name: "halftunesctl", targets: ["halftunesctl"]),
+        .library(name: "HalfTunesKit", targets: ["HalfTunesKit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    ],
+    targets: [
+        // Wire types only: JSON-RPC envelopes, methods, params, results, events, error codes.
+        .target(name: "HalfTunesProtocol"),
+        // The crash-safe journal (SQLite via GRDB).
+        .target(
+            name: "HalfTunesJournal",
+            dependencies: [
+                "HalfTunesProtocol",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // Task lifecycle state machine and HTTP transfers (AsyncHTTPClient) into partial files.
+        .target(
+            name: "HalfTunesEngine",
+            dependencies: [
+                "HalfTunesProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // Sessions, queue, event fan-out and the JSON-RPC control server (SwiftNIO, Unix socket).
+        .target(
+            name: "HalfTunesDaemon",
+            dependencies: [
+                "HalfTunesProtocol",
+                "HalfTunesJournal",
+                "HalfTunesEngine",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        // Client library over plain POSIX sockets (no NIO), shaped after URLSession's background API.
+        .target(name: "HalfTunesKit", dependencies: ["HalfTunesProtocol"]),
+        .executableTarget(
+            name: "halftunesd",
+            dependencies: [
+                "HalfTunesDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "halftunesctl",
+            dependencies: [
+                "HalfTunesKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]
+        ),
+
+        // Test support: an HTTP origin on 127.0.0.1 with Range/ETag and faults on demand.
+        .target(
+            name: "TestOrigin",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Tests/TestOrigin"
+        ),
+        .testTarget(name: "HalfTunesProtocolTests", dependencies: ["HalfTunesProtocol"]),
+        .testTarget(name: "HalfTunesJournalTests", dependencies: ["HalfTunesJournal"]),
+        .testTarget(name: "HalfTunesEngineTests", dependencies: ["HalfTunesEngine", "TestOrigin"]),
+        .testTarget(name: "HalfTunesDaemonTests", dependencies: ["HalfTunesDaemon"]),
+        .testTarget(name: "HalfTunesKitTests", dependencies: ["HalfTunesKit"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "HalfTunesKit",
+                "HalfTunesProtocol",
+                "TestOrigin",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+    ]
+)

@@ -1,0 +1,1 @@
+// HalfTunesDaemon: sessions, the queue, event fan-out and the JSON-RPC control server.

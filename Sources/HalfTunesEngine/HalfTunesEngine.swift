@@ -1,0 +1,1 @@
+// HalfTunesEngine: the task lifecycle state machine and HTTP transfers into partial files.

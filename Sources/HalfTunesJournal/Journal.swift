@@ -1,0 +1,1 @@
+// HalfTunesJournal: the crash-safe SQLite journal of sessions, tasks, events and resume tokens.

@@ -1,0 +1,1 @@
+// HalfTunesKit: the client library for halftunesd, shaped after URLSession's background API.

@@ -1,0 +1,141 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A JSON-RPC request id: a number or a string (`null` ids are treated as absent).
+public enum RPCID: Codable, Sendable, Hashable, CustomStringConvertible {
+    case int(Int64)
+    case string(String)
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let i = try? c.decode(Int64.self) { self = .int(i); return }
+        if let s = try? c.decode(String.self) { self = .string(s); return }
+        throw DecodingError.dataCorruptedError(in: c, debugDescription: "id must be a string or an integer")
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .int(let i): try c.encode(i)
+        case .string(let s): try c.encode(s)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .int(let i): return String(i)
+        case .string(let s): return s
+        }
+    }
+}
+
+/// A request as sent by clients. `id` absent means a notification (no response is sent).
+public struct RPCRequest: Codable, Sendable {
+    public var jsonrpc: String
+    public var id: RPCID?
+    public var method: String
+    public var params: JSONValue?
+
+    public init(id: RPCID?, method: String, params: JSONValue? = nil) {
+        self.jsonrpc = "2.0"
+        self.id = id
+        self.method = method
+        self.params = params
+    }
+}
+
+/// The error member of a response.
+public struct RPCError: Codable, Sendable, Error, Equatable, CustomStringConvertible {
+    public var code: Int
+    public var message: String
+    public var data: JSONValue?
+
+    public init(code: Int, message: String, data: JSONValue? = nil) {
+        self.code = code
+        self.message = message
+        self.data = data
+    }
+
+    public init(_ code: RPCErrorCode, _ message: String, data: JSONValue? = nil) {
+        self.init(code: code.rawValue, message: message, data: data)
+    }
+
+    public var knownCode: RPCErrorCode? { RPCErrorCode(rawValue: code) }
+    public var description: String { message }
+}
+
+/// A response. Exactly one of `result` and `error` is present; `id` is `null` when the request's id
+/// could not be read.
+public struct RPCResponse: Codable, Sendable {
+    public var jsonrpc: String = "2.0"
+    public var id: RPCID?
+    public var result: JSONValue?
+    public var error: RPCError?
+
+    public init(id: RPCID?, result: JSONValue) {
+        self.id = id
+        self.result = result
+        self.error = nil
+    }
+
+    public init(id: RPCID?, error: RPCError) {
+        self.id = id
+        self.result = nil
+        self.error = error
+    }
+
+    enum CodingKeys: String, CodingKey { case jsonrpc, id, result, error }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        jsonrpc = try c.decode(String.self, forKey: .jsonrpc)
+        id = try c.decodeIfPresent(RPCID.self, forKey: .id)
+        error = try c.decodeIfPresent(RPCError.self, forKey: .error)
+        if c.contains(.result) {
+            result = try c.decode(JSONValue.self, forKey: .result)
+        } else {
+            result = nil
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(jsonrpc, forKey: .jsonrpc)
+        if let id { try c.encode(id, forKey: .id) } else { try c.encodeNil(forKey: .id) }
+        if let error {
+            try c.encode(error, forKey: .error)
+        } else {
+            try c.encode(result ?? .null, forKey: .result)
+        }
+    }
+}
+
+/// A server-to-client notification (events are sent this way).
+public struct RPCNotification: Codable, Sendable {
+    public var jsonrpc: String = "2.0"
+    public var method: String
+    public var params: JSONValue
+
+    public init(method: String, params: JSONValue) {
+        self.method = method
+        self.params = params
+    }
+}
+
+/// Any line a client can receive: a response (has `id`) or a notification (has `method`).
+public enum RPCIncoming: Sendable {
+    case response(RPCResponse)
+    case notification(RPCNotification)
+
+    public static func decode(_ line: some Collection<UInt8>) throws -> RPCIncoming {
+        let data = Data(line)
+        let probe = try WireCoding.decoder.decode(JSONValue.self, from: data)
+        if probe["method"] != nil {
+            return .notification(try WireCoding.decoder.decode(RPCNotification.self, from: data))
+        }
+        return .response(try WireCoding.decoder.decode(RPCResponse.self, from: data))
+    }
+}

@@ -1,0 +1,107 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A background session's configuration (like `URLSessionConfiguration.background`). Every field is
+/// optional on the wire; the daemon fills in defaults and returns the resolved configuration.
+public struct SessionConfiguration: Codable, Sendable, Equatable {
+    /// Where downloads go when a task names no destination. Default: the daemon's `--downloads-dir`.
+    public var destinationDirectory: String?
+    /// Extra HTTP headers sent with every request of the session (`httpAdditionalHeaders`).
+    public var headers: [String: String]?
+    /// Idle timeout in seconds, reset by every received byte (`timeoutIntervalForRequest`). Default 60.
+    public var requestTimeout: Double?
+    /// Whole-task limit in seconds, after which a task fails (`timeoutIntervalForResource`). Default 7 days.
+    public var resourceTimeout: Double?
+
+    public static let defaultRequestTimeout: Double = 60
+    public static let defaultResourceTimeout: Double = 7 * 24 * 3600
+
+    public init(destinationDirectory: String? = nil, headers: [String: String]? = nil,
+                requestTimeout: Double? = nil, resourceTimeout: Double? = nil) {
+        self.destinationDirectory = destinationDirectory
+        self.headers = headers
+        self.requestTimeout = requestTimeout
+        self.resourceTimeout = resourceTimeout
+    }
+}
+
+public enum SessionState: String, Codable, Sendable {
+    /// Accepts new tasks.
+    case active
+    /// `session.invalidate {cancelTasks: false}` was called: running tasks finish, no new tasks.
+    case invalidating
+}
+
+public struct SessionInfo: Codable, Sendable, Equatable {
+    public var identifier: String
+    public var configuration: SessionConfiguration
+    public var state: SessionState
+    public var createdAt: String
+    /// Task counts by state name (only states with at least one task appear).
+    public var taskCounts: [String: Int]
+    /// The highest journaled event sequence number of this session (0 if none yet). Subscribing with
+    /// `after` set to this value yields only events that happen from now on.
+    public var lastEventSeq: Int64
+    /// Events up to and including this sequence number were acknowledged and may be pruned.
+    public var ackedThrough: Int64
+
+    public init(identifier: String, configuration: SessionConfiguration, state: SessionState, createdAt: String,
+                taskCounts: [String: Int], lastEventSeq: Int64, ackedThrough: Int64) {
+        self.identifier = identifier
+        self.configuration = configuration
+        self.state = state
+        self.createdAt = createdAt
+        self.taskCounts = taskCounts
+        self.lastEventSeq = lastEventSeq
+        self.ackedThrough = ackedThrough
+    }
+}
+
+public struct SessionOpenParams: Codable, Sendable {
+    public var identifier: String
+    /// When given, replaces the stored configuration (applies to tasks created and attempts started later).
+    public var configuration: SessionConfiguration?
+    public init(identifier: String, configuration: SessionConfiguration? = nil) {
+        self.identifier = identifier
+        self.configuration = configuration
+    }
+}
+
+public struct SessionOpenResult: Codable, Sendable {
+    public var session: SessionInfo
+    /// True when the session already existed (a re-attach), false when it was created.
+    public var reattached: Bool
+    public init(session: SessionInfo, reattached: Bool) {
+        self.session = session
+        self.reattached = reattached
+    }
+}
+
+public struct SessionListResult: Codable, Sendable {
+    public var sessions: [SessionInfo]
+    public init(sessions: [SessionInfo]) { self.sessions = sessions }
+}
+
+public struct SessionInvalidateParams: Codable, Sendable {
+    public var identifier: String
+    /// true: `invalidateAndCancel()`; false (default): `finishTasksAndInvalidate()`.
+    public var cancelTasks: Bool?
+    public init(identifier: String, cancelTasks: Bool? = nil) {
+        self.identifier = identifier
+        self.cancelTasks = cancelTasks
+    }
+}
+
+public struct SessionInvalidateResult: Codable, Sendable {
+    /// True when the session is gone now; false when it waits for its remaining tasks.
+    public var invalidated: Bool
+    /// Tasks still running that the session waits for.
+    public var remainingTasks: Int
+    public init(invalidated: Bool, remainingTasks: Int) {
+        self.invalidated = invalidated
+        self.remainingTasks = remainingTasks
+    }
+}

@@ -1,0 +1,26 @@
+public struct DaemonStatus: Codable, Sendable, Equatable {
+    public var version: String
+    public var pid: Int32
+    public var uptimeSeconds: Double
+    /// Task counts by state name; every state is present.
+    public var tasks: [String: Int]
+    public var sessions: Int
+    /// Current aggregate download rate in bytes per second (over the last few seconds).
+    public var downloadRate: Double
+    public var maxConcurrent: Int
+    public var socketPath: String
+    public var stateDirectory: String
+
+    public init(version: String, pid: Int32, uptimeSeconds: Double, tasks: [String: Int], sessions: Int,
+                downloadRate: Double, maxConcurrent: Int, socketPath: String, stateDirectory: String) {
+        self.version = version
+        self.pid = pid
+        self.uptimeSeconds = uptimeSeconds
+        self.tasks = tasks
+        self.sessions = sessions
+        self.downloadRate = downloadRate
+        self.maxConcurrent = maxConcurrent
+        self.socketPath = socketPath
+        self.stateDirectory = stateDirectory
+    }
+}

@@ -1,0 +1,206 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+public enum TaskState: String, Codable, Sendable, CaseIterable {
+    case suspended, queued, running, waiting, completed, failed, canceled
+
+    public var isTerminal: Bool { self == .completed || self == .failed || self == .canceled }
+    /// States in which the task holds (or waits for) a transfer slot.
+    public var isPending: Bool { self == .queued || self == .running || self == .waiting }
+}
+
+/// Why a task failed, or why it is waiting. `code` is stable and machine-readable.
+public struct TaskError: Codable, Sendable, Equatable, Error, CustomStringConvertible {
+    public var code: String
+    public var message: String
+    /// The HTTP status, when the error is an HTTP status.
+    public var httpStatus: Int?
+
+    public init(code: String, message: String, httpStatus: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.httpStatus = httpStatus
+    }
+
+    public var description: String { message }
+}
+
+/// Stable `TaskError.code` values.
+public enum TaskErrorCode {
+    public static let canceled = "canceled"
+    public static let httpStatus = "httpStatus"
+    public static let connectionRefused = "connectionRefused"
+    public static let connectionLost = "connectionLost"
+    public static let timedOut = "timedOut"
+    public static let dnsFailure = "dnsFailure"
+    public static let serverBusy = "serverBusy"
+    public static let invalidResponse = "invalidResponse"
+    public static let tooManyRedirects = "tooManyRedirects"
+    public static let resourceTimeout = "resourceTimeout"
+    public static let diskFull = "diskFull"
+    public static let fileTooLarge = "fileTooLarge"
+    public static let ioError = "ioError"
+    public static let destinationConflict = "destinationConflict"
+    public static let sessionInvalidated = "sessionInvalidated"
+    public static let internalError = "internalError"
+}
+
+public struct TaskInfo: Codable, Sendable, Equatable {
+    /// Unique in the daemon, stable across restarts, never reused.
+    public var id: Int64
+    public var session: String
+    public var kind: String
+    public var url: String
+    /// The URL after redirects, when it differs from `url`.
+    public var currentURL: String?
+    public var state: TaskState
+    /// While `waiting`: why, and when the next attempt starts.
+    public var waitingReason: TaskError?
+    public var nextAttemptAt: String?
+    /// Position in the queue (1 = next) while `queued`.
+    public var queuePosition: Int?
+    public var bytesReceived: Int64
+    /// Bytes fsynced and journaled: after a crash the transfer resumes from here.
+    public var bytesDurable: Int64
+    /// null when the length is not known yet (or the server does not say).
+    public var bytesExpected: Int64?
+    /// Where the file will appear when complete.
+    public var destination: String
+    /// Where the file is, once completed (may differ from `destination` if that name was taken meanwhile).
+    public var location: String?
+    public var error: TaskError?
+    public var createdAt: String
+    public var updatedAt: String
+    public var description: String?
+    public var etag: String?
+    public var lastModified: String?
+    /// Number of HTTP attempts started so far.
+    public var attempts: Int
+
+    public init(id: Int64, session: String, kind: String = "download", url: String, currentURL: String? = nil,
+                state: TaskState, waitingReason: TaskError? = nil, nextAttemptAt: String? = nil,
+                queuePosition: Int? = nil, bytesReceived: Int64, bytesDurable: Int64, bytesExpected: Int64?,
+                destination: String, location: String? = nil, error: TaskError?, createdAt: String,
+                updatedAt: String, description: String?, etag: String? = nil, lastModified: String? = nil,
+                attempts: Int = 0) {
+        self.id = id
+        self.session = session
+        self.kind = kind
+        self.url = url
+        self.currentURL = currentURL
+        self.state = state
+        self.waitingReason = waitingReason
+        self.nextAttemptAt = nextAttemptAt
+        self.queuePosition = queuePosition
+        self.bytesReceived = bytesReceived
+        self.bytesDurable = bytesDurable
+        self.bytesExpected = bytesExpected
+        self.destination = destination
+        self.location = location
+        self.error = error
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.description = description
+        self.etag = etag
+        self.lastModified = lastModified
+        self.attempts = attempts
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, session, kind, url, currentURL, state, waitingReason, nextAttemptAt, queuePosition
+        case bytesReceived, bytesDurable, bytesExpected, destination, location, error, createdAt, updatedAt
+        case description, etag, lastModified, attempts
+    }
+
+    // `bytesExpected` and `error` are always present on the wire (null when absent).
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(session, forKey: .session)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(url, forKey: .url)
+        try c.encodeIfPresent(currentURL, forKey: .currentURL)
+        try c.encode(state, forKey: .state)
+        try c.encodeIfPresent(waitingReason, forKey: .waitingReason)
+        try c.encodeIfPresent(nextAttemptAt, forKey: .nextAttemptAt)
+        try c.encodeIfPresent(queuePosition, forKey: .queuePosition)
+        try c.encode(bytesReceived, forKey: .bytesReceived)
+        try c.encode(bytesDurable, forKey: .bytesDurable)
+        try c.encode(bytesExpected, forKey: .bytesExpected)
+        try c.encode(destination, forKey: .destination)
+        try c.encodeIfPresent(location, forKey: .location)
+        try c.encode(error, forKey: .error)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(updatedAt, forKey: .updatedAt)
+        try c.encode(description, forKey: .description)
+        try c.encodeIfPresent(etag, forKey: .etag)
+        try c.encodeIfPresent(lastModified, forKey: .lastModified)
+        try c.encode(attempts, forKey: .attempts)
+    }
+}
+
+public struct TaskCreateParams: Codable, Sendable {
+    public var session: String
+    /// Required unless `resumeData` is given.
+    public var url: String?
+    /// Absolute path, or relative to the session's destination directory. Must not exist yet.
+    public var destination: String?
+    public var headers: [String: String]?
+    public var description: String?
+    /// Opaque string from `task.cancel {produceResumeData: true}`.
+    public var resumeData: String?
+    /// false (default): the task starts `suspended`, like URLSession. true: it is queued at once.
+    public var start: Bool?
+
+    public init(session: String, url: String? = nil, destination: String? = nil, headers: [String: String]? = nil,
+                description: String? = nil, resumeData: String? = nil, start: Bool? = nil) {
+        self.session = session
+        self.url = url
+        self.destination = destination
+        self.headers = headers
+        self.description = description
+        self.resumeData = resumeData
+        self.start = start
+    }
+}
+
+public struct TaskIDParams: Codable, Sendable {
+    public var id: Int64
+    public init(id: Int64) { self.id = id }
+}
+
+public struct TaskCancelParams: Codable, Sendable {
+    public var id: Int64
+    public var produceResumeData: Bool?
+    public init(id: Int64, produceResumeData: Bool? = nil) {
+        self.id = id
+        self.produceResumeData = produceResumeData
+    }
+}
+
+public struct TaskCancelResult: Codable, Sendable {
+    public var task: TaskInfo
+    /// Present when requested and the download can be resumed (validators known, bytes on disk).
+    public var resumeData: String?
+    public init(task: TaskInfo, resumeData: String?) {
+        self.task = task
+        self.resumeData = resumeData
+    }
+}
+
+public struct TaskListParams: Codable, Sendable {
+    public var session: String?
+    public var state: TaskState?
+    public init(session: String? = nil, state: TaskState? = nil) {
+        self.session = session
+        self.state = state
+    }
+}
+
+public struct TaskListResult: Codable, Sendable {
+    public var tasks: [TaskInfo]
+    public init(tasks: [TaskInfo]) { self.tasks = tasks }
+}
