@@ -1,1 +1,60 @@
 // HalfTunesDaemon: sessions, the queue, event fan-out and the JSON-RPC control server.
+import Foundation
+
+/// Everything the daemon needs to start; built from flags by the `halftunesd` executable.
+public struct DaemonConfiguration: Sendable {
+    public var socketPath: String
+    public var stateDirectory: String
+    public var downloadsDirectory: String
+    public var maxConcurrent: Int
+    /// How often a running transfer fsyncs and journals its durable length.
+    public var checkpointInterval: Double = 1.0
+    /// How long shutdown waits for transfers to checkpoint.
+    public var shutdownGrace: Double = 3.5
+    /// A subscriber with more unsent output than this is disconnected.
+    public var maxPendingOutputBytes: Int = 8 << 20
+    /// Resume data (and the partial data it keeps) expires after this many seconds.
+    public var resumeDataLifetime: Double = 7 * 24 * 3600
+
+    public init(socketPath: String, stateDirectory: String, downloadsDirectory: String, maxConcurrent: Int) {
+        self.socketPath = socketPath
+        self.stateDirectory = stateDirectory
+        self.downloadsDirectory = downloadsDirectory
+        self.maxConcurrent = maxConcurrent
+    }
+
+    public var journalPath: String { stateDirectory + "/journal.sqlite" }
+    public var lockPath: String { stateDirectory + "/halftunesd.lock" }
+}
+
+/// Default locations: system-wide as root, XDG for everyone else.
+public enum DefaultPaths {
+    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+    static var isRoot: Bool { geteuid() == 0 }
+
+    public static func socketPath() -> String {
+        if isRoot { return "/run/halftunesd/control.sock" }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
+            return runtime + "/halftunesd/control.sock"
+        }
+        return "/tmp/halftunesd-\(getuid())/control.sock"
+    }
+
+    public static func stateDirectory() -> String {
+        if isRoot { return "/var/lib/halftunesd" }
+        if let state = environment["XDG_STATE_HOME"], !state.isEmpty { return state + "/halftunesd" }
+        return home() + "/.local/state/halftunesd"
+    }
+
+    public static func downloadsDirectory() -> String {
+        if isRoot { return "/var/lib/halftunesd/downloads" }
+        if let dir = environment["XDG_DOWNLOAD_DIR"], !dir.isEmpty { return dir }
+        return home() + "/Downloads"
+    }
+
+    static func home() -> String {
+        if let home = environment["HOME"], !home.isEmpty { return home }
+        if let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir { return String(cString: dir) }
+        return "/tmp"
+    }
+}

@@ -1,1 +1,146 @@
 // HalfTunesJournal: the crash-safe SQLite journal of sessions, tasks, events and resume tokens.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import GRDB
+
+/// The journal: one SQLite database (`<state-dir>/journal.sqlite`, WAL mode, `synchronous=FULL`) behind a
+/// serialized GRDB `DatabaseQueue`, so it may be called from any thread. Every public write is one
+/// transaction. The layout and the write/recovery protocol are documented in docs/journal.md.
+public final class Journal: Sendable {
+    let dbQueue: DatabaseQueue
+    private let gate = Gate()
+    /// The database file, or nil for an in-memory journal.
+    public let path: String?
+    /// The number of schema migrations applied to this database (1 = "v1").
+    public let schemaVersion: Int
+
+    /// The schema version this build writes (the number of migrations it knows).
+    public static var latestSchemaVersion: Int { JournalSchema.migrations.count }
+    /// How long a write waits for a lock held by another connection before failing with SQLITE_BUSY.
+    public static let busyTimeout: Double = 10
+
+    /// Opens (creating it with mode 0600 if missing) the journal at `path` and migrates it to the latest schema.
+    /// The directory must exist.
+    public convenience init(path: String) throws {
+        try Journal.createFileIfMissing(path)
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: path, configuration: Journal.configuration(walPath: path))
+        } catch let error as JournalError {
+            throw error
+        } catch {
+            throw JournalError.cannotOpen(path: path, reason: "\(error)")
+        }
+        try self.init(queue: queue, path: path)
+    }
+
+    /// A private in-memory journal with the same schema (for tests).
+    public static func openInMemory() throws -> Journal {
+        try Journal(queue: try DatabaseQueue(configuration: configuration(walPath: nil)), path: nil)
+    }
+
+    init(queue: DatabaseQueue, path: String?) throws {
+        let migrator = JournalSchema.migrator
+        try queue.read { db in
+            guard try migrator.hasBeenSuperseded(db) else { return }
+            let known = Set(JournalSchema.migrations.map(\.identifier))
+            let unknown = try migrator.appliedIdentifiers(db).subtracting(known).sorted()
+            throw JournalError.newerSchema(path: path ?? ":memory:", unknownMigrations: unknown)
+        }
+        try migrator.migrate(queue)
+        self.dbQueue = queue
+        self.path = path
+        self.schemaVersion = try queue.read { try migrator.appliedMigrations($0).count }
+    }
+
+    /// Closes the database (SQLite checkpoints the WAL into the main file). Later calls throw `closed`;
+    /// closing twice does nothing.
+    public func close() throws {
+        try gate.closing { try dbQueue.close() }
+    }
+
+    /// Runs `body` on the queue unless the journal is closed (GRDB must not touch a closed connection).
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try gate.open { try dbQueue.read(body) }
+    }
+
+    /// Runs `body` in one write transaction.
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
+        try gate.open { try dbQueue.write(body) }
+    }
+
+    /// Runs `body` outside an explicit transaction (each statement commits on its own).
+    func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try gate.open { try dbQueue.writeWithoutTransaction(body) }
+    }
+
+    static func configuration(walPath: String?) -> Configuration {
+        var configuration = Configuration()
+        configuration.foreignKeysEnabled = true
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.label = "HalfTunesJournal"
+        configuration.prepareDatabase { db in
+            // Set up here rather than with GRDB's `journalMode = .wal`, which also sets synchronous=NORMAL.
+            if let walPath {
+                let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+                guard mode == "wal" else {
+                    throw JournalError.cannotOpen(path: walPath, reason: "cannot switch to WAL mode (got \(mode ?? "nil"))")
+                }
+            }
+            // Every commit is fsynced before the call returns: the journal never claims more than survives
+            // a power loss.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        return configuration
+    }
+
+    /// Creates an empty database file readable only by its owner (an empty file is a valid empty database).
+    static func createFileIfMissing(_ path: String) throws {
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            // The umask may only remove bits, but make the mode exact anyway.
+            let chmodFailed = fchmod(fd, 0o600) != 0
+            let code = errno
+            closeDescriptor(fd)
+            if chmodFailed { throw JournalError.cannotOpen(path: path, reason: String(cString: strerror(code))) }
+            return
+        }
+        let code = errno
+        if code == EEXIST { return }
+        throw JournalError.cannotOpen(path: path, reason: String(cString: strerror(code)))
+    }
+}
+
+/// Serializes calls with `close()` so that no call reaches a closed connection. (The DatabaseQueue serializes
+/// all access anyway, so holding this lock around it costs no parallelism.)
+private final class Gate: @unchecked Sendable {
+    private let lock = NSLock()
+    private var isClosed = false
+
+    func open<T>(_ body: () throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed else { throw JournalError.closed }
+        return try body()
+    }
+
+    func closing(_ body: () throws -> Void) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed else { return }
+        try body()
+        isClosed = true
+    }
+}
+
+private func closeDescriptor(_ fd: Int32) {
+    #if canImport(Glibc)
+    _ = Glibc.close(fd)
+    #elseif canImport(Darwin)
+    _ = Darwin.close(fd)
+    #endif
+}

@@ -1,0 +1,87 @@
+import Foundation
+import HalfTunesProtocol
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// One client connection: lines in, requests handled one after another (so responses keep request
+/// order), responses and event notifications out through the connection's `Outbox`.
+final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+
+    private static let nextID = NIOLockedValueBox<UInt64>(1)
+
+    private let router: RPCRouter
+    private let core: DaemonCore
+    private let logger: Logger
+    private let outputLimit: Int
+    private var outbox: Outbox?
+    private var continuation: AsyncStream<[UInt8]>.Continuation?
+    private let connectionID: UInt64
+
+    init(router: RPCRouter, core: DaemonCore, logger: Logger, outputLimit: Int) {
+        self.router = router
+        self.core = core
+        self.logger = logger
+        self.outputLimit = outputLimit
+        self.connectionID = Self.nextID.withLockedValue { id in defer { id += 1 }; return id }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let outbox = Outbox(connectionID: connectionID, channel: context.channel, limit: outputLimit)
+        self.outbox = outbox
+        let credentials = Self.peerCredentials(context.channel)
+        let (lines, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+        self.continuation = continuation
+        let router = self.router
+        let id = connectionID
+        Task {
+            let uid = (try? await credentials?.get())?.uid ?? UInt32.max
+            for await line in lines {
+                if let response = await router.handle(line: line, connectionID: id, uid: uid, outbox: outbox) {
+                    outbox.send(response: response)
+                }
+            }
+        }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        let bytes = Array(buffer.readableBytesView)
+        if bytes.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) { return } // blank line
+        continuation?.yield(bytes)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        continuation?.finish()
+        let core = self.core
+        let id = connectionID
+        Task { await core.connectionClosed(id) }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if error is LineFrameDecoder.LineTooLong {
+            let response = RPCResponse(id: nil, error: .parse("request line longer than \(HalfTunes.maxLineBytes) bytes; closing the connection"))
+            if let line = try? WireCoding.line(response) {
+                let channel = context.channel
+                let buffer = channel.allocator.buffer(bytes: line)
+                context.writeAndFlush(NIOAny(buffer)).whenComplete { _ in channel.close(promise: nil) }
+                return
+            }
+        }
+        logger.debug("connection error: \(error)")
+        context.close(promise: nil)
+    }
+
+    /// struct ucred (Glibc hides it without _GNU_SOURCE).
+    struct PeerCredentials: Sendable { var pid: Int32 = 0; var uid: UInt32 = 0; var gid: UInt32 = 0 }
+
+    /// The peer's credentials from SO_PEERCRED, taken at accept time.
+    static func peerCredentials(_ channel: Channel) -> EventLoopFuture<PeerCredentials>? {
+        guard let provider = channel as? SocketOptionProvider else { return nil }
+        return provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+    }
+}

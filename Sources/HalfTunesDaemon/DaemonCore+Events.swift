@@ -1,0 +1,66 @@
+import Foundation
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonCore {
+    /// Journals the task's row with its events in one transaction, then delivers the events live.
+    func commit(_ id: Int64, _ payloads: [EventPayload]) {
+        guard let t = tasks[id] else { return }
+        let time = Timestamp.format(clock())
+        let events = payloads.map { Event(seq: nil, session: t.record.session, task: id, time: time, payload: $0) }
+        do {
+            let stored = try journal.updateTask(t.record, events: events.filter(\.payload.isJournaled))
+            broadcast(stored + events.filter { !$0.payload.isJournaled })
+        } catch {
+            // The in-memory state moved on; the journal will catch up with the next write of this task.
+            logger.error("journal write failed for task \(id): \(error)")
+            broadcast(events)
+        }
+    }
+
+    /// Sends events to the live subscribers of their sessions.
+    func broadcast(_ events: [Event]) {
+        for event in events {
+            if let seq = event.seq, var s = sessions[event.session], seq > s.lastEventSeq {
+                s.lastEventSeq = seq
+                sessions[event.session] = s
+            }
+            guard let subs = subscribers[event.session] else { continue }
+            for outbox in subs.values { outbox.send(notification: event) }
+        }
+    }
+
+    /// Replays journaled events after `after`, then `didFinishEvents`, then registers for live events.
+    /// Runs in one actor turn, so no event can slip between replay and live delivery.
+    func subscribe(_ p: EventsSubscribeParams, requestID: RPCID?, outbox: Outbox) throws(RPCError) {
+        let s = try session(p.session)
+        let after = max(0, p.after ?? 0)
+        let replay = try journaled { try journal.events(session: p.session, after: after) }
+        let result = EventsSubscribeResult(session: p.session, after: after, prunedThrough: s.record.ackedThrough)
+        outbox.send(response: RPCResponse(id: requestID, result: (try? JSONValue(encoding: result)) ?? .null))
+        for event in replay { outbox.send(notification: event) }
+        let through = max(s.lastEventSeq, replay.last?.seq ?? 0)
+        outbox.send(notification: Event(seq: nil, session: p.session, task: nil, time: Timestamp.format(clock()),
+                                        payload: .didFinishEvents(through: through)))
+        subscribers[p.session, default: [:]][outbox.connectionID] = outbox
+    }
+
+    func ack(_ p: EventsAckParams) throws(RPCError) -> EventsAckResult {
+        var s = try session(p.session)
+        guard p.through >= 0 else { throw RPCError.invalidParams("through must be ≥ 0") }
+        guard p.through <= s.lastEventSeq else {
+            throw RPCError.invalidParams("through (\(p.through)) is beyond the session's last event (\(s.lastEventSeq))")
+        }
+        let pruned = try journaled { try journal.ack(session: p.session, through: p.through) }
+        s.record.ackedThrough = max(s.record.ackedThrough, p.through)
+        sessions[p.session] = s
+        return EventsAckResult(ackedThrough: s.record.ackedThrough, pruned: pruned)
+    }
+
+    func connectionClosed(_ connectionID: UInt64) {
+        for key in Array(subscribers.keys) {
+            subscribers[key]?[connectionID] = nil
+            if subscribers[key]?.isEmpty == true { subscribers[key] = nil }
+        }
+    }
+}

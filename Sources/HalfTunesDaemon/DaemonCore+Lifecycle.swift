@@ -1,0 +1,103 @@
+import Foundation
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonCore {
+    /// Replays the journal: re-attaches every session and task, finishes interrupted publishes, puts
+    /// running and queued tasks back in the queue (in their old order), re-arms retry timers, and
+    /// drops expired resume data. Runs before the control socket accepts anyone.
+    func recover() throws {
+        for row in try journal.loadSessions() {
+            sessions[row.identifier] = ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier))
+        }
+        let rows = try journal.loadTasks().sorted { ($0.queueOrder, $0.id ?? 0) < ($1.queueOrder, $1.id ?? 0) }
+        nextQueueOrder = (rows.map(\.queueOrder).max() ?? 0) + 1
+        var resumed = 0
+        for row in rows {
+            guard let id = row.id, sessions[row.session] != nil else { continue }
+            let machine = TaskStateMachine(state: row.state, waitingReason: row.waitingReason,
+                                           nextAttemptAt: row.nextAttemptAt, error: row.error,
+                                           resourceDeadline: row.resourceDeadline)
+            var t = ManagedTask(record: row, machine: machine, bytesReceived: row.bytesDurable)
+            if !row.state.isTerminal, row.phase == .transfer, let length = PartialFile.length(path: row.partialPath),
+               length < row.bytesDurable {
+                logger.warning("partial data shorter than journaled; resuming from what is on disk",
+                               metadata: ["task": "\(id)", "journaled": "\(row.bytesDurable)", "onDisk": "\(length)"])
+                t.record.bytesDurable = length
+                t.bytesReceived = length
+            }
+            tasks[id] = t
+            if row.phase == .publishing {
+                recoverPublish(id)
+                continue
+            }
+            if (try? apply(.restored, to: id))?.isEmpty == false { resumed += 1 }
+        }
+        for (identifier, s) in sessions where s.record.state == .invalidating {
+            finishInvalidationIfDone(identifier)
+        }
+        pruneResumeTokens()
+        logger.info("journal replayed", metadata: ["sessions": "\(sessions.count)", "tasks": "\(tasks.count)",
+                                                   "resumed": "\(resumed)"])
+        pump()
+    }
+
+    /// Finishes a publish that a crash interrupted, idempotently.
+    private func recoverPublish(_ id: Int64) {
+        guard let t = tasks[id] else { return }
+        let location = t.record.location ?? t.record.destination
+        switch FilePublisher.recover(partialPath: t.record.partialPath, destination: location) {
+        case .published:
+            logger.info("completing a download whose publish was interrupted", metadata: ["task": "\(id)"])
+            _ = try? apply(.completed, to: id, extra: [.didFinishDownloading(location: location)]) {
+                $0.phase = .transfer
+                $0.location = location
+            }
+        case .needsPublish, .conflict:
+            publish(id, total: PartialFile.length(path: t.record.partialPath) ?? t.record.bytesDurable)
+        case .lost:
+            let err = TaskError(code: TaskErrorCode.ioError,
+                                message: "The downloaded data disappeared while being moved to \(location)")
+            _ = try? apply(.transferFailed(err, transient: false, retryAfter: nil), to: id) { $0.phase = .transfer }
+        }
+    }
+
+    func pruneResumeTokens() {
+        let cutoff = clock() - configuration.resumeDataLifetime
+        for token in (try? journal.resumeTokens(createdBefore: cutoff)) ?? [] {
+            PartialFile.remove(path: token.partialPath)
+            try? journal.deleteResumeToken(token.token)
+        }
+    }
+
+    /// Stops every transfer with a checkpoint, leaving tasks in their journaled states so they continue
+    /// on the next start. Returns within the configured grace period.
+    func shutdown() async {
+        shuttingDown = true
+        for id in tasks.keys {
+            tasks[id]?.retryTimer?.cancel()
+            tasks[id]?.retryTimer = nil
+        }
+        let runtimes = tasks.values.compactMap(\.runtime)
+        for runtime in runtimes { runtime.stop() }
+        let grace = configuration.shutdownGrace
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for runtime in runtimes { _ = await runtime.outcome() }
+            }
+            group.addTask { try? await Task.sleep(nanoseconds: UInt64(grace * 1e9)) }
+            await group.next()
+            group.cancelAll()
+        }
+        for runtime in runtimes {
+            guard var t = tasks[runtime.taskID] else { continue }
+            t.record.bytesDurable = runtime.durableBytes
+            tasks[runtime.taskID] = t
+            _ = try? journal.updateTask(t.record, events: [])
+        }
+        let unfinished = tasks.values.filter { $0.runtime != nil }.count
+        logger.info("transfers checkpointed", metadata: ["stopped": "\(runtimes.count - unfinished)",
+                                                         "unfinished": "\(unfinished)"])
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonCore {
+    static let maxIdentifierLength = 255
+
+    func openSession(_ p: SessionOpenParams, uid: UInt32) throws(RPCError) -> SessionOpenResult {
+        let id = p.identifier
+        guard !id.isEmpty, id.utf8.count <= Self.maxIdentifierLength,
+              !id.contains(where: { $0.isNewline || $0 == "\0" || $0 == "/" })
+        else {
+            throw RPCError.invalidParams("session identifier must be 1–255 characters without '/', NUL or newlines")
+        }
+        let config = try resolve(p.configuration)
+        if var existing = sessions[id] {
+            guard existing.record.state == .active else {
+                throw RPCError(.sessionInvalidated,
+                               "Session '\(id)' is being invalidated; its identifier can be reused once its tasks end")
+            }
+            if p.configuration != nil, config != existing.record.configuration {
+                existing.record.configuration = config
+                try journaled { try journal.upsertSession(existing.record) }
+                sessions[id] = existing
+            }
+            return SessionOpenResult(session: sessionInfo(existing), reattached: true)
+        }
+        let record = SessionRecord(identifier: id, uid: uid, configuration: config, state: .active, createdAt: clock())
+        try journaled { try journal.upsertSession(record) }
+        let s = ManagedSession(record: record, lastEventSeq: (try? journal.lastEventSeq(session: id)) ?? 0)
+        sessions[id] = s
+        logger.info("session opened", metadata: ["session": "\(id)"])
+        return SessionOpenResult(session: sessionInfo(s), reattached: false)
+    }
+
+    /// Fills in defaults and validates a configuration.
+    func resolve(_ c: SessionConfiguration?) throws(RPCError) -> SessionConfiguration {
+        var config = c ?? SessionConfiguration()
+        let dir = config.destinationDirectory ?? configuration.downloadsDirectory
+        guard dir.hasPrefix("/") else {
+            throw RPCError.invalidParams("configuration.destinationDirectory must be an absolute path")
+        }
+        config.destinationDirectory = Destination.normalize(dir)
+        try validateHeaders(config.headers ?? [:])
+        config.headers = config.headers ?? [:]
+        let request = config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout
+        let resource = config.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout
+        guard request > 0, request <= 86_400 else {
+            throw RPCError.invalidParams("configuration.requestTimeout must be between 0 and 86400 seconds")
+        }
+        guard resource > 0, resource <= 365 * 86_400 else {
+            throw RPCError.invalidParams("configuration.resourceTimeout must be between 0 and 31536000 seconds")
+        }
+        config.requestTimeout = request
+        config.resourceTimeout = resource
+        return config
+    }
+
+    func validateHeaders(_ headers: [String: String]) throws(RPCError) {
+        let reserved: Set<String> = ["range", "if-range", "accept-encoding", "host", "content-length",
+                                     "transfer-encoding", "connection"]
+        for (name, value) in headers {
+            guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) else {
+                throw RPCError.invalidParams("header name '\(name)' is not a valid HTTP token")
+            }
+            guard !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                throw RPCError.invalidParams("header '\(name)' contains CR, LF or NUL")
+            }
+            guard !reserved.contains(name.lowercased()) else {
+                throw RPCError.invalidParams("header '\(name)' is managed by the daemon and cannot be set")
+            }
+        }
+    }
+
+    func listSessions() -> SessionListResult {
+        SessionListResult(sessions: sessions.values.sorted { $0.record.identifier < $1.record.identifier }.map(sessionInfo))
+    }
+
+    func invalidateSession(_ p: SessionInvalidateParams) async throws(RPCError) -> SessionInvalidateResult {
+        var s = try session(p.identifier)
+        let ids = tasks.values.filter { $0.record.session == p.identifier }.map(\.id).sorted()
+        if p.cancelTasks == true {
+            for id in ids where !(tasks[id]!.machine.state.isTerminal) {
+                try apply(.sessionInvalidated, to: id)
+            }
+        } else {
+            // finishTasksAndInvalidate: pending tasks finish; suspended ones would never end, so they are canceled.
+            for id in ids where tasks[id]!.machine.state == .suspended {
+                try apply(.sessionInvalidated, to: id)
+            }
+        }
+        s.record.state = .invalidating
+        sessions[p.identifier] = s
+        try journaled { try journal.upsertSession(s.record) }
+        let remaining = tasks.values.filter { $0.record.session == p.identifier && !$0.machine.state.isTerminal }.count
+        if remaining == 0 { try finishInvalidation(p.identifier) }
+        pump()
+        return SessionInvalidateResult(invalidated: remaining == 0, remainingTasks: remaining)
+    }
+
+    /// Called whenever a task of an invalidating session ends.
+    func finishInvalidationIfDone(_ identifier: String) {
+        guard let s = sessions[identifier], s.record.state == .invalidating else { return }
+        let busy = tasks.values.contains {
+            $0.record.session == identifier && (!$0.machine.state.isTerminal || $0.runtime != nil)
+        }
+        if !busy { try? finishInvalidation(identifier) }
+    }
+
+    private func finishInvalidation(_ identifier: String) throws(RPCError) {
+        let stillStopping = tasks.values.contains { $0.record.session == identifier && $0.runtime != nil }
+        if stillStopping { return } // finished when the last transfer has stopped
+        for token in (try? journal.resumeTokens(createdBefore: .infinity)) ?? [] where token.session == identifier {
+            PartialFile.remove(path: token.partialPath)
+        }
+        try journaled { try journal.deleteSession(identifier) }
+        for id in tasks.values.filter({ $0.record.session == identifier }).map(\.id) { tasks[id] = nil }
+        sessions[identifier] = nil
+        let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
+        for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }
+        subscribers[identifier] = nil
+        logger.info("session invalidated", metadata: ["session": "\(identifier)"])
+    }
+
+    /// Runs a journal write, turning its failure into an actionable RPC error.
+    func journaled<T>(_ body: () throws -> T) throws(RPCError) -> T {
+        do {
+            return try body()
+        } catch {
+            logger.error("journal write failed: \(error)")
+            throw RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed")
+        }
+    }
+}

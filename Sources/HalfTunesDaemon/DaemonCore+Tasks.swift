@@ -1,0 +1,247 @@
+import Foundation
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonCore {
+    /// Destinations of tasks that are not over yet (and so may still be written).
+    var reservedDestinations: Set<String> {
+        Set(tasks.values.filter { !$0.machine.state.isTerminal }.map(\.record.destination))
+    }
+
+    func createTask(_ p: TaskCreateParams) throws(RPCError) -> TaskInfo {
+        guard !shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
+        let s = try session(p.session)
+        guard s.record.state == .active else {
+            throw RPCError(.sessionInvalidated, "Session '\(p.session)' is being invalidated and accepts no new tasks")
+        }
+        try validateHeaders(p.headers ?? [:])
+        if let d = p.description, d.utf8.count > 4096 {
+            throw RPCError.invalidParams("description is longer than 4096 bytes")
+        }
+
+        var resume: ResumeTokenRecord?
+        var urlString = p.url
+        if let data = p.resumeData {
+            let decoded = try ResumeData.decode(data)
+            if let given = p.url, given != decoded.url {
+                throw RPCError.invalidParams("url does not match the resume data's URL (\(decoded.url)); omit url")
+            }
+            guard let token = try journaled({ try journal.takeResumeToken(decoded.token) }) else {
+                throw RPCError(.invalidResumeData,
+                               "This resume data was already used, has expired, or is not from this daemon")
+            }
+            resume = token
+            urlString = token.url
+        }
+        guard let urlString else { throw RPCError.invalidParams("url is required (or resumeData)") }
+        let url: URL
+        do {
+            url = try Destination.validate(url: urlString)
+        } catch {
+            if let resume { PartialFile.remove(path: resume.partialPath) }
+            throw error
+        }
+        let directory = s.record.configuration.destinationDirectory ?? configuration.downloadsDirectory
+        var explicit = p.destination
+        if explicit == nil, let resume, !FileManager.default.fileExists(atPath: resume.destination),
+           !reservedDestinations.contains(resume.destination) {
+            explicit = resume.destination // the cancelled task's destination, when still free
+        }
+        let destination: String
+        do {
+            destination = try Destination.resolve(explicit: explicit, url: url, directory: directory,
+                                                  reserved: reservedDestinations)
+        } catch {
+            if let resume { try? journal.insertResumeToken(resume) } // not used up by a refused request
+            throw error
+        }
+        let now = clock()
+        var record = TaskRecord(
+            session: p.session, kind: "download", url: urlString, state: .suspended,
+            destination: destination, partialPath: Destination.partialPath(for: destination),
+            headers: p.headers ?? [:], description: p.description, createdAt: now, updatedAt: now,
+            resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout))
+        if let resume {
+            adoptResumeData(resume, into: &record)
+        }
+        let (machine, actions) = TaskStateMachine.created(start: p.start == true,
+                                                          resourceDeadline: record.resourceDeadline)
+        record.state = machine.state
+        if actions.contains(.enqueue) {
+            record.queueOrder = nextQueueOrder
+            nextQueueOrder += 1
+        }
+        let payloads = actions.compactMap(Self.payload(for:))
+        let events = payloads.map { Event(seq: nil, session: p.session, task: nil, time: Timestamp.format(now), payload: $0) }
+        let (stored, storedEvents) = try journaled { try journal.insertTask(record, events: events) }
+        let managed = ManagedTask(record: stored, machine: machine, bytesReceived: stored.bytesDurable)
+        tasks[stored.id!] = managed
+        if actions.contains(.enqueue) { queue.append(stored.id!) }
+        broadcast(storedEvents)
+        logger.info("task created", metadata: ["task": "\(stored.id!)", "session": "\(p.session)", "url": "\(urlString)"])
+        pump()
+        return info(tasks[stored.id!]!)
+    }
+
+    /// Moves kept partial data into place for a task created from resume data; on any problem the task
+    /// simply starts from zero (like URLSession when resume data cannot be used).
+    private func adoptResumeData(_ token: ResumeTokenRecord, into record: inout TaskRecord) {
+        guard let length = PartialFile.length(path: token.partialPath), length > 0,
+              rename(token.partialPath, record.partialPath) == 0
+        else {
+            logger.notice("resume data's partial data is gone; starting from zero", metadata: ["url": "\(token.url)"])
+            PartialFile.remove(path: token.partialPath)
+            return
+        }
+        record.bytesDurable = min(length, token.bytes)
+        record.bytesExpected = token.bytesExpected
+        record.etag = token.etag
+        record.lastModified = token.lastModified
+    }
+
+    func resumeTask(_ id: Int64) throws(RPCError) -> TaskInfo {
+        guard !shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
+        try apply(.resume, to: id)
+        pump()
+        return info(try task(id))
+    }
+
+    /// Pauses the task. Returns once its transfer has stopped, so `bytesDurable` in the answer is
+    /// final: everything received was fsynced and journaled, and a resume continues exactly there.
+    func suspendTask(_ id: Int64) async throws(RPCError) -> TaskInfo {
+        let actions = try apply(.suspend, to: id)
+        pump()
+        if actions.contains(.stopTransfer), let runtime = tasks[id]?.runtime { _ = await runtime.outcome() }
+        return info(try task(id))
+    }
+
+    func cancelTask(_ id: Int64, produceResumeData: Bool) async throws(RPCError) -> TaskCancelResult {
+        let before = try task(id)
+        let canKeep = produceResumeData && Validators(etag: before.record.etag, lastModified: before.record.lastModified).ifRangeValue != nil
+        try apply(.cancel(keepPartial: canKeep), to: id)
+        pump()
+        var resumeData: String?
+        if canKeep {
+            // Wait for the transfer to stop so the durable length is final.
+            if let runtime = tasks[id]?.runtime { _ = await runtime.outcome() }
+            resumeData = try makeResumeData(for: id)
+        }
+        return TaskCancelResult(task: info(try task(id)), resumeData: resumeData)
+    }
+
+    private func makeResumeData(for id: Int64) throws(RPCError) -> String? {
+        guard let t = tasks[id] else { return nil }
+        let r = t.record
+        let bytes = min(r.bytesDurable, PartialFile.length(path: r.partialPath) ?? 0)
+        guard bytes > 0 else {
+            PartialFile.remove(path: r.partialPath)
+            return nil
+        }
+        let token = ResumeData.newToken()
+        let row = ResumeTokenRecord(token: token, session: r.session, url: r.url, partialPath: r.partialPath,
+                                    destination: r.destination, bytes: bytes, bytesExpected: r.bytesExpected,
+                                    etag: r.etag, lastModified: r.lastModified, createdAt: clock())
+        try journaled { try journal.insertResumeToken(row) }
+        return ResumeData(token: token, url: r.url, bytes: bytes).encoded()
+    }
+
+    func getTask(_ id: Int64) throws(RPCError) -> TaskInfo { info(try task(id)) }
+
+    func listTasks(_ p: TaskListParams) throws(RPCError) -> TaskListResult {
+        if let s = p.session { _ = try session(s) }
+        let selected = tasks.values
+            .filter { p.session == nil || $0.record.session == p.session }
+            .filter { p.state == nil || $0.machine.state == p.state }
+            .sorted { $0.id < $1.id }
+        return TaskListResult(tasks: selected.map(info))
+    }
+
+    // MARK: - Applying lifecycle inputs
+
+    /// Feeds an input to a task's state machine, carries out its actions and journals the result with
+    /// its events in one transaction. `extra` events go just before `didComplete`.
+    @discardableResult
+    func apply(_ input: TaskStateMachine.Input, to id: Int64, extra: [EventPayload] = [],
+               update: (inout TaskRecord) -> Void = { _ in }) throws(RPCError) -> [TaskStateMachine.Action] {
+        guard var t = tasks[id] else { throw RPCError.unknownTask(id) }
+        let now = clock()
+        let actions: [TaskStateMachine.Action]
+        do {
+            actions = try t.machine.handle(input, now: now)
+        } catch {
+            throw RPCError.illegalStateChange(task: id, from: error.state, action: error.input)
+        }
+        if actions.isEmpty { return actions }
+        var payloads: [EventPayload] = []
+        var startNow = false
+        for action in actions {
+            switch action {
+            case .enqueue:
+                t.record.queueOrder = nextQueueOrder
+                nextQueueOrder += 1
+                if !queue.contains(id) { queue.append(id) }
+            case .dequeue:
+                queue.removeAll { $0 == id }
+            case .startTransfer:
+                startNow = true
+            case .stopTransfer:
+                t.runtime?.stop()
+            case .scheduleRetry(let at):
+                t.retryTimer?.cancel()
+                t.retryTimer = scheduleRetry(id, at: at)
+            case .cancelRetry:
+                t.retryTimer?.cancel()
+                t.retryTimer = nil
+            case .discardPartial:
+                if t.runtime != nil {
+                    t.discardPartialWhenStopped = true
+                } else {
+                    PartialFile.remove(path: t.record.partialPath)
+                }
+                t.record.bytesDurable = 0
+            case .keepPartialForResumeData:
+                t.discardPartialWhenStopped = false
+            case .emitStateChanged, .emitComplete:
+                if case .emitComplete = action { payloads.append(contentsOf: extra) }
+                if let payload = Self.payload(for: action) { payloads.append(payload) }
+            }
+        }
+        update(&t.record)
+        t.syncRecord(now: now)
+        if let runtime = t.runtime, !t.discardPartialWhenStopped, !t.machine.state.isTerminal {
+            t.record.bytesDurable = runtime.durableBytes
+        }
+        tasks[id] = t
+        commit(id, payloads)
+        if startNow { startTransfer(id) }
+        if t.machine.state.isTerminal, sessions[t.record.session]?.record.state == .invalidating {
+            finishInvalidationIfDone(t.record.session)
+        }
+        return actions
+    }
+
+    static func payload(for action: TaskStateMachine.Action) -> EventPayload? {
+        switch action {
+        case let .emitStateChanged(from, to, reason): return .stateChanged(state: to, previous: from, reason: reason)
+        case let .emitComplete(error): return .didComplete(error: error)
+        default: return nil
+        }
+    }
+
+    private func scheduleRetry(_ id: Int64, at: Double) -> Task<Void, Never> {
+        let delay = max(0, at - clock())
+        return Task { [weak self] in
+            try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+            guard !Task.isCancelled, let self else { return }
+            await self.retryDue(id)
+        }
+    }
+
+    func retryDue(_ id: Int64) {
+        guard !shuttingDown, let t = tasks[id], t.machine.state == .waiting else { return }
+        tasks[id]?.retryTimer = nil
+        _ = try? apply(.retryDue, to: id)
+        pump()
+    }
+}

@@ -1,0 +1,193 @@
+import Foundation
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonCore {
+    /// Starts queued tasks while slots are free, in FIFO order.
+    func pump() {
+        guard !shuttingDown else { return }
+        var running = tasks.values.reduce(0) { $0 + ($1.machine.state == .running ? 1 : 0) }
+        var i = 0
+        while running < configuration.maxConcurrent, i < queue.count {
+            let id = queue[i]
+            guard let t = tasks[id], t.machine.state == .queued else {
+                queue.remove(at: i)
+                continue
+            }
+            if t.runtime != nil { // its previous transfer is still stopping
+                i += 1
+                continue
+            }
+            queue.remove(at: i)
+            _ = try? apply(.slotGranted, to: id)
+            running += 1
+        }
+    }
+
+    func startTransfer(_ id: Int64) {
+        guard var t = tasks[id], let s = sessions[t.record.session] else { return }
+        let config = s.record.configuration
+        let headers = (config.headers ?? [:]).merging(t.record.headers) { _, task in task }
+            .sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
+        let validators = (t.record.etag != nil || t.record.lastModified != nil)
+            ? Validators(etag: t.record.etag, lastModified: t.record.lastModified) : nil
+        let request = TransferRequest(
+            taskID: id, url: t.record.url, headers: headers, partialPath: t.record.partialPath,
+            durableOffset: t.record.bytesDurable, validators: validators, expectedLength: t.record.bytesExpected,
+            requestTimeout: config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout,
+            checkpointInterval: configuration.checkpointInterval)
+        let runtime = TaskRuntime(taskID: id, journal: journal, durableBytes: t.record.bytesDurable)
+        var taskLogger = logger
+        taskLogger[metadataKey: "task"] = "\(id)"
+        let transfer = Transfer(request: request, client: httpClient, observer: runtime, logger: taskLogger)
+        t.runtime = runtime
+        t.record.attempts += 1
+        t.bytesReceived = t.record.bytesDurable
+        tasks[id] = t
+        runtime.start(transfer)
+        Task { [weak self] in
+            for await message in runtime.messages {
+                guard let self else { return }
+                await self.handle(message, from: runtime)
+            }
+        }
+        logger.debug("transfer started", metadata: ["task": "\(id)", "offset": "\(t.record.bytesDurable)"])
+    }
+
+    func handle(_ message: TaskRuntime.Message, from runtime: TaskRuntime) {
+        let id = runtime.taskID
+        guard var t = tasks[id], t.runtime === runtime else { return }
+        switch message {
+        case .started(let start):
+            t.bytesReceived = start.offset
+            t.record.etag = start.validators.etag
+            t.record.lastModified = start.validators.lastModified
+            t.record.bytesExpected = start.expectedTotal
+            t.record.currentURL = start.finalURL
+            tasks[id] = t
+            var payloads: [EventPayload] = []
+            if start.discardedBytes > 0 || start.reason != nil {
+                payloads.append(.didResumeAtOffset(offset: 0, expectedTotalBytes: start.expectedTotal,
+                                                   discardedBytes: start.discardedBytes, reason: start.reason))
+                logger.notice("restarting from zero", metadata: ["task": "\(id)", "reason": "\(start.reason ?? "")"])
+            } else if start.offset > 0 {
+                payloads.append(.didResumeAtOffset(offset: start.offset, expectedTotalBytes: start.expectedTotal,
+                                                   discardedBytes: nil, reason: nil))
+            }
+            commitRunning(id, payloads)
+
+        case let .progress(delta, total, expected):
+            t.bytesReceived = total
+            if delta > 0, t.machine.consecutiveFailures > 0 { _ = try? t.machine.handle(.madeProgress, now: clock()) }
+            tasks[id] = t
+            rateMeter.add(delta, at: clock())
+            guard t.machine.state == .running, delta > 0 else { return }
+            broadcast([Event(seq: nil, session: t.record.session, task: id, time: Timestamp.format(clock()),
+                             payload: .didWriteData(bytesWritten: delta, totalBytesWritten: total,
+                                                    totalBytesExpectedToWrite: expected ?? t.record.bytesExpected))])
+
+        case .finished(let outcome):
+            transferEnded(id, outcome)
+        }
+    }
+
+    /// Writes a running task's row with the durable length held still, so a concurrent checkpoint is
+    /// never overwritten by an older value.
+    private func commitRunning(_ id: Int64, _ payloads: [EventPayload]) {
+        guard var t = tasks[id], let runtime = t.runtime else { return commit(id, payloads) }
+        runtime.withDurableBytes { durable in
+            t.record.bytesDurable = durable
+            tasks[id] = t
+            commit(id, payloads)
+        }
+    }
+
+    private func transferEnded(_ id: Int64, _ outcome: TransferOutcome) {
+        guard var t = tasks[id] else { return }
+        t.runtime = nil
+        switch outcome {
+        case .stopped(let durable): t.record.bytesDurable = durable
+        case .failed(let failure): t.record.bytesDurable = failure.durableBytes
+        case .completed(let total, _): t.record.bytesDurable = total
+        }
+        if t.discardPartialWhenStopped {
+            PartialFile.remove(path: t.record.partialPath)
+            t.record.bytesDurable = 0
+            t.discardPartialWhenStopped = false
+        }
+        tasks[id] = t
+        defer {
+            finishInvalidationIfDone(t.record.session)
+            pump()
+        }
+        if shuttingDown || t.machine.state != .running {
+            // Stopped on purpose (suspend, cancel, shutdown): keep the state; just record the length.
+            _ = try? journal.updateTask(t.record, events: [])
+            return
+        }
+        switch outcome {
+        case .completed(let total, _):
+            publish(id, total: total)
+        case .failed(let failure):
+            logger.info("transfer failed: \(failure.error.message)",
+                        metadata: ["task": "\(id)", "transient": "\(failure.isTransient)"])
+            _ = try? apply(.transferFailed(failure.error, transient: failure.isTransient, retryAfter: failure.retryAfter), to: id)
+        case .stopped:
+            // Stopped without being asked (should not happen): retry soon rather than lose the task.
+            _ = try? apply(.transferFailed(TaskError(code: TaskErrorCode.connectionLost, message: "The transfer stopped unexpectedly"),
+                                       transient: true, retryAfter: nil), to: id)
+        }
+    }
+
+    /// Moves the complete partial file to its destination and journals completion. The intent
+    /// (phase=publishing, location) is journaled first so a crash in between is finished on restart.
+    func publish(_ id: Int64, total: Int64) {
+        guard var t = tasks[id] else { return }
+        t.bytesReceived = total
+        t.record.bytesDurable = total
+        if t.record.bytesExpected == nil { t.record.bytesExpected = total }
+        var reserved = reservedDestinations
+        reserved.remove(t.record.destination)
+        var location = t.record.location ?? t.record.destination
+        for _ in 0..<5 {
+            if FileManager.default.fileExists(atPath: location) || isLink(location) {
+                location = FilePublisher.availableName(for: t.record.destination, reserved: reserved)
+            }
+            t.record.phase = .publishing
+            t.record.location = location
+            tasks[id] = t
+            _ = try? journal.updateTask(t.record, events: [])
+            do {
+                try FilePublisher.publish(partialPath: t.record.partialPath, destination: location)
+                logger.info("download complete", metadata: ["task": "\(id)", "location": "\(location)"])
+                _ = try? apply(.completed, to: id, extra: [.didFinishDownloading(location: location)]) {
+                    $0.phase = .transfer
+                    $0.location = location
+                }
+                return
+            } catch PublishError.destinationExists {
+                reserved.insert(location)
+                continue
+            } catch {
+                let err = TaskError(code: TaskErrorCode.ioError, message: "Could not move the file into place at \(location): \(error)")
+                _ = try? apply(.transferFailed(err, transient: false, retryAfter: nil), to: id) {
+                    $0.phase = .transfer
+                    $0.location = nil
+                }
+                return
+            }
+        }
+        let err = TaskError(code: TaskErrorCode.destinationConflict,
+                            message: "Every free name near \(t.record.destination) kept being taken while the finished file was moved into place")
+        _ = try? apply(.transferFailed(err, transient: false, retryAfter: nil), to: id) {
+            $0.phase = .transfer
+            $0.location = nil
+        }
+    }
+
+    private func isLink(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+}

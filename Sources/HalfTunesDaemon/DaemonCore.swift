@@ -1,0 +1,118 @@
+import AsyncHTTPClient
+import Foundation
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+import Logging
+import NIOCore
+
+/// One task as the daemon holds it: the journaled row, its lifecycle, and the transfer when running.
+struct ManagedTask {
+    var record: TaskRecord
+    var machine: TaskStateMachine
+    var bytesReceived: Int64
+    /// The live (or still stopping) transfer; a new one never starts before the old one has ended.
+    var runtime: TaskRuntime?
+    var retryTimer: Task<Void, Never>?
+    /// What to do with the partial data once the transfer has stopped (after cancel).
+    var discardPartialWhenStopped = false
+
+    var id: Int64 { record.id! }
+
+    mutating func syncRecord(now: Double) {
+        record.state = machine.state
+        record.waitingReason = machine.waitingReason
+        record.nextAttemptAt = machine.nextAttemptAt
+        record.error = machine.error
+        record.updatedAt = now
+    }
+}
+
+struct ManagedSession {
+    var record: SessionRecord
+    var lastEventSeq: Int64
+}
+
+/// The daemon's state, owned by one actor: sessions, tasks, the FIFO queue and event subscribers.
+/// Journal writes happen here (and in checkpoints, from transfer queues); bytes never pass through here.
+actor DaemonCore {
+    let configuration: DaemonConfiguration
+    let journal: Journal
+    let httpClient: HTTPClient
+    let logger: Logger
+    let clock: @Sendable () -> Double
+    let startedAt: Double
+
+    var sessions: [String: ManagedSession] = [:]
+    var tasks: [Int64: ManagedTask] = [:]
+    /// Queued task ids in FIFO order.
+    var queue: [Int64] = []
+    var nextQueueOrder: Int64 = 1
+    var subscribers: [String: [UInt64: Outbox]] = [:]
+    var rateMeter = RateMeter()
+    var shuttingDown = false
+
+    init(configuration: DaemonConfiguration, journal: Journal, httpClient: HTTPClient, logger: Logger,
+         clock: @escaping @Sendable () -> Double = { Timestamp.now() }) {
+        self.configuration = configuration
+        self.journal = journal
+        self.httpClient = httpClient
+        self.logger = logger
+        self.clock = clock
+        self.startedAt = clock()
+    }
+
+    // MARK: - Lookups
+
+    func session(_ identifier: String) throws(RPCError) -> ManagedSession {
+        guard let s = sessions[identifier] else { throw RPCError.unknownSession(identifier) }
+        return s
+    }
+
+    func task(_ id: Int64) throws(RPCError) -> ManagedTask {
+        guard let t = tasks[id] else { throw RPCError.unknownTask(id) }
+        return t
+    }
+
+    func info(_ t: ManagedTask) -> TaskInfo {
+        let r = t.record
+        let position = t.machine.state == .queued ? queue.firstIndex(of: t.id).map { $0 + 1 } : nil
+        return TaskInfo(
+            id: t.id, session: r.session, kind: r.kind, url: r.url,
+            currentURL: r.currentURL == r.url ? nil : r.currentURL,
+            state: t.machine.state, waitingReason: t.machine.waitingReason,
+            nextAttemptAt: t.machine.nextAttemptAt.map(Timestamp.format), queuePosition: position,
+            bytesReceived: t.bytesReceived, bytesDurable: t.runtime?.durableBytes ?? r.bytesDurable,
+            bytesExpected: r.bytesExpected, destination: r.destination, location: r.location,
+            error: t.machine.error, createdAt: Timestamp.format(r.createdAt), updatedAt: Timestamp.format(r.updatedAt),
+            description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts)
+    }
+
+    func sessionInfo(_ s: ManagedSession) -> SessionInfo {
+        var counts: [String: Int] = [:]
+        for t in tasks.values where t.record.session == s.record.identifier {
+            counts[t.machine.state.rawValue, default: 0] += 1
+        }
+        return SessionInfo(identifier: s.record.identifier, configuration: s.record.configuration,
+                           state: s.record.state, createdAt: Timestamp.format(s.record.createdAt),
+                           taskCounts: counts, lastEventSeq: s.lastEventSeq, ackedThrough: s.record.ackedThrough)
+    }
+
+    // MARK: - Status
+
+    func status() -> DaemonStatus {
+        var counts = Dictionary(uniqueKeysWithValues: TaskState.allCases.map { ($0.rawValue, 0) })
+        for t in tasks.values { counts[t.machine.state.rawValue, default: 0] += 1 }
+        let now = clock()
+        return DaemonStatus(version: HalfTunes.version, pid: getpid(), uptimeSeconds: (now - startedAt),
+                            tasks: counts, sessions: sessions.count, downloadRate: rateMeter.rate(now: now),
+                            maxConcurrent: configuration.maxConcurrent, socketPath: configuration.socketPath,
+                            stateDirectory: configuration.stateDirectory)
+    }
+
+    /// A one-line summary for logs and (later) the service manager's STATUS=.
+    func summary() -> String {
+        let s = status()
+        return "\(s.tasks["running"] ?? 0) running, \(s.tasks["queued"] ?? 0) queued, \(s.tasks["waiting"] ?? 0) waiting"
+    }
+}

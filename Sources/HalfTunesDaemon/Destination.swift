@@ -1,0 +1,89 @@
+import Foundation
+import HalfTunesEngine
+import HalfTunesProtocol
+
+/// Where a download goes: validation of URLs and destination paths, default names, partial paths.
+enum Destination {
+    /// Accepts only absolute http(s) URLs with a host.
+    static func validate(url string: String) throws(RPCError) -> URL {
+        guard let url = URL(string: string), let scheme = url.scheme?.lowercased() else {
+            throw RPCError.invalidParams("'\(string)' is not a valid URL")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw RPCError.invalidParams("URL scheme '\(scheme)' is not supported; use http or https")
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw RPCError.invalidParams("URL '\(string)' has no host")
+        }
+        return url
+    }
+
+    /// The file name a URL suggests: its last path component, percent-decoded and made safe.
+    static func suggestedName(for url: URL) -> String {
+        var name = url.lastPathComponent.removingPercentEncoding ?? url.lastPathComponent
+        name = String(name.map { ($0 == "/" || $0 == "\0" || $0.isNewline) ? "_" : $0 })
+        while name.hasPrefix(".") { name.removeFirst() }
+        name = name.trimmingCharacters(in: .whitespaces)
+        if name.isEmpty || name == "/" { name = url.host.map { "\($0).download" } ?? "download" }
+        if name.utf8.count > 200 { name = String(name.prefix(200)) }
+        return name
+    }
+
+    /// Resolves the destination of a new task. An explicit destination must not exist; a default one is
+    /// renamed "name (1).ext" when taken. `reserved` holds destinations of live tasks.
+    static func resolve(explicit: String?, url: URL, directory: String, reserved: Set<String>) throws(RPCError) -> String {
+        if let explicit, !explicit.isEmpty {
+            let path = normalize(explicit.hasPrefix("/") ? explicit : directory + "/" + explicit)
+            let parent = (path as NSString).deletingLastPathComponent
+            var isDir: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDir), isDir.boolValue else {
+                throw RPCError(.ioError, "The destination directory \(parent) does not exist")
+            }
+            if path.hasSuffix("/") || FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue {
+                throw RPCError.invalidParams("The destination \(path) is a directory; name a file")
+            }
+            if FileManager.default.fileExists(atPath: path) || isDanglingLink(path) {
+                throw RPCError(.destinationConflict, "The destination \(path) already exists; it is never overwritten",
+                               data: .object(["destination": .string(path)]))
+            }
+            if reserved.contains(path) {
+                throw RPCError(.destinationConflict, "Another task already downloads to \(path)",
+                               data: .object(["destination": .string(path)]))
+            }
+            return path
+        }
+        try ensureDirectory(directory)
+        let candidate = normalize(directory + "/" + suggestedName(for: url))
+        return FilePublisher.availableName(for: candidate, reserved: reserved)
+    }
+
+    /// The hidden partial file next to the destination, unique per task.
+    static func partialPath(for destination: String) -> String {
+        let dir = (destination as NSString).deletingLastPathComponent
+        let name = (destination as NSString).lastPathComponent
+        return dir + "/." + name + "." + String(ResumeData.newToken().prefix(8)) + ".partial"
+    }
+
+    static func ensureDirectory(_ directory: String) throws(RPCError) {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw RPCError(.ioError, "Cannot create the download directory \(directory): \(error.localizedDescription)")
+        }
+    }
+
+    static func normalize(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == ".." { _ = parts.popLast(); continue }
+            parts.append(part)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    private static func isDanglingLink(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+}

@@ -1,0 +1,124 @@
+// Publishing a complete partial at its destination: durable, atomic, never overwriting; and crash recovery.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#else
+import Darwin
+#endif
+
+public enum PublishError: Error, Equatable {
+    case destinationExists(String)
+    case partialMissing(String)
+    /// A message naming the operation and path, and the errno.
+    case io(String, Int32)
+}
+
+public enum FilePublisher {
+    /// fsync the partial, link(partial, destination) (EEXIST → `.destinationExists`; never overwrite), unlink the
+    /// partial, fsync the destination directory (and the partial's, if different). Where link is unsupported
+    /// (EPERM/ENOTSUP/EOPNOTSUPP/EMLINK), falls back to rename after checking the destination does not exist.
+    /// Returns when durable.
+    public static func publish(partialPath: String, destination: String) throws {
+        guard POSIX.exists(partialPath) else { throw PublishError.partialMissing(partialPath) }
+        do {
+            try POSIX.fsyncFile(partialPath)
+        } catch let e as FileIOError {
+            if e.errno == ENOENT { throw PublishError.partialMissing(partialPath) }
+            throw PublishError.io(e.description, e.errno)
+        }
+        if link(partialPath, destination) == 0 {
+            if unlink(partialPath) != 0, errno != ENOENT {
+                let e = errno
+                throw PublishError.io("Cannot remove '\(partialPath)' after linking it to '\(destination)': "
+                    + POSIX.describe(e), e)
+            }
+        } else {
+            let e = errno
+            switch e {
+            case EEXIST:
+                throw PublishError.destinationExists(destination)
+            case ENOENT where !POSIX.exists(partialPath):
+                throw PublishError.partialMissing(partialPath)
+            case EPERM, ENOTSUP, EOPNOTSUPP, EMLINK:
+                try renameWithoutOverwriting(partialPath, destination)
+            default:
+                throw PublishError.io("Cannot link '\(partialPath)' to '\(destination)': " + POSIX.describe(e), e)
+            }
+        }
+        try syncDirectories(partialPath, destination)
+    }
+
+    public enum Recovery: Equatable {
+        case published, needsPublish, conflict, lost
+    }
+
+    /// Idempotent recovery after a crash during publish: partial & destination same inode → unlink partial, fsync
+    /// dir → .published; partial missing & destination exists → .published; partial exists & destination missing →
+    /// .needsPublish; both exist, different inodes → .conflict; both missing → .lost.
+    public static func recover(partialPath: String, destination: String) -> Recovery {
+        let partial = POSIX.identity(partialPath)
+        let dest = POSIX.identity(destination)
+        switch (partial, dest) {
+        case let (p?, d?):
+            guard p == d else { return .conflict }
+            _ = unlink(partialPath)
+            try? syncDirectories(partialPath, destination)
+            return .published
+        case (nil, _?):
+            return .published
+        case (_?, nil):
+            return .needsPublish
+        case (nil, nil):
+            return .lost
+        }
+    }
+
+    /// "name.ext" → the first of "name.ext", "name (1).ext", "name (2).ext", … that does not exist and is not in
+    /// `reserved`. Compound extensions stay together: "a.tar.gz" → "a (1).tar.gz".
+    public static func availableName(for destination: String, reserved: Set<String>) -> String {
+        if !POSIX.exists(destination), !reserved.contains(destination) { return destination }
+        let slash = destination.lastIndex(of: "/")
+        let dirPrefix = slash.map { String(destination[...$0]) } ?? ""
+        let name = slash.map { String(destination[destination.index(after: $0)...]) } ?? destination
+        let (stem, ext) = splitExtension(name)
+        var n = 1
+        while true {
+            let candidate = "\(dirPrefix)\(stem) (\(n))\(ext)"
+            if !POSIX.exists(candidate), !reserved.contains(candidate) { return candidate }
+            n += 1
+        }
+    }
+
+    static func splitExtension(_ name: String) -> (stem: String, ext: String) {
+        let lower = name.lowercased()
+        for compound in [".tar.gz", ".tar.bz2", ".tar.xz", ".tar.zst", ".tar.lz", ".tar.z"]
+        where lower.hasSuffix(compound) && lower.count > compound.count {
+            let cut = name.index(name.endIndex, offsetBy: -compound.count)
+            return (String(name[..<cut]), String(name[cut...]))
+        }
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex, name.index(after: dot) != name.endIndex else {
+            return (name, "")
+        }
+        return (String(name[..<dot]), String(name[dot...]))
+    }
+
+    private static func renameWithoutOverwriting(_ from: String, _ to: String) throws {
+        guard !POSIX.exists(to) else { throw PublishError.destinationExists(to) }
+        guard rename(from, to) == 0 else {
+            let e = errno
+            throw PublishError.io("Cannot rename '\(from)' to '\(to)': " + POSIX.describe(e), e)
+        }
+    }
+
+    private static func syncDirectories(_ partialPath: String, _ destination: String) throws {
+        do {
+            try POSIX.fsyncDirectory(containing: destination)
+            if POSIX.directory(of: partialPath) != POSIX.directory(of: destination) {
+                try POSIX.fsyncDirectory(containing: partialPath)
+            }
+        } catch let e as FileIOError {
+            throw PublishError.io(e.description, e.errno)
+        }
+    }
+}

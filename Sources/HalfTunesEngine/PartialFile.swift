@@ -1,0 +1,153 @@
+// Partial files: create or reopen, cut back to the durable prefix, fsync; and the POSIX helpers around them.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#else
+import Darwin
+#endif
+import HalfTunesProtocol
+
+/// A failed file operation, with the path and errno.
+public struct FileIOError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var operation: String
+    public var path: String
+    public var errno: Int32
+
+    public init(operation: String, path: String, errno: Int32) {
+        self.operation = operation
+        self.path = path
+        self.errno = errno
+    }
+
+    public var description: String { "Cannot \(operation) '\(path)': \(POSIX.describe(errno))" }
+
+    /// diskFull (ENOSPC, EDQUOT), fileTooLarge (EFBIG), otherwise ioError.
+    public var taskError: TaskError {
+        let code: String
+        switch errno {
+        case ENOSPC, EDQUOT: code = TaskErrorCode.diskFull
+        case EFBIG: code = TaskErrorCode.fileTooLarge
+        default: code = TaskErrorCode.ioError
+        }
+        return TaskError(code: code, message: description)
+    }
+
+    /// A full disk or an over-large file may go away; other file errors will not by themselves.
+    public var isTransient: Bool { errno == ENOSPC || errno == EDQUOT || errno == EFBIG }
+}
+
+public enum PartialFile {
+    /// Create or open (O_CREAT|O_NOFOLLOW, 0644), truncate to min(current length, durableOffset), fsync;
+    /// returns the length kept.
+    public static func prepare(path: String, durableOffset: Int64) throws -> Int64 {
+        let (fd, kept) = try openPrepared(path: path, durableOffset: durableOffset)
+        close(fd)
+        return kept
+    }
+
+    /// unlink, ignoring ENOENT.
+    public static func remove(path: String) {
+        _ = unlink(path)
+    }
+
+    /// The file's length, nil if it does not exist (symlinks are not followed).
+    public static func length(path: String) -> Int64? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return Int64(st.st_size)
+    }
+
+    /// `prepare`, keeping the descriptor open for writing (O_WRONLY, not O_APPEND).
+    static func openPrepared(path: String, durableOffset: Int64) throws -> (fd: Int32, kept: Int64) {
+        let (fd, created) = try POSIX.openForWriting(path)
+        do {
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { throw FileIOError(operation: "stat", path: path, errno: errno) }
+            guard (st.st_mode & S_IFMT) == S_IFREG else {
+                throw FileIOError(operation: "use as a partial file (not a regular file)", path: path, errno: EINVAL)
+            }
+            let length = Int64(st.st_size)
+            let kept = max(0, min(length, durableOffset))
+            if kept != length {
+                guard ftruncate(fd, off_t(kept)) == 0 else {
+                    throw FileIOError(operation: "truncate", path: path, errno: errno)
+                }
+            }
+            guard fsync(fd) == 0 else { throw FileIOError(operation: "fsync", path: path, errno: errno) }
+            if created { try POSIX.fsyncDirectory(containing: path) }
+            return (fd, kept)
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+}
+
+enum POSIX {
+    static func describe(_ code: Int32) -> String {
+        guard let s = strerror(code) else { return "errno \(code)" }
+        return "\(String(cString: s)) (errno \(code))"
+    }
+
+    /// Opens `path` write-only without following a symlink, creating it (0644) if needed.
+    static func openForWriting(_ path: String) throws -> (fd: Int32, created: Bool) {
+        let base = O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
+        for _ in 0..<8 {
+            let fd = open(path, base)
+            if fd >= 0 { return (fd, false) }
+            let e = errno
+            if e == EINTR { continue }
+            guard e == ENOENT else { throw FileIOError(operation: "open", path: path, errno: e) }
+            let created = open(path, base | O_CREAT | O_EXCL, 0o644)
+            if created >= 0 { return (created, true) }
+            let e2 = errno
+            if e2 == EEXIST || e2 == EINTR { continue }  // lost a race with another creator: open it
+            throw FileIOError(operation: "create", path: path, errno: e2)
+        }
+        throw FileIOError(operation: "open", path: path, errno: EAGAIN)
+    }
+
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        let dir = String(path[..<slash])
+        return dir.isEmpty ? "/" : dir
+    }
+
+    static func fsyncDirectory(containing path: String) throws {
+        let dir = directory(of: path)
+        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileIOError(operation: "open directory", path: dir, errno: errno) }
+        defer { close(fd) }
+        // Some filesystems cannot fsync a directory (EINVAL); their metadata is then as durable as it gets.
+        if fsync(fd) != 0, errno != EINVAL {
+            throw FileIOError(operation: "fsync directory", path: dir, errno: errno)
+        }
+    }
+
+    static func fsyncFile(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw FileIOError(operation: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw FileIOError(operation: "fsync", path: path, errno: errno) }
+    }
+
+    /// (device, inode) of a path, nil if it does not exist; symlinks are not followed.
+    static func identity(_ path: String) -> (dev: UInt64, ino: UInt64)? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return (UInt64(st.st_dev), UInt64(st.st_ino))
+    }
+
+    static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    /// Seconds since the Unix epoch.
+    static func wallClock() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}

@@ -1,0 +1,206 @@
+// The file side of a transfer: batched pwritev on a serial queue, fsync on another, observer calls on a third.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#else
+import Darwin
+#endif
+import Dispatch
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// Owns the partial file's descriptor for one transfer.
+///
+/// - `writeQueue` writes batches in order (and truncates, on a restart from zero);
+/// - `syncQueue` fsyncs, so a slow fsync does not stall the writes that follow it;
+/// - `callbackQueue` calls the observer, serially and in submission order.
+/// Every job goes through `writeQueue` first, so the observer sees events in the order they were submitted.
+final class PartialWriter: Sendable {
+    struct Snapshot: Sendable {
+        /// Bytes in the file (written successfully).
+        var written: Int64
+        /// Bytes known to be fsynced.
+        var durable: Int64
+        var error: FileIOError?
+    }
+
+    /// IOV_MAX on Linux (not exported to Swift).
+    static let maxIOVecs = 1024
+
+    let path: String
+    let fd: Int32
+    /// Length of the partial after prepare.
+    let kept: Int64
+    private let writeQueue: DispatchQueue
+    private let syncQueue: DispatchQueue
+    private let callbackQueue: DispatchQueue
+    private let state: NIOLockedValueBox<Snapshot>
+
+    private init(path: String, fd: Int32, kept: Int64, label: String) {
+        self.path = path
+        self.fd = fd
+        self.kept = kept
+        self.writeQueue = DispatchQueue(label: "\(label).write")
+        self.syncQueue = DispatchQueue(label: "\(label).sync")
+        self.callbackQueue = DispatchQueue(label: "\(label).callbacks")
+        self.state = NIOLockedValueBox(Snapshot(written: kept, durable: kept, error: nil))
+    }
+
+    /// Opens and prepares the partial off the caller's thread (`PartialFile.prepare`, keeping the fd open).
+    static func open(path: String, durableOffset: Int64, label: String) async throws -> PartialWriter {
+        let result: Result<PartialWriter, Error> = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: Result {
+                    let (fd, kept) = try PartialFile.openPrepared(path: path, durableOffset: durableOffset)
+                    return PartialWriter(path: path, fd: fd, kept: kept, label: label)
+                })
+            }
+        }
+        return try result.get()
+    }
+
+    var snapshot: Snapshot { state.withLockedValue { $0 } }
+
+    /// Truncates to 0 when `truncate`, fsyncs, then calls `callbacks` on the callback queue (with whether it worked).
+    func begin(truncate: Bool, callbacks: @escaping @Sendable (Bool) -> Void) {
+        writeQueue.async {
+            let ok = truncate ? self.performTruncate() : true
+            self.callbackQueue.async { callbacks(ok) }
+        }
+    }
+
+    /// Writes `buffers` at the end of the written data; `written` runs on the write queue right after.
+    /// With `sync`, then fsyncs on the sync queue and, if that worked, calls `checkpoint(durable)` on the
+    /// callback queue; `synced` runs after that.
+    func write(_ buffers: [ByteBuffer], sync: Bool, written: @escaping @Sendable (Bool) -> Void,
+               checkpoint: @escaping @Sendable (Int64) -> Void, synced: @escaping @Sendable () -> Void) {
+        writeQueue.async {
+            let ok = self.performWrite(buffers)
+            written(ok)
+            guard sync else { return }
+            self.syncQueue.async {
+                let durable = self.performSync()
+                self.callbackQueue.async {
+                    if let durable { checkpoint(durable) }
+                    synced()
+                }
+            }
+        }
+    }
+
+    /// Runs `body` on the callback queue after everything submitted to the write queue so far has been handed on.
+    func callback(_ body: @escaping @Sendable () -> Void) {
+        writeQueue.async { self.callbackQueue.async(execute: body) }
+    }
+
+    /// The last job: writes `buffers`, fsyncs, calls `checkpoint(durable)` if the fsync worked, closes the
+    /// descriptor, then calls `done` with the final state (all on the callback queue after the sync).
+    func finish(_ buffers: [ByteBuffer], checkpoint: @escaping @Sendable (Int64) -> Void,
+                done: @escaping @Sendable (Snapshot) -> Void) {
+        writeQueue.async {
+            _ = self.performWrite(buffers)
+            self.syncQueue.async {
+                let durable = self.performSync()
+                self.callbackQueue.async {
+                    if let durable { checkpoint(durable) }
+                    close(self.fd)
+                    done(self.snapshot)
+                }
+            }
+        }
+    }
+
+    // MARK: - On the queues
+
+    private func recordError(_ operation: String, _ code: Int32) {
+        state.withLockedValue { s in
+            if s.error == nil { s.error = FileIOError(operation: operation, path: path, errno: code) }
+        }
+    }
+
+    private func performTruncate() -> Bool {
+        if ftruncate(fd, 0) != 0 {
+            recordError("truncate", errno)
+            return false
+        }
+        // Nothing is durable any more, whatever the fsync below says.
+        state.withLockedValue {
+            $0.written = 0
+            $0.durable = 0
+        }
+        if fsync(fd) != 0 {
+            recordError("fsync", errno)
+            return false
+        }
+        return true
+    }
+
+    /// fsync; returns the new durable length, or nil if the fsync failed (the error is recorded).
+    private func performSync() -> Int64? {
+        let target = state.withLockedValue { $0.written }
+        guard fsync(fd) == 0 else {
+            recordError("fsync", errno)
+            return nil
+        }
+        return state.withLockedValue { s in
+            s.durable = max(s.durable, min(target, s.written))
+            return s.durable
+        }
+    }
+
+    /// pwritev of all readable bytes at the write position; false after any error (then nothing more is written).
+    private func performWrite(_ buffers: [ByteBuffer]) -> Bool {
+        var offset = state.withLockedValue { s -> Int64? in s.error == nil ? s.written : nil }
+        guard let start = offset else { return false }
+        if buffers.isEmpty { return true }
+        var iovecs: [iovec] = []
+        iovecs.reserveCapacity(buffers.count)
+        var storages: [Unmanaged<AnyObject>] = []
+        storages.reserveCapacity(buffers.count)
+        defer { for s in storages { s.release() } }
+        for buffer in buffers where buffer.readableBytes > 0 {
+            buffer.withUnsafeReadableBytesWithStorageManagement { bytes, storage in
+                storages.append(storage.retain())
+                iovecs.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                    iov_len: bytes.count))
+            }
+        }
+        offset = start
+        var index = 0
+        var failure: Int32?
+        iovecs.withUnsafeMutableBufferPointer { iov in
+            while index < iov.count {
+                let count = Int32(min(iov.count - index, Self.maxIOVecs))
+                let n = pwritev(fd, iov.baseAddress! + index, count, off_t(offset!))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                if n == 0 {
+                    failure = EIO  // no progress on a non-empty write: do not spin
+                    return
+                }
+                offset! += Int64(n)
+                // Skip fully written iovecs, then advance into a partly written one.
+                var remaining = n
+                while index < iov.count, remaining >= iov[index].iov_len {
+                    remaining -= iov[index].iov_len
+                    index += 1
+                }
+                if remaining > 0 {
+                    iov[index].iov_base = iov[index].iov_base! + remaining
+                    iov[index].iov_len -= remaining
+                }
+            }
+        }
+        let end = offset!
+        state.withLockedValue { $0.written = end }
+        if let failure {
+            recordError("write", failure)
+            return false
+        }
+        return true
+    }
+}

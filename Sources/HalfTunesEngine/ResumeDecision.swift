@@ -1,0 +1,149 @@
+// What to do with a response head, given the offset we asked for: append, restart, complete, retry or fail.
+import HalfTunesProtocol
+import NIOHTTP1
+
+/// Pure decision on a response head (no I/O).
+public enum ResumeDecision: Sendable, Equatable {
+    /// Offset 0 request, 2xx.
+    case start(expectedTotal: Int64?)
+    /// 206 whose Content-Range starts exactly at the requested offset.
+    case append(expectedTotal: Int64?)
+    /// Offset > 0 requested but got 200: truncate to 0 and write this body.
+    case restartFromZero(expectedTotal: Int64?, reason: String)
+    /// 416 with "bytes */N" and N == requested offset.
+    case alreadyComplete(total: Int64)
+    /// 206 with a Content-Range not matching the request, or another 416: truncate the partial to 0 and fail
+    /// transiently (durableBytes 0) so the next attempt starts fresh.
+    case discardAndRetry(reason: String)
+    /// Non-2xx final status.
+    case fail(TaskError, transient: Bool, retryAfter: Double?)
+
+    /// Statuses worth retrying later; 429 and 503 say the server is busy.
+    static let transientStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+
+    public static func decide(requestedOffset: Int64, status: Int, headers: [(String, String)], now: Double) -> ResumeDecision {
+        decide(requestedOffset: requestedOffset, status: status, headers: headers, now: now, sentIfRange: nil, url: nil)
+    }
+
+    /// - Parameters:
+    ///   - sentIfRange: the If-Range value that was sent, if known. A 200 carrying that same validator means the
+    ///     server ignored the Range ("rangeNotHonored"); otherwise a 200 means the resource changed.
+    ///   - url: named in failure messages ("HTTP 404 Not Found from <url>").
+    public static func decide(requestedOffset: Int64, status: Int, headers: [(String, String)], now: Double,
+                              sentIfRange: String?, url: String?) -> ResumeDecision {
+        let contentLength = contentLength(headers)
+        switch status {
+        case 206:
+            guard let value = header("Content-Range", in: headers), let range = ContentRange.parse(value),
+                  let start = range.start else {
+                let got = header("Content-Range", in: headers).map { "'\($0)'" } ?? "none"
+                return .discardAndRetry(reason: "206 with an unusable Content-Range (\(got)) for offset \(requestedOffset)")
+            }
+            guard start == requestedOffset else {
+                return .discardAndRetry(reason: "206 starts at byte \(start), but byte \(requestedOffset) was requested")
+            }
+            if requestedOffset == 0 {
+                return .start(expectedTotal: range.total)
+            }
+            return .append(expectedTotal: range.total)
+        case 200...299:
+            if requestedOffset == 0 {
+                return .start(expectedTotal: contentLength)
+            }
+            return .restartFromZero(expectedTotal: contentLength,
+                                    reason: restartReason(headers: headers, sentIfRange: sentIfRange))
+        case 416 where requestedOffset > 0:
+            if let value = header("Content-Range", in: headers), let range = ContentRange.parse(value),
+               range.start == nil, let total = range.total, total == requestedOffset {
+                return .alreadyComplete(total: total)
+            }
+            let got = header("Content-Range", in: headers).map { "'\($0)'" } ?? "no Content-Range"
+            return .discardAndRetry(reason: "416 Range Not Satisfiable (\(got)) for offset \(requestedOffset)")
+        default:
+            let reasonPhrase = HTTPResponseStatus(statusCode: status).reasonPhrase
+            var message = "HTTP \(status) \(reasonPhrase)"
+            if let url { message += " from \(url)" }
+            let transient = transientStatuses.contains(status)
+            let code = (status == 429 || status == 503) ? TaskErrorCode.serverBusy : TaskErrorCode.httpStatus
+            let retryAfter = header("Retry-After", in: headers).flatMap { RetryAfter.parse($0, now: now) }
+            return .fail(TaskError(code: code, message: message, httpStatus: status), transient: transient,
+                         retryAfter: retryAfter)
+        }
+    }
+
+    /// Range/If-Range for a request: only when offset > 0 AND validators give an ifRangeValue; otherwise none
+    /// (never a bare Range, which could splice two versions of a file).
+    public static func rangeHeaders(offset: Int64, validators: Validators?) -> [(String, String)] {
+        guard offset > 0, let ifRange = validators?.ifRangeValue else { return [] }
+        return [("Range", "bytes=\(offset)-"), ("If-Range", ifRange)]
+    }
+
+    private static func restartReason(headers: [(String, String)], sentIfRange: String?) -> String {
+        if let acceptRanges = header("Accept-Ranges", in: headers), acceptRanges.trimmingSpaces.lowercased() == "none" {
+            return "rangeNotHonored"
+        }
+        if let sent = sentIfRange {
+            let etag = header("ETag", in: headers)?.trimmingSpaces
+            let lastModified = header("Last-Modified", in: headers)?.trimmingSpaces
+            if etag == sent || lastModified == sent { return "rangeNotHonored" }
+        }
+        return "resourceChanged"
+    }
+
+    static func header(_ name: String, in headers: [(String, String)]) -> String? {
+        for (n, v) in headers where n.count == name.count && n.lowercased() == name.lowercased() { return v }
+        return nil
+    }
+
+    /// Content-Length, unless the body is chunked (then the length is not known in advance).
+    static func contentLength(_ headers: [(String, String)]) -> Int64? {
+        if let te = header("Transfer-Encoding", in: headers), te.lowercased().contains("chunked") { return nil }
+        guard let value = header("Content-Length", in: headers), let n = Int64(value.trimmingSpaces), n >= 0 else {
+            return nil
+        }
+        return n
+    }
+}
+
+/// A parsed `Content-Range` header: "bytes 0-99/200", "bytes */200", "bytes 0-99/*".
+public struct ContentRange: Equatable, Sendable {
+    public var start: Int64?
+    public var end: Int64?
+    public var total: Int64?
+
+    public init(start: Int64?, end: Int64?, total: Int64?) {
+        self.start = start
+        self.end = end
+        self.total = total
+    }
+
+    public static func parse(_ value: String) -> ContentRange? {
+        let trimmed = value.trimmingSpaces
+        guard trimmed.count > 6, trimmed.prefix(5).lowercased() == "bytes" else { return nil }
+        let afterUnit = trimmed.dropFirst(5)
+        guard let first = afterUnit.first, first == " " || first == "\t" else { return nil }
+        let spec = String(afterUnit).trimmingSpaces
+        let halves = spec.split(separator: "/", omittingEmptySubsequences: false)
+        guard halves.count == 2 else { return nil }
+        let rangePart = halves[0], totalPart = halves[1]
+        var total: Int64?
+        if totalPart != "*" {
+            guard let t = parseDigits(totalPart) else { return nil }
+            total = t
+        }
+        if rangePart == "*" {
+            guard total != nil else { return nil }  // "bytes */*" says nothing
+            return ContentRange(start: nil, end: nil, total: total)
+        }
+        let bounds = rangePart.split(separator: "-", omittingEmptySubsequences: false)
+        guard bounds.count == 2, let start = parseDigits(bounds[0]), let end = parseDigits(bounds[1]),
+              start <= end else { return nil }
+        if let total, end >= total { return nil }
+        return ContentRange(start: start, end: end, total: total)
+    }
+
+    private static func parseDigits(_ s: Substring) -> Int64? {
+        guard !s.isEmpty, s.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return Int64(s)
+    }
+}

@@ -1,0 +1,235 @@
+import HalfTunesProtocol
+
+/// The lifecycle of one task as a value type: it takes inputs (client requests, scheduler and transfer
+/// outcomes, timers) with the current time, and returns the actions the daemon must carry out. No I/O.
+public struct TaskStateMachine: Sendable, Equatable {
+    public private(set) var state: TaskState
+    /// Set while `waiting`.
+    public private(set) var waitingReason: TaskError?
+    public private(set) var nextAttemptAt: Double?
+    /// Set when `failed` or `canceled`.
+    public private(set) var error: TaskError?
+    /// Transient failures since the last attempt that made progress; drives the backoff.
+    public private(set) var consecutiveFailures: Int
+    /// The task fails with `resourceTimeout` when a retry would start after this time.
+    public let resourceDeadline: Double?
+    public let backoff: Backoff
+
+    public struct Backoff: Sendable, Equatable {
+        public var initial: Double
+        public var maximum: Double
+        /// Longest `Retry-After` honoured.
+        public var maximumRetryAfter: Double
+        public init(initial: Double = 1, maximum: Double = 60, maximumRetryAfter: Double = 3600) {
+            self.initial = initial
+            self.maximum = maximum
+            self.maximumRetryAfter = maximumRetryAfter
+        }
+
+        /// Delay before retry number `failures` (1-based): initial·2^(n-1), capped; Retry-After wins when longer.
+        public func delay(failures: Int, retryAfter: Double?) -> Double {
+            let exponent = Double(max(0, min(failures - 1, 30)))
+            let computed = min(maximum, initial * pow2(exponent))
+            guard let retryAfter, retryAfter > 0 else { return computed }
+            return max(computed, min(retryAfter, maximumRetryAfter))
+        }
+
+        private func pow2(_ e: Double) -> Double {
+            var r = 1.0
+            var i = 0.0
+            while i < e { r *= 2; i += 1 }
+            return r
+        }
+    }
+
+    public enum Input: Sendable, Equatable {
+        /// Client `task.resume` (also "retry now" for a waiting task).
+        case resume
+        /// Client `task.suspend` (pause, keeping partial data).
+        case suspend
+        /// Client `task.cancel`; `keepPartial` when resume data is produced.
+        case cancel(keepPartial: Bool)
+        /// The scheduler gives a queued task a transfer slot.
+        case slotGranted
+        /// The transfer finished and the file was published.
+        case completed
+        /// The transfer failed.
+        case transferFailed(TaskError, transient: Bool, retryAfter: Double?)
+        /// The transfer made progress (resets the backoff).
+        case madeProgress
+        /// The retry timer fired.
+        case retryDue
+        /// The daemon started and found the task in the journal.
+        case restored
+        /// The session is being invalidated with cancellation.
+        case sessionInvalidated
+    }
+
+    public enum Action: Sendable, Equatable {
+        case enqueue
+        case dequeue
+        case startTransfer
+        case stopTransfer
+        case scheduleRetry(at: Double)
+        case cancelRetry
+        case discardPartial
+        case keepPartialForResumeData
+        case emitStateChanged(from: TaskState?, to: TaskState, reason: TaskError?)
+        case emitComplete(error: TaskError?)
+    }
+
+    public struct IllegalTransition: Error, Equatable, Sendable {
+        public var state: TaskState
+        public var input: String
+    }
+
+    public init(state: TaskState, waitingReason: TaskError? = nil, nextAttemptAt: Double? = nil, error: TaskError? = nil,
+                consecutiveFailures: Int = 0, resourceDeadline: Double? = nil, backoff: Backoff = Backoff()) {
+        self.state = state
+        self.waitingReason = waitingReason
+        self.nextAttemptAt = nextAttemptAt
+        self.error = error
+        self.consecutiveFailures = consecutiveFailures
+        self.resourceDeadline = resourceDeadline
+        self.backoff = backoff
+    }
+
+    /// A new task: `suspended`, or `queued` when created with `start: true`.
+    public static func created(start: Bool, resourceDeadline: Double?, backoff: Backoff = Backoff())
+        -> (TaskStateMachine, [Action])
+    {
+        var m = TaskStateMachine(state: .suspended, resourceDeadline: resourceDeadline, backoff: backoff)
+        var actions: [Action] = [.emitStateChanged(from: nil, to: .suspended, reason: nil)]
+        if start {
+            actions += (try? m.handle(.resume, now: 0)) ?? []
+        }
+        return (m, actions)
+    }
+
+    public mutating func handle(_ input: Input, now: Double) throws(IllegalTransition) -> [Action] {
+        switch (state, input) {
+        // resume
+        case (.suspended, .resume):
+            return move(to: .queued, extra: [.enqueue])
+        case (.waiting, .resume):
+            return move(to: .queued, extra: [.cancelRetry, .enqueue])
+        case (.queued, .resume), (.running, .resume):
+            return []
+
+        // suspend
+        case (.running, .suspend):
+            return move(to: .suspended, extra: [.stopTransfer])
+        case (.queued, .suspend):
+            return move(to: .suspended, extra: [.dequeue])
+        case (.waiting, .suspend):
+            return move(to: .suspended, extra: [.cancelRetry])
+        case (.suspended, .suspend):
+            return []
+
+        // cancel
+        case (.suspended, .cancel(let keep)), (.queued, .cancel(let keep)),
+             (.running, .cancel(let keep)), (.waiting, .cancel(let keep)):
+            return finishCanceled(keepPartial: keep,
+                                  error: TaskError(code: TaskErrorCode.canceled, message: "The task was canceled"))
+        case (.suspended, .sessionInvalidated), (.queued, .sessionInvalidated),
+             (.running, .sessionInvalidated), (.waiting, .sessionInvalidated):
+            return finishCanceled(keepPartial: false,
+                                  error: TaskError(code: TaskErrorCode.sessionInvalidated,
+                                                   message: "The session was invalidated and its tasks canceled"))
+
+        // scheduler and transfer
+        case (.queued, .slotGranted):
+            return move(to: .running, extra: [.startTransfer])
+        case (.running, .completed):
+            waitingReason = nil
+            nextAttemptAt = nil
+            return move(to: .completed, extra: []) + [.emitComplete(error: nil)]
+        case (.running, .madeProgress):
+            consecutiveFailures = 0
+            return []
+        case (.running, .transferFailed(let err, let transient, let retryAfter)):
+            if transient {
+                consecutiveFailures += 1
+                let at = now + backoff.delay(failures: consecutiveFailures, retryAfter: retryAfter)
+                if let deadline = resourceDeadline, at > deadline {
+                    return fail(TaskError(code: TaskErrorCode.resourceTimeout,
+                                          message: "Gave up: the resource timeout ends before the next retry (last error: \(err.message))"))
+                }
+                waitingReason = err
+                nextAttemptAt = at
+                return move(to: .waiting, extra: [.scheduleRetry(at: at)], reason: err)
+            }
+            return fail(err)
+        case (.waiting, .retryDue):
+            if let deadline = resourceDeadline, now > deadline {
+                return fail(TaskError(code: TaskErrorCode.resourceTimeout,
+                                      message: "The resource timeout expired while waiting to retry"))
+            }
+            return move(to: .queued, extra: [.enqueue])
+        case (_, .retryDue):
+            return [] // a stale timer
+
+        // daemon start
+        case (.running, .restored):
+            return move(to: .queued, extra: [.enqueue])
+        case (.queued, .restored):
+            return [.enqueue]
+        case (.waiting, .restored):
+            return [.scheduleRetry(at: nextAttemptAt ?? now)]
+        case (.suspended, .restored), (.completed, .restored), (.failed, .restored), (.canceled, .restored):
+            return []
+
+        default:
+            throw IllegalTransition(state: state, input: Self.name(of: input))
+        }
+    }
+
+    private mutating func move(to newState: TaskState, extra: [Action], reason: TaskError? = nil) -> [Action] {
+        let old = state
+        state = newState
+        if newState != .waiting {
+            waitingReason = nil
+            nextAttemptAt = nil
+        }
+        return extra + [.emitStateChanged(from: old, to: newState, reason: reason)]
+    }
+
+    private mutating func finishCanceled(keepPartial: Bool, error: TaskError) -> [Action] {
+        let old = state
+        var actions: [Action] = []
+        switch old {
+        case .running: actions.append(.stopTransfer)
+        case .queued: actions.append(.dequeue)
+        case .waiting: actions.append(.cancelRetry)
+        default: break
+        }
+        actions.append(keepPartial ? .keepPartialForResumeData : .discardPartial)
+        self.error = error
+        return actions + move(to: .canceled, extra: [], reason: error) + [.emitComplete(error: error)]
+    }
+
+    private mutating func fail(_ err: TaskError) -> [Action] {
+        let old = state
+        var actions: [Action] = []
+        if old == .waiting { actions.append(.cancelRetry) }
+        if old == .queued { actions.append(.dequeue) }
+        actions.append(.discardPartial)
+        error = err
+        return actions + move(to: .failed, extra: [], reason: err) + [.emitComplete(error: err)]
+    }
+
+    static func name(of input: Input) -> String {
+        switch input {
+        case .resume: return "resume"
+        case .suspend: return "suspend"
+        case .cancel: return "cancel"
+        case .slotGranted: return "start"
+        case .completed: return "complete"
+        case .transferFailed: return "fail"
+        case .madeProgress: return "record progress for"
+        case .retryDue: return "retry"
+        case .restored: return "restore"
+        case .sessionInvalidated: return "invalidate"
+        }
+    }
+}

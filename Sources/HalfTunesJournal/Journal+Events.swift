@@ -1,0 +1,98 @@
+import GRDB
+import HalfTunesProtocol
+
+extension Journal {
+    /// Appends the events in one transaction and returns them with `seq` assigned (ascending, in order).
+    /// Only journaled payload types are accepted; every event's session (and task, if set) must exist.
+    @discardableResult
+    public func appendEvents(_ events: [Event]) throws -> [Event] {
+        try Journal.checkJournaled(events, session: nil)
+        if events.isEmpty { return [] }
+        return try write { db in try Journal.append(events, db) }
+    }
+
+    /// The session's journaled events with seq > `after`, ascending, with `seq` set.
+    public func events(session: String, after: Int64) throws -> [Event] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT seq, json FROM events WHERE session = ? AND seq > ? ORDER BY seq",
+                             arguments: [session, after]).map(Event.init(row:))
+        }
+    }
+
+    /// The highest seq ever journaled for the session (0 if none ever, or no such session). Kept in the
+    /// session row, so it stays correct after `ack` pruned the events.
+    public func lastEventSeq(session: String) throws -> Int64 {
+        try read { db in
+            try Int64.fetchOne(db, sql: "SELECT last_event_seq FROM sessions WHERE identifier = ?",
+                               arguments: [session]) ?? 0
+        }
+    }
+
+    /// Sets the session's `acked_through` to max(old, through) and deletes its events with seq <= through,
+    /// in one transaction. Returns the number of events deleted. Throws `unknownSession`.
+    public func ack(session: String, through: Int64) throws -> Int {
+        try write { db in
+            try db.execute(sql: "UPDATE sessions SET acked_through = max(acked_through, ?) WHERE identifier = ?",
+                           arguments: [through, session])
+            guard db.changesCount == 1 else { throw JournalError.unknownSession(session) }
+            try db.execute(sql: "DELETE FROM events WHERE session = ? AND seq <= ?", arguments: [session, through])
+            return db.changesCount
+        }
+    }
+
+    /// Rejects live-only events, and (when `session` is given) events of another session.
+    static func checkJournaled(_ events: [Event], session: String?) throws {
+        for event in events {
+            guard event.payload.isJournaled else { throw JournalError.notJournaled(type: event.type) }
+            if let session, event.session != session {
+                throw JournalError.eventSessionMismatch(task: session, event: event.session)
+            }
+        }
+    }
+
+    static func requireSession(_ identifier: String, _ db: Database) throws {
+        let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE identifier = ?",
+                                       arguments: [identifier]) ?? false
+        if !exists { throw JournalError.unknownSession(identifier) }
+    }
+
+    /// Inserts events inside the caller's transaction and advances each session's `last_event_seq`.
+    static func append(_ events: [Event], _ db: Database) throws -> [Event] {
+        let createdAt = Timestamp.now()
+        var taskOwners: [Int64: String] = [:]
+        var lastSeq: [String: Int64] = [:]
+        var stored: [Event] = []
+        stored.reserveCapacity(events.count)
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO events (session, task, type, created_at, json) VALUES (?, ?, ?, ?, ?)")
+        for var event in events {
+            if lastSeq[event.session] == nil { try requireSession(event.session, db) }
+            if let task = event.task {
+                let owner: String
+                if let known = taskOwners[task] {
+                    owner = known
+                } else {
+                    guard let found = try String.fetchOne(db, sql: "SELECT session FROM tasks WHERE id = ?",
+                                                          arguments: [task]) else {
+                        throw JournalError.unknownTask(task)
+                    }
+                    owner = found
+                    taskOwners[task] = found
+                }
+                if owner != event.session {
+                    throw JournalError.eventSessionMismatch(task: owner, event: event.session)
+                }
+            }
+            event.seq = nil
+            try insert.execute(arguments: [event.session, event.task, event.type, createdAt, try JSONText.encode(event)])
+            event.seq = db.lastInsertedRowID
+            lastSeq[event.session] = event.seq
+            stored.append(event)
+        }
+        for (session, seq) in lastSeq {
+            try db.execute(sql: "UPDATE sessions SET last_event_seq = max(last_event_seq, ?) WHERE identifier = ?",
+                           arguments: [seq, session])
+        }
+        return stored
+    }
+}

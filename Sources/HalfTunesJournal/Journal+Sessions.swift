@@ -1,0 +1,42 @@
+import GRDB
+import HalfTunesProtocol
+
+extension Journal {
+    /// Every session, ordered by identifier.
+    public func loadSessions() throws -> [SessionRecord] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY identifier").map(SessionRecord.init(row:))
+        }
+    }
+
+    /// Inserts the session or replaces its row. `acked_through` never decreases (the stored value wins if it is
+    /// higher) and `last_event_seq` is kept: both belong to the journal's event bookkeeping.
+    public func upsertSession(_ s: SessionRecord) throws {
+        let configuration = try JSONText.encode(s.configuration)
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO sessions (identifier, uid, configuration, state, created_at, acked_through)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(identifier) DO UPDATE SET
+                        uid = excluded.uid,
+                        configuration = excluded.configuration,
+                        state = excluded.state,
+                        created_at = excluded.created_at,
+                        acked_through = max(acked_through, excluded.acked_through)
+                    """,
+                arguments: [s.identifier, Int64(s.uid), configuration, s.state.rawValue, s.createdAt, s.ackedThrough])
+        }
+    }
+
+    /// Deletes the session with its tasks, events and resume tokens, in one transaction. Deleting an unknown
+    /// session does nothing. Event sequence numbers and task ids stay used (AUTOINCREMENT).
+    public func deleteSession(_ identifier: String) throws {
+        try write { db in
+            for table in ["events", "resume_tokens", "tasks"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE session = ?", arguments: [identifier])
+            }
+            try db.execute(sql: "DELETE FROM sessions WHERE identifier = ?", arguments: [identifier])
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import GRDB
+import HalfTunesProtocol
+
+extension Journal {
+    /// Every task, ordered by id.
+    public func loadTasks() throws -> [TaskRecord] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM tasks ORDER BY id").map(TaskRecord.init(row:))
+        }
+    }
+
+    /// One task, or nil when there is no task with that id.
+    public func loadTask(_ id: Int64) throws -> TaskRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM tasks WHERE id = ?", arguments: [id]).map(TaskRecord.init(row:))
+        }
+    }
+
+    /// Inserts the task (assigning its id) and the events in ONE transaction. Events whose `task` is nil get
+    /// the new id. Returns the stored task and the events with `seq` assigned.
+    public func insertTask(_ t: TaskRecord, events: [Event]) throws -> (TaskRecord, [Event]) {
+        if let id = t.id { throw JournalError.taskAlreadyHasID(id) }
+        try Journal.checkJournaled(events, session: t.session)
+        let arguments = try t.arguments()
+        let columns = TaskRecord.columns
+        let sql = "INSERT INTO tasks (\(columns.joined(separator: ", "))) VALUES ("
+            + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        return try write { db in
+            try Journal.requireSession(t.session, db)
+            try db.execute(sql: sql, arguments: arguments)
+            var stored = t
+            let id = db.lastInsertedRowID
+            stored.id = id
+            let withTask = events.map { event -> Event in
+                var event = event
+                if event.task == nil { event.task = id }
+                return event
+            }
+            return (stored, try Journal.append(withTask, db))
+        }
+    }
+
+    /// Replaces the whole task row and appends the events in ONE transaction; returns the events with `seq`
+    /// assigned. Throws `unknownTask` if the row does not exist (nothing is written then).
+    @discardableResult
+    public func updateTask(_ t: TaskRecord, events: [Event]) throws -> [Event] {
+        guard let id = t.id else { throw JournalError.taskHasNoID }
+        try Journal.checkJournaled(events, session: t.session)
+        var arguments = try t.arguments()
+        arguments += [id]
+        let sql = "UPDATE tasks SET " + TaskRecord.columns.map { "\($0) = ?" }.joined(separator: ", ")
+            + " WHERE id = ?"
+        return try write { db in
+            try db.execute(sql: sql, arguments: arguments)
+            guard db.changesCount == 1 else { throw JournalError.unknownTask(id) }
+            return try Journal.append(events, db)
+        }
+    }
+
+    /// The hot-path update of the durable byte count: one `UPDATE` of one column, committed (and so fsynced)
+    /// before it returns. Call it only after the partial file's data up to `bytesDurable` was fsynced.
+    public func recordCheckpoint(task: Int64, bytesDurable: Int64) throws {
+        try writeWithoutTransaction { db in
+            try db.cachedStatement(sql: "UPDATE tasks SET bytes_durable = ? WHERE id = ?")
+                .execute(arguments: [bytesDurable, task])
+            guard db.changesCount == 1 else { throw JournalError.unknownTask(task) }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import HalfTunesProtocol
+
+/// Where a task is in its life after the bytes arrive: `publishing` is journaled (with `location`) before the
+/// partial file is linked to its destination, so an interrupted publish can be finished after a crash.
+public enum TaskPhase: String, Codable, Sendable {
+    case transfer, publishing
+}
+
+/// One row of `sessions`.
+public struct SessionRecord: Codable, Sendable, Equatable {
+    public var identifier: String
+    /// The uid of the client that opened the session (from SO_PEERCRED).
+    public var uid: UInt32
+    /// Stored as JSON text.
+    public var configuration: SessionConfiguration
+    public var state: SessionState
+    /// Seconds since 1970.
+    public var createdAt: Double
+    /// Events with seq <= this were acknowledged (and pruned). Never decreases in the journal.
+    public var ackedThrough: Int64
+
+    public init(identifier: String, uid: UInt32, configuration: SessionConfiguration, state: SessionState,
+                createdAt: Double, ackedThrough: Int64 = 0) {
+        self.identifier = identifier
+        self.uid = uid
+        self.configuration = configuration
+        self.state = state
+        self.createdAt = createdAt
+        self.ackedThrough = ackedThrough
+    }
+}
+
+/// One row of `tasks`. Times are seconds since 1970.
+public struct TaskRecord: Codable, Sendable, Equatable {
+    /// nil before insert; assigned by `INTEGER PRIMARY KEY AUTOINCREMENT` (never reused, even after deletes).
+    public var id: Int64?
+    public var session: String
+    public var kind: String
+    public var url: String
+    public var currentURL: String?
+    public var state: TaskState
+    public var phase: TaskPhase
+    public var waitingReason: TaskError?
+    public var nextAttemptAt: Double?
+    public var destination: String
+    public var location: String?
+    public var partialPath: String
+    public var headers: [String: String]
+    public var description: String?
+    public var bytesDurable: Int64
+    public var bytesExpected: Int64?
+    public var etag: String?
+    public var lastModified: String?
+    public var error: TaskError?
+    public var attempts: Int
+    public var queueOrder: Int64
+    public var createdAt: Double
+    public var updatedAt: Double
+    public var resourceDeadline: Double?
+
+    public init(id: Int64? = nil, session: String, kind: String = "download", url: String, currentURL: String? = nil,
+                state: TaskState, phase: TaskPhase = .transfer, waitingReason: TaskError? = nil,
+                nextAttemptAt: Double? = nil, destination: String, location: String? = nil, partialPath: String,
+                headers: [String: String] = [:], description: String? = nil, bytesDurable: Int64 = 0,
+                bytesExpected: Int64? = nil, etag: String? = nil, lastModified: String? = nil,
+                error: TaskError? = nil, attempts: Int = 0, queueOrder: Int64 = 0, createdAt: Double,
+                updatedAt: Double, resourceDeadline: Double? = nil) {
+        self.id = id
+        self.session = session
+        self.kind = kind
+        self.url = url
+        self.currentURL = currentURL
+        self.state = state
+        self.phase = phase
+        self.waitingReason = waitingReason
+        self.nextAttemptAt = nextAttemptAt
+        self.destination = destination
+        self.location = location
+        self.partialPath = partialPath
+        self.headers = headers
+        self.description = description
+        self.bytesDurable = bytesDurable
+        self.bytesExpected = bytesExpected
+        self.etag = etag
+        self.lastModified = lastModified
+        self.error = error
+        self.attempts = attempts
+        self.queueOrder = queueOrder
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.resourceDeadline = resourceDeadline
+    }
+}
+
+/// One row of `resume_tokens`: the kept partial data of a task canceled with `produceResumeData: true`.
+/// The opaque `token` is what the client holds; the path never leaves the daemon.
+public struct ResumeTokenRecord: Codable, Sendable, Equatable {
+    public var token: String
+    public var session: String
+    public var url: String
+    public var partialPath: String
+    public var destination: String
+    public var bytes: Int64
+    public var bytesExpected: Int64?
+    public var etag: String?
+    public var lastModified: String?
+    public var createdAt: Double
+
+    public init(token: String, session: String, url: String, partialPath: String, destination: String, bytes: Int64,
+                bytesExpected: Int64? = nil, etag: String? = nil, lastModified: String? = nil, createdAt: Double) {
+        self.token = token
+        self.session = session
+        self.url = url
+        self.partialPath = partialPath
+        self.destination = destination
+        self.bytes = bytes
+        self.bytesExpected = bytesExpected
+        self.etag = etag
+        self.lastModified = lastModified
+        self.createdAt = createdAt
+    }
+}

@@ -1,0 +1,139 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import GRDB
+import HalfTunesProtocol
+
+/// JSON text columns, encoded with the wire encoder (sorted keys) so rows read like protocol messages.
+enum JSONText {
+    static func encode<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try WireCoding.encoder.encode(value), as: UTF8.self)
+    }
+
+    static func encodeIfPresent<T: Encodable>(_ value: T?) throws -> String? {
+        guard let value else { return nil }
+        return try encode(value)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ text: String, table: String, key: String) throws -> T {
+        do {
+            return try WireCoding.decoder.decode(T.self, from: Data(text.utf8))
+        } catch {
+            throw JournalError.corruptRow(table: table, key: key, detail: "bad JSON for \(T.self): \(error)")
+        }
+    }
+
+    static func decodeIfPresent<T: Decodable>(_ type: T.Type, _ text: String?, table: String, key: String) throws -> T? {
+        guard let text else { return nil }
+        return try decode(type, text, table: table, key: key)
+    }
+}
+
+/// Reads a `TEXT` column holding a raw-value enum, with a clear error for unknown values.
+func decodeEnum<E: RawRepresentable>(_ type: E.Type, _ row: Row, _ column: String, table: String,
+                                     key: String) throws -> E where E.RawValue == String {
+    let raw: String = try row.decode(forColumn: column)
+    guard let value = E(rawValue: raw) else {
+        throw JournalError.corruptRow(table: table, key: key, detail: "unknown \(E.self) '\(raw)' in \(column)")
+    }
+    return value
+}
+
+extension SessionRecord {
+    init(row: Row) throws {
+        let identifier: String = try row.decode(forColumn: "identifier")
+        let uid: Int64 = try row.decode(forColumn: "uid")
+        guard let uid32 = UInt32(exactly: uid) else {
+            throw JournalError.corruptRow(table: "sessions", key: identifier, detail: "uid \(uid) out of range")
+        }
+        self.init(
+            identifier: identifier,
+            uid: uid32,
+            configuration: try JSONText.decode(SessionConfiguration.self, try row.decode(forColumn: "configuration"),
+                                               table: "sessions", key: identifier),
+            state: try decodeEnum(SessionState.self, row, "state", table: "sessions", key: identifier),
+            createdAt: try row.decode(forColumn: "created_at"),
+            ackedThrough: try row.decode(forColumn: "acked_through"))
+    }
+}
+
+extension TaskRecord {
+    /// Every column but `id`, in the order of `arguments()`.
+    static let columns = [
+        "session", "kind", "url", "current_url", "state", "phase", "waiting_reason", "next_attempt_at",
+        "destination", "location", "partial_path", "headers", "description", "bytes_durable", "bytes_expected",
+        "etag", "last_modified", "error", "attempts", "queue_order", "created_at", "updated_at", "resource_deadline",
+    ]
+
+    func arguments() throws -> StatementArguments {
+        [
+            session, kind, url, currentURL, state.rawValue, phase.rawValue, try JSONText.encodeIfPresent(waitingReason),
+            nextAttemptAt, destination, location, partialPath, try JSONText.encode(headers), description,
+            bytesDurable, bytesExpected, etag, lastModified, try JSONText.encodeIfPresent(error), attempts, queueOrder,
+            createdAt, updatedAt, resourceDeadline,
+        ]
+    }
+
+    init(row: Row) throws {
+        let id: Int64 = try row.decode(forColumn: "id")
+        let key = String(id)
+        func json<T: Decodable>(_ type: T.Type, _ column: String) throws -> T? {
+            try JSONText.decodeIfPresent(type, try row.decode(String?.self, forColumn: column), table: "tasks",
+                                         key: key)
+        }
+        self.init(
+            id: id,
+            session: try row.decode(forColumn: "session"),
+            kind: try row.decode(forColumn: "kind"),
+            url: try row.decode(forColumn: "url"),
+            currentURL: try row.decode(forColumn: "current_url"),
+            state: try decodeEnum(TaskState.self, row, "state", table: "tasks", key: key),
+            phase: try decodeEnum(TaskPhase.self, row, "phase", table: "tasks", key: key),
+            waitingReason: try json(TaskError.self, "waiting_reason"),
+            nextAttemptAt: try row.decode(forColumn: "next_attempt_at"),
+            destination: try row.decode(forColumn: "destination"),
+            location: try row.decode(forColumn: "location"),
+            partialPath: try row.decode(forColumn: "partial_path"),
+            headers: try json([String: String].self, "headers") ?? [:],
+            description: try row.decode(forColumn: "description"),
+            bytesDurable: try row.decode(forColumn: "bytes_durable"),
+            bytesExpected: try row.decode(forColumn: "bytes_expected"),
+            etag: try row.decode(forColumn: "etag"),
+            lastModified: try row.decode(forColumn: "last_modified"),
+            error: try json(TaskError.self, "error"),
+            attempts: try row.decode(forColumn: "attempts"),
+            queueOrder: try row.decode(forColumn: "queue_order"),
+            createdAt: try row.decode(forColumn: "created_at"),
+            updatedAt: try row.decode(forColumn: "updated_at"),
+            resourceDeadline: try row.decode(forColumn: "resource_deadline"))
+    }
+}
+
+extension ResumeTokenRecord {
+    init(row: Row) throws {
+        self.init(
+            token: try row.decode(forColumn: "token"),
+            session: try row.decode(forColumn: "session"),
+            url: try row.decode(forColumn: "url"),
+            partialPath: try row.decode(forColumn: "partial_path"),
+            destination: try row.decode(forColumn: "destination"),
+            bytes: try row.decode(forColumn: "bytes"),
+            bytesExpected: try row.decode(forColumn: "bytes_expected"),
+            etag: try row.decode(forColumn: "etag"),
+            lastModified: try row.decode(forColumn: "last_modified"),
+            createdAt: try row.decode(forColumn: "created_at"))
+    }
+}
+
+extension Event {
+    /// Decodes a stored event (`json` column) and restores its `seq` from the row.
+    init(row: Row) throws {
+        let seq: Int64 = try row.decode(forColumn: "seq")
+        var event = try JSONText.decode(Event.self, try row.decode(String.self, forColumn: "json"),
+                                        table: "events", key: String(seq))
+        event.seq = seq
+        self = event
+    }
+}

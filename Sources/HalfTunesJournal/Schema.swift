@@ -1,0 +1,85 @@
+import GRDB
+
+/// The journal's schema as an ordered list of GRDB migrations. A migration, once shipped, is never edited:
+/// changes go in a new migration appended to `migrations` ("v2", "v3", ...). See docs/journal.md.
+enum JournalSchema {
+    static let migrations: [(identifier: String, sql: String)] = [
+        ("v1", v1),
+    ]
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        for migration in migrations {
+            migrator.registerMigration(migration.identifier) { db in
+                try db.execute(sql: migration.sql)
+            }
+        }
+        return migrator
+    }
+
+    static let v1 = """
+        CREATE TABLE sessions (
+            identifier      TEXT PRIMARY KEY NOT NULL,
+            uid             INTEGER NOT NULL,
+            configuration   TEXT NOT NULL,
+            state           TEXT NOT NULL,
+            created_at      REAL NOT NULL,
+            acked_through   INTEGER NOT NULL DEFAULT 0,
+            last_event_seq  INTEGER NOT NULL DEFAULT 0
+        );
+
+        CREATE TABLE tasks (
+            id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+            session             TEXT NOT NULL REFERENCES sessions(identifier) ON DELETE CASCADE,
+            kind                TEXT NOT NULL,
+            url                 TEXT NOT NULL,
+            current_url         TEXT,
+            state               TEXT NOT NULL,
+            phase               TEXT NOT NULL DEFAULT 'transfer',
+            waiting_reason      TEXT,
+            next_attempt_at     REAL,
+            destination         TEXT NOT NULL,
+            location            TEXT,
+            partial_path        TEXT NOT NULL,
+            headers             TEXT NOT NULL DEFAULT '{}',
+            description         TEXT,
+            bytes_durable       INTEGER NOT NULL DEFAULT 0,
+            bytes_expected      INTEGER,
+            etag                TEXT,
+            last_modified       TEXT,
+            error               TEXT,
+            attempts            INTEGER NOT NULL DEFAULT 0,
+            queue_order         INTEGER NOT NULL DEFAULT 0,
+            created_at          REAL NOT NULL,
+            updated_at          REAL NOT NULL,
+            resource_deadline   REAL
+        );
+        CREATE INDEX tasks_by_session ON tasks(session);
+
+        CREATE TABLE events (
+            seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+            session     TEXT NOT NULL REFERENCES sessions(identifier) ON DELETE CASCADE,
+            task        INTEGER REFERENCES tasks(id) ON DELETE CASCADE,
+            type        TEXT NOT NULL,
+            created_at  REAL NOT NULL,
+            json        TEXT NOT NULL
+        );
+        CREATE INDEX events_by_session ON events(session, seq);
+        CREATE INDEX events_by_task ON events(task);
+
+        CREATE TABLE resume_tokens (
+            token           TEXT PRIMARY KEY NOT NULL,
+            session         TEXT NOT NULL REFERENCES sessions(identifier) ON DELETE CASCADE,
+            url             TEXT NOT NULL,
+            partial_path    TEXT NOT NULL,
+            destination     TEXT NOT NULL,
+            bytes           INTEGER NOT NULL,
+            bytes_expected  INTEGER,
+            etag            TEXT,
+            last_modified   TEXT,
+            created_at      REAL NOT NULL
+        );
+        CREATE INDEX resume_tokens_by_created_at ON resume_tokens(created_at);
+        CREATE INDEX resume_tokens_by_session ON resume_tokens(session);
+        """
+}

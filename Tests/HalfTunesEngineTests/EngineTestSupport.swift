@@ -1,0 +1,156 @@
+// Test helpers: temporary directories, file I/O, a recording TransferObserver, an origin + HTTP client fixture.
+import AsyncHTTPClient
+import Foundation
+import HalfTunesEngine
+import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
+import TestOrigin
+import Testing
+
+/// A fresh directory under the system temp dir, removed when released.
+final class TempDir {
+    let root: String
+
+    init() throws {
+        var template = Array((NSTemporaryDirectory() + "/halftunes-engine-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
+        root = String(cString: made)
+    }
+
+    func path(_ name: String) -> String { root + "/" + name }
+
+    deinit { try? FileManager.default.removeItem(atPath: root) }
+}
+
+func writeFile(_ path: String, _ bytes: [UInt8]) throws {
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+}
+
+func readFile(_ path: String) throws -> [UInt8] {
+    [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+}
+
+/// Records every observer call; checks they never overlap and that checkpoints never exceed the file.
+final class RecordingObserver: TransferObserver {
+    struct Checkpoint: Sendable, Equatable {
+        var durable: Int64
+        var fileLength: Int64
+    }
+
+    struct State {
+        var starts: [ResponseStart] = []
+        var writes: [(delta: Int64, total: Int64, expected: Int64?)] = []
+        var checkpoints: [Checkpoint] = []
+        var inCall = false
+        var overlaps = 0
+        var eventsBeforeStart = 0
+    }
+
+    let partialPath: String
+    private let state = NIOLockedValueBox(State())
+
+    init(partialPath: String) { self.partialPath = partialPath }
+
+    var snapshot: State { state.withLockedValue { $0 } }
+
+    private func enter() {
+        state.withLockedValue { s in
+            if s.inCall { s.overlaps += 1 }
+            s.inCall = true
+        }
+    }
+
+    private func leave() { state.withLockedValue { $0.inCall = false } }
+
+    func transferDidStart(_ transfer: Transfer, _ start: ResponseStart) {
+        enter()
+        defer { leave() }
+        state.withLockedValue { $0.starts.append(start) }
+    }
+
+    func transferDidWrite(_ transfer: Transfer, bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpected: Int64?) {
+        enter()
+        defer { leave() }
+        state.withLockedValue { s in
+            if s.starts.isEmpty { s.eventsBeforeStart += 1 }
+            s.writes.append((bytesWritten, totalBytesWritten, totalBytesExpected))
+        }
+    }
+
+    func transferDidCheckpoint(_ transfer: Transfer, durableBytes: Int64) {
+        enter()
+        defer { leave() }
+        let length = PartialFile.length(path: partialPath) ?? -1
+        state.withLockedValue { $0.checkpoints.append(Checkpoint(durable: durableBytes, fileLength: length)) }
+    }
+
+    /// Checkpoints never overlap, never exceed the file, and only go down to 0 (a restart).
+    func expectSaneCheckpoints(sourceLocation: SourceLocation = #_sourceLocation) {
+        let s = snapshot
+        #expect(s.overlaps == 0, "observer calls overlapped", sourceLocation: sourceLocation)
+        var previous: Int64 = -1
+        for c in s.checkpoints {
+            #expect(c.durable <= c.fileLength, "checkpoint \(c.durable) beyond file length \(c.fileLength)",
+                    sourceLocation: sourceLocation)
+            #expect(c.durable >= previous || c.durable == 0, "checkpoints went down: \(s.checkpoints)",
+                    sourceLocation: sourceLocation)
+            previous = c.durable
+        }
+    }
+}
+
+/// A TestOrigin, an event loop group and an HTTPClient from HTTPClientFactory, all shut down afterwards.
+struct EngineFixture {
+    let origin: TestOrigin
+    let client: HTTPClient
+    let dir: TempDir
+    let logger = Logger(label: "engine-tests")
+
+    static func with(_ body: (EngineFixture) async throws -> Void) async throws {
+        let origin = try await TestOrigin.start()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let client = HTTPClientFactory.make(eventLoopGroup: group)
+        let fixture = EngineFixture(origin: origin, client: client, dir: try TempDir())
+        var failure: Error?
+        do { try await body(fixture) } catch { failure = error }
+        try await client.shutdown()
+        try await group.shutdownGracefully()
+        try await origin.shutdown()
+        if let failure { throw failure }
+    }
+
+    func transfer(_ request: TransferRequest, observer: RecordingObserver) -> Transfer {
+        Transfer(request: request, client: client, observer: observer, logger: logger)
+    }
+
+    /// Runs one attempt of `path` into `partial`, returning the outcome and the observer.
+    func run(_ path: String, partial: String, durableOffset: Int64 = 0, validators: Validators? = nil,
+             timeout: Double = 30, checkpointInterval: Double = 1.0) async -> (TransferOutcome, RecordingObserver) {
+        let observer = RecordingObserver(partialPath: partial)
+        let request = TransferRequest(taskID: 1, url: origin.url(path), partialPath: partial,
+                                      durableOffset: durableOffset, validators: validators,
+                                      requestTimeout: timeout, checkpointInterval: checkpointInterval)
+        let outcome = await transfer(request, observer: observer).run()
+        return (outcome, observer)
+    }
+}
+
+/// Waits (polling) until `condition` holds; fails the test after `seconds`.
+func waitUntil(_ what: String, seconds: Double = 30, _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("timed out waiting for \(what)")
+            throw CancellationError()
+        }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
+
+extension TransferOutcome {
+    var failure: TransferFailure? {
+        if case .failed(let f) = self { return f }
+        return nil
+    }
+}

@@ -1,0 +1,121 @@
+// Unit tests on real temporary files: PartialFile.prepare, FilePublisher.publish / recover / availableName.
+#if canImport(Glibc)
+import Glibc
+#else
+import Darwin
+#endif
+import HalfTunesEngine
+import Testing
+
+@Suite struct FileTests {
+    @Test func prepareCreatesTruncatesAndKeepsThePrefix() throws {
+        let dir = try TempDir()
+        let path = dir.path("a.partial")
+        #expect(try PartialFile.prepare(path: path, durableOffset: 100) == 0)
+        #expect(PartialFile.length(path: path) == 0)
+        try writeFile(path, Array(0..<200).map { UInt8($0) })
+        #expect(try PartialFile.prepare(path: path, durableOffset: 150) == 150)
+        #expect(try readFile(path) == Array(0..<150).map { UInt8($0) })
+        // A durable offset beyond the file keeps the file as it is.
+        #expect(try PartialFile.prepare(path: path, durableOffset: 1000) == 150)
+        #expect(try PartialFile.prepare(path: path, durableOffset: 0) == 0)
+        #expect(PartialFile.length(path: path) == 0)
+        PartialFile.remove(path: path)
+        #expect(PartialFile.length(path: path) == nil)
+        PartialFile.remove(path: path)  // ENOENT is fine
+    }
+
+    @Test func prepareRefusesSymlinksAndMissingDirectories() throws {
+        let dir = try TempDir()
+        let target = dir.path("target")
+        try writeFile(target, [1, 2, 3])
+        let link = dir.path("link.partial")
+        #expect(symlink(target, link) == 0)
+        #expect(throws: FileIOError.self) { try PartialFile.prepare(path: link, durableOffset: 0) }
+        #expect(try readFile(target) == [1, 2, 3])
+        do {
+            _ = try PartialFile.prepare(path: dir.path("missing/x.partial"), durableOffset: 0)
+            Issue.record("prepare in a missing directory should throw")
+        } catch let error as FileIOError {
+            #expect(error.errno == ENOENT)
+            #expect(error.description.contains("missing/x.partial"))
+            #expect(error.taskError.code == "ioError")
+            #expect(!error.isTransient)
+        }
+    }
+
+    @Test func publishLinksWithoutOverwriting() throws {
+        let dir = try TempDir()
+        let partial = dir.path("f.partial"), destination = dir.path("f.bin")
+        try writeFile(partial, [1, 2, 3, 4])
+        try FilePublisher.publish(partialPath: partial, destination: destination)
+        #expect(try readFile(destination) == [1, 2, 3, 4])
+        #expect(PartialFile.length(path: partial) == nil)
+
+        // An existing destination is never replaced, and the partial stays.
+        try writeFile(partial, [9, 9])
+        #expect(throws: PublishError.destinationExists(destination)) {
+            try FilePublisher.publish(partialPath: partial, destination: destination)
+        }
+        #expect(try readFile(destination) == [1, 2, 3, 4])
+        #expect(try readFile(partial) == [9, 9])
+
+        PartialFile.remove(path: partial)
+        #expect(throws: PublishError.partialMissing(partial)) {
+            try FilePublisher.publish(partialPath: partial, destination: dir.path("other.bin"))
+        }
+        #expect(PartialFile.length(path: dir.path("other.bin")) == nil)
+    }
+
+    @Test func publishIntoAMissingDirectoryFailsClearly() throws {
+        let dir = try TempDir()
+        let partial = dir.path("f.partial")
+        try writeFile(partial, [1])
+        do {
+            try FilePublisher.publish(partialPath: partial, destination: dir.path("nope/f.bin"))
+            Issue.record("publish into a missing directory should throw")
+        } catch PublishError.io(let message, let code) {
+            #expect(code == ENOENT)
+            #expect(message.contains("nope/f.bin"))
+        }
+        #expect(try readFile(partial) == [1])
+    }
+
+    @Test func recoverCoversEveryCase() throws {
+        let dir = try TempDir()
+        let partial = dir.path("r.partial"), destination = dir.path("r.bin")
+        #expect(FilePublisher.recover(partialPath: partial, destination: destination) == .lost)
+
+        try writeFile(partial, [1, 2])
+        #expect(FilePublisher.recover(partialPath: partial, destination: destination) == .needsPublish)
+
+        // Crash after link, before unlink: same inode → finish the job.
+        #expect(link(partial, destination) == 0)
+        #expect(FilePublisher.recover(partialPath: partial, destination: destination) == .published)
+        #expect(PartialFile.length(path: partial) == nil)
+        #expect(try readFile(destination) == [1, 2])
+        #expect(FilePublisher.recover(partialPath: partial, destination: destination) == .published)
+
+        try writeFile(partial, [3])
+        #expect(FilePublisher.recover(partialPath: partial, destination: destination) == .conflict)
+        #expect(try readFile(partial) == [3])
+        #expect(try readFile(destination) == [1, 2])
+    }
+
+    @Test func availableNameCountsUp() throws {
+        let dir = try TempDir()
+        let name = dir.path("song.mp3")
+        #expect(FilePublisher.availableName(for: name, reserved: []) == name)
+        try writeFile(name, [0])
+        #expect(FilePublisher.availableName(for: name, reserved: []) == dir.path("song (1).mp3"))
+        #expect(FilePublisher.availableName(for: name, reserved: [dir.path("song (1).mp3")]) == dir.path("song (2).mp3"))
+        try writeFile(dir.path("song (1).mp3"), [0])
+        #expect(FilePublisher.availableName(for: name, reserved: [dir.path("song (2).mp3")]) == dir.path("song (3).mp3"))
+        #expect(FilePublisher.availableName(for: dir.path("x.tar.gz"), reserved: [dir.path("x.tar.gz")])
+            == dir.path("x (1).tar.gz"))
+        #expect(FilePublisher.availableName(for: dir.path("README"), reserved: [dir.path("README")])
+            == dir.path("README (1)"))
+        #expect(FilePublisher.availableName(for: dir.path(".profile"), reserved: [dir.path(".profile")])
+            == dir.path(".profile (1)"))
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import GRDB
+import HalfTunesProtocol
+import Testing
+@testable import HalfTunesJournal
+
+@Suite struct SchemaTests {
+    @Test func migratesAnEmptyFileAndSetsThePragmas() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/journal.sqlite"
+            let journal = try Journal(path: path)
+            #expect(journal.schemaVersion == 1)
+            #expect(journal.schemaVersion == Journal.latestSchemaVersion)
+            #expect(journal.path == path)
+            let tables = try journal.dbQueue.read { db in
+                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            }
+            for table in ["events", "resume_tokens", "sessions", "tasks", "grdb_migrations", "sqlite_sequence"] {
+                #expect(tables.contains(table), "missing table \(table) in \(tables)")
+            }
+            #expect(try pragma(journal, "journal_mode") == "wal")
+            #expect(try pragma(journal, "synchronous") == "2")  // FULL
+            #expect(try pragma(journal, "foreign_keys") == "1")
+            #expect(try pragma(journal, "busy_timeout") == String(Int(Journal.busyTimeout * 1000)))
+            try journal.close()
+        }
+    }
+
+    @Test func reopeningKeepsTheSchemaVersionAndTheData() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/journal.sqlite"
+            let first = try Journal(path: path)
+            try first.upsertSession(Sample.session())
+            let (task, _) = try first.insertTask(Sample.fullTask(), events: [])
+            try first.close()
+
+            let second = try Journal(path: path)
+            #expect(second.schemaVersion == 1)
+            #expect(try second.loadSessions() == [Sample.session()])
+            #expect(try second.loadTasks() == [task])
+            try second.close()
+        }
+    }
+
+    @Test func createsTheFileReadableOnlyByItsOwner() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/journal.sqlite"
+            let previous = umask(0o022)
+            defer { umask(previous) }
+            let journal = try Journal(path: path)
+            try journal.upsertSession(Sample.session())
+            #expect(fileMode(path) == 0o600)
+            #expect(fileMode(path + "-wal") == 0o600)
+            try journal.close()
+        }
+    }
+
+    @Test func aMissingDirectoryIsAClearError() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/no/such/dir/journal.sqlite"
+            #expect(throws: JournalError.cannotOpen(path: path, reason: "No such file or directory")) {
+                try Journal(path: path)
+            }
+        }
+    }
+
+    @Test func refusesAJournalWrittenByANewerDaemon() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/journal.sqlite"
+            let journal = try Journal(path: path)
+            try journal.dbQueue.write { db in
+                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-from-the-future')")
+            }
+            try journal.close()
+            #expect(throws: JournalError.newerSchema(path: path, unknownMigrations: ["v99-from-the-future"])) {
+                try Journal(path: path)
+            }
+        }
+    }
+
+    @Test func closedJournalRefusesCalls() throws {
+        let journal = try Journal.openInMemory()
+        try journal.close()
+        try journal.close()
+        #expect(throws: JournalError.closed) { try journal.loadSessions() }
+        #expect(throws: JournalError.closed) { try journal.recordCheckpoint(task: 1, bytesDurable: 1) }
+        #expect(throws: JournalError.closed) { try journal.upsertSession(Sample.session()) }
+    }
+
+    /// A crash leaves the main file and the WAL as they were at the last commit, with nobody checkpointing.
+    /// Copying both while the writer is still open reproduces that state; opening the copy must run WAL recovery
+    /// and see every committed write (and the main file alone must not, proving the data sat in the WAL).
+    @Test func committedWritesSurviveACrashBeforeAnyCheckpoint() throws {
+        try withTemporaryDirectory { dir in
+            let live = dir + "/live"
+            let crashed = dir + "/crashed"
+            let mainOnly = dir + "/main-only"
+            for d in [live, crashed, mainOnly] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: false) }
+
+            let journal = try Journal(path: live + "/journal.sqlite")
+            try journal.upsertSession(Sample.session())
+            let (task, events) = try journal.insertTask(
+                Sample.task(), events: [Sample.stateChanged(to: .suspended, from: nil)])
+            try journal.recordCheckpoint(task: task.id!, bytesDurable: 65_536)
+            let walSize = (try FileManager.default.attributesOfItem(atPath: live + "/journal.sqlite-wal")[.size]
+                as? NSNumber)?.intValue ?? 0
+            #expect(walSize > 0)
+
+            let fm = FileManager.default
+            try fm.copyItem(atPath: live + "/journal.sqlite", toPath: crashed + "/journal.sqlite")
+            try fm.copyItem(atPath: live + "/journal.sqlite-wal", toPath: crashed + "/journal.sqlite-wal")
+            try fm.copyItem(atPath: live + "/journal.sqlite", toPath: mainOnly + "/journal.sqlite")
+
+            let recovered = try Journal(path: crashed + "/journal.sqlite")
+            var expected = task
+            expected.bytesDurable = 65_536
+            #expect(try recovered.loadTasks() == [expected])
+            #expect(try recovered.events(session: task.session, after: 0) == events)
+            #expect(try recovered.lastEventSeq(session: task.session) == events.last?.seq)
+            try recovered.close()
+
+            let withoutWAL = try Journal(path: mainOnly + "/journal.sqlite")
+            #expect(try withoutWAL.loadTasks().isEmpty)
+            try withoutWAL.close()
+            try journal.close()
+        }
+    }
+}
