@@ -38,6 +38,12 @@ extension DaemonCore {
             finishInvalidationIfDone(identifier)
         }
         pruneResumeTokens()
+        housekeeping = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: 1_000_000_000)
+                await self?.tick()
+            }
+        }
         logger.info("journal replayed", metadata: ["sessions": "\(sessions.count)", "tasks": "\(tasks.count)",
                                                    "resumed": "\(resumed)"])
         pump()
@@ -63,7 +69,21 @@ extension DaemonCore {
         }
     }
 
+    /// Once a second: fail pending tasks whose resource timeout has passed; hourly, expire resume data.
+    func tick() {
+        guard !shuttingDown else { return }
+        let now = clock()
+        for t in tasks.values where t.machine.state.isPending {
+            if let deadline = t.record.resourceDeadline, now >= deadline {
+                _ = try? apply(.resourceDeadlinePassed, to: t.id)
+            }
+        }
+        if now - lastTokenPrune > 3600 { pruneResumeTokens() }
+        pump()
+    }
+
     func pruneResumeTokens() {
+        lastTokenPrune = clock()
         let cutoff = clock() - configuration.resumeDataLifetime
         for token in (try? journal.resumeTokens(createdBefore: cutoff)) ?? [] {
             PartialFile.remove(path: token.partialPath)
@@ -75,6 +95,7 @@ extension DaemonCore {
     /// on the next start. Returns within the configured grace period.
     func shutdown() async {
         shuttingDown = true
+        housekeeping?.cancel()
         for id in tasks.keys {
             tasks[id]?.retryTimer?.cancel()
             tasks[id]?.retryTimer = nil

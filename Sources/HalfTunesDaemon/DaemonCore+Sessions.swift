@@ -9,7 +9,7 @@ extension DaemonCore {
     func openSession(_ p: SessionOpenParams, uid: UInt32) throws(RPCError) -> SessionOpenResult {
         let id = p.identifier
         guard !id.isEmpty, id.utf8.count <= Self.maxIdentifierLength,
-              !id.contains(where: { $0.isNewline || $0 == "\0" || $0 == "/" })
+              !id.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\r" || $0 == "\0" || $0 == "/" })
         else {
             throw RPCError.invalidParams("session identifier must be 1–255 characters without '/', NUL or newlines")
         }
@@ -64,7 +64,8 @@ extension DaemonCore {
             guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) else {
                 throw RPCError.invalidParams("header name '\(name)' is not a valid HTTP token")
             }
-            guard !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+            // Scalars, not Characters: "\r\n" is one Character and would slip past a Character test.
+            guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
                 throw RPCError.invalidParams("header '\(name)' contains CR, LF or NUL")
             }
             guard !reserved.contains(name.lowercased()) else {

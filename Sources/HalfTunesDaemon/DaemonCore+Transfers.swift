@@ -158,8 +158,10 @@ extension DaemonCore {
             t.record.location = location
             tasks[id] = t
             _ = try? journal.updateTask(t.record, events: [])
+            CrashPoints.hit(CrashPoints.publishAfterIntent)
             do {
                 try FilePublisher.publish(partialPath: t.record.partialPath, destination: location)
+                CrashPoints.hit(CrashPoints.publishAfterMove)
                 logger.info("download complete", metadata: ["task": "\(id)", "location": "\(location)"])
                 _ = try? apply(.completed, to: id, extra: [.didFinishDownloading(location: location)]) {
                     $0.phase = .transfer

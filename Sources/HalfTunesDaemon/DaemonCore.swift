@@ -51,6 +51,8 @@ actor DaemonCore {
     var subscribers: [String: [UInt64: Outbox]] = [:]
     var rateMeter = RateMeter()
     var shuttingDown = false
+    var housekeeping: Task<Void, Never>?
+    var lastTokenPrune: Double = 0
 
     init(configuration: DaemonConfiguration, journal: Journal, httpClient: HTTPClient, logger: Logger,
          clock: @escaping @Sendable () -> Double = { Timestamp.now() }) {

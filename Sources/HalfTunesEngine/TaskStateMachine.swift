@@ -63,6 +63,8 @@ public struct TaskStateMachine: Sendable, Equatable {
         case restored
         /// The session is being invalidated with cancellation.
         case sessionInvalidated
+        /// The resource deadline passed (checked by a timer while the task is pending).
+        case resourceDeadlinePassed
     }
 
     public enum Action: Sendable, Equatable {
@@ -168,6 +170,14 @@ public struct TaskStateMachine: Sendable, Equatable {
             return move(to: .queued, extra: [.enqueue])
         case (_, .retryDue):
             return [] // a stale timer
+        case (.queued, .resourceDeadlinePassed), (.running, .resourceDeadlinePassed), (.waiting, .resourceDeadlinePassed):
+            guard let deadline = resourceDeadline, now >= deadline else { return [] }
+            var actions: [Action] = state == .running ? [.stopTransfer] : []
+            actions += fail(TaskError(code: TaskErrorCode.resourceTimeout,
+                                      message: "The task did not finish within the session's resource timeout"))
+            return actions
+        case (_, .resourceDeadlinePassed):
+            return [] // suspended tasks do not time out; terminal ones are over
 
         // daemon start
         case (.running, .restored):
@@ -230,6 +240,7 @@ public struct TaskStateMachine: Sendable, Equatable {
         case .retryDue: return "retry"
         case .restored: return "restore"
         case .sessionInvalidated: return "invalidate"
+        case .resourceDeadlinePassed: return "time out"
         }
     }
 }

@@ -39,6 +39,9 @@ struct Halftunesd: AsyncParsableCommand {
     @Option(name: .customLong("checkpoint-interval"), help: ArgumentHelp("Seconds between checkpoints of running transfers.", visibility: .hidden))
     var checkpointInterval: Double = 1.0
 
+    @Option(name: .customLong("max-pending-output"), help: ArgumentHelp("Bytes of unsent output after which a client that does not read is disconnected.", visibility: .hidden))
+    var maxPendingOutput: Int = 8 << 20
+
     func validate() throws {
         guard maxConcurrent >= 1 && maxConcurrent <= 1000 else {
             throw ValidationError("--max-concurrent must be between 1 and 1000")
@@ -46,6 +49,7 @@ struct Halftunesd: AsyncParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
+        guard maxPendingOutput >= 4096 else { throw ValidationError("--max-pending-output must be at least 4096") }
         guard checkpointInterval > 0 && checkpointInterval <= 60 else {
             throw ValidationError("--checkpoint-interval must be between 0 and 60 seconds")
         }
@@ -70,6 +74,7 @@ struct Halftunesd: AsyncParsableCommand {
             downloadsDirectory: downloadsDir ?? DefaultPaths.downloadsDirectory(),
             maxConcurrent: maxConcurrent)
         config.checkpointInterval = checkpointInterval
+        config.maxPendingOutputBytes = maxPendingOutput
 
         let service = DaemonService(configuration: config, logger: logger)
         let group = ServiceGroup(configuration: .init(

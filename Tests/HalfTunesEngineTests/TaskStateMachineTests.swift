@@ -168,4 +168,18 @@ struct TaskStateMachineTests {
         #expect(m.error?.code == TaskErrorCode.sessionInvalidated)
         #expect(actions.first == .dequeue)
     }
+
+    @Test func resourceDeadlineEndsPendingTasksButNotSuspendedOnes() throws {
+        var running = machine(.running, deadline: 10)
+        #expect(try running.handle(.resourceDeadlinePassed, now: 9) == [])
+        let actions = try running.handle(.resourceDeadlinePassed, now: 10)
+        #expect(actions.first == .stopTransfer)
+        #expect(actions.contains(.discardPartial))
+        #expect(running.state == .failed && running.error?.code == TaskErrorCode.resourceTimeout)
+        var queued = machine(.queued, deadline: 10)
+        #expect(try queued.handle(.resourceDeadlinePassed, now: 11).first == .dequeue)
+        var suspended = machine(.suspended, deadline: 10)
+        #expect(try suspended.handle(.resourceDeadlinePassed, now: 11) == [])
+        #expect(suspended.state == .suspended)
+    }
 }

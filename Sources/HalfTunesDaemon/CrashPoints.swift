@@ -1,0 +1,20 @@
+import Foundation
+
+/// Test hook for crash-recovery tests: `HALFTUNES_CRASH_AT=<name>` makes the daemon kill itself with
+/// SIGKILL when it reaches that point, so a test can crash it exactly between two steps of a
+/// multi-step operation (e.g. after journaling a publish intent, before the link). Unset: no effect.
+enum CrashPoints {
+    static let armed: String? = {
+        let value = ProcessInfo.processInfo.environment["HALFTUNES_CRASH_AT"]
+        return (value?.isEmpty ?? true) ? nil : value
+    }()
+
+    /// Points in the completion sequence, in order.
+    static let publishAfterIntent = "publish.afterIntent"
+    static let publishAfterMove = "publish.afterMove"
+
+    static func hit(_ name: String) {
+        guard let armed, armed == name else { return }
+        kill(getpid(), SIGKILL)
+    }
+}
