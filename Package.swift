@@ -93,7 +93,15 @@ let package = Package(
         .testTarget(name: "HalfTunesProtocolTests", dependencies: ["HalfTunesProtocol"]),
         .testTarget(name: "HalfTunesJournalTests", dependencies: ["HalfTunesJournal"]),
         .testTarget(name: "HalfTunesEngineTests", dependencies: ["HalfTunesEngine", "TestOrigin"]),
-        .testTarget(name: "HalfTunesDaemonTests", dependencies: ["HalfTunesDaemon"]),
+        .testTarget(
+            name: "HalfTunesDaemonTests",
+            dependencies: [
+                "HalfTunesDaemon",
+                "HalfTunesProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "HalfTunesKitTests", dependencies: ["HalfTunesKit"]),
         .testTarget(
             name: "IntegrationTests",

@@ -20,11 +20,12 @@ enum Destination {
 
     /// The file name a URL suggests: its last path component, percent-decoded and made safe.
     static func suggestedName(for url: URL) -> String {
-        var name = url.lastPathComponent.removingPercentEncoding ?? url.lastPathComponent
+        let component = url.lastPathComponent == "/" ? "" : url.lastPathComponent
+        var name = component.removingPercentEncoding ?? component
         name = String(name.map { ($0 == "/" || $0 == "\0" || $0.isNewline) ? "_" : $0 })
         while name.hasPrefix(".") { name.removeFirst() }
         name = name.trimmingCharacters(in: .whitespaces)
-        if name.isEmpty || name == "/" { name = url.host.map { "\($0).download" } ?? "download" }
+        if name.isEmpty || name == "_" { name = url.host.map { "\($0).download" } ?? "download" }
         if name.utf8.count > 200 { name = String(name.prefix(200)) }
         return name
     }

@@ -1,0 +1,107 @@
+import Foundation
+@testable import HalfTunesDaemon
+import HalfTunesProtocol
+import Testing
+
+@Suite("Resume data")
+struct ResumeDataTests {
+    @Test func roundTripsAndHidesPaths() throws {
+        let token = ResumeData.newToken()
+        #expect(token.count == 32 && token.allSatisfy(\.isHexDigit))
+        #expect(ResumeData.newToken() != token)
+        let data = ResumeData(token: token, url: "https://h/a b/file?x=1", bytes: 12345)
+        let string = data.encoded()
+        #expect(!string.contains("/") && !string.contains("+") && !string.contains("="))
+        #expect(try ResumeData.decode(string) == data)
+        #expect(try ResumeData.decode("  \(string)\n") == data)
+    }
+
+    @Test(arguments: ["", "not base64!", "eyJ2IjoyfQ", String(repeating: "A", count: 5000)])
+    func rejectsGarbage(_ input: String) {
+        #expect(throws: RPCError.self) { try ResumeData.decode(input) }
+        do {
+            _ = try ResumeData.decode(input)
+        } catch {
+            #expect(error.code == RPCErrorCode.invalidResumeData.rawValue)
+        }
+    }
+}
+
+@Suite("Destinations")
+struct DestinationTests {
+    @Test func normalizesDotsAndSlashes() {
+        #expect(Destination.normalize("/a//b/./c/../d") == "/a/b/d")
+        #expect(Destination.normalize("/../../etc") == "/etc")
+    }
+
+    @Test(arguments: [
+        ("http://h/dir/file.iso", "file.iso"),
+        ("http://h/dir/my%20song.m4a?x=1", "my song.m4a"),
+        ("http://h/", "h.download"),
+        ("http://h/..%2F..%2Fetc%2Fpasswd", "_.._etc_passwd"),
+        ("http://h/.hidden", "hidden"),
+    ])
+    func suggestedNamesAreSafe(url: String, name: String) throws {
+        let u = try #require(URL(string: url))
+        let suggested = Destination.suggestedName(for: u)
+        #expect(suggested == name)
+        #expect(!suggested.contains("/"))
+    }
+
+    @Test func urlsMustBeHTTPWithAHost() {
+        for bad in ["ftp://h/f", "file:///etc/passwd", "not a url", "http:///nohost", "javascript:alert(1)"] {
+            #expect(throws: RPCError.self, "\(bad)") { try Destination.validate(url: bad) }
+        }
+        #expect(throws: Never.self) { try Destination.validate(url: "HTTPS://example.com/x") }
+    }
+
+    @Test func defaultDestinationsAvoidExistingAndReservedNames() throws {
+        let dir = NSTemporaryDirectory() + "htd-dest-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let url = URL(string: "http://h/f.txt")!
+        #expect(try Destination.resolve(explicit: nil, url: url, directory: dir, reserved: []) == dir + "/f.txt")
+        FileManager.default.createFile(atPath: dir + "/f.txt", contents: Data())
+        #expect(try Destination.resolve(explicit: nil, url: url, directory: dir, reserved: [dir + "/f (1).txt"])
+                == dir + "/f (2).txt")
+        #expect(throws: RPCError.self) { try Destination.resolve(explicit: "f.txt", url: url, directory: dir, reserved: []) }
+        #expect(throws: RPCError.self) { try Destination.resolve(explicit: "/nonexistent-dir/x", url: url, directory: dir, reserved: []) }
+        #expect(throws: RPCError.self) { try Destination.resolve(explicit: dir, url: url, directory: dir, reserved: []) }
+        #expect(try Destination.resolve(explicit: "sub/../g.txt", url: url, directory: dir, reserved: []) == dir + "/g.txt")
+        let partial = Destination.partialPath(for: dir + "/g.txt")
+        #expect(partial.hasPrefix(dir + "/.g.txt.") && partial.hasSuffix(".partial"))
+    }
+}
+
+@Suite("Rate meter")
+struct RateMeterTests {
+    @Test func averagesOverTheWindowAndForgetsOldSamples() {
+        var m = RateMeter(window: 2)
+        m.add(1000, at: 10)
+        m.add(1000, at: 11)
+        #expect(m.rate(now: 11) == 1000)
+        #expect(m.rate(now: 12.5) == 500)
+        #expect(m.rate(now: 20) == 0)
+    }
+}
+
+@Suite("Parameter errors")
+struct ParamErrorTests {
+    struct P: Decodable { var id: Int64; var name: String }
+
+    func message(_ json: JSONValue) -> String? {
+        do {
+            let _: P = try RPCRouter.decodeParams(json)
+            return nil
+        } catch {
+            return error.message
+        }
+    }
+
+    @Test func namesTheFieldAndWhatIsExpected() {
+        #expect(message(.object(["name": .string("x")])) == "Invalid params: missing field 'id'")
+        #expect(message(.object(["id": .string("7"), "name": .string("x")])) == "Invalid params: 'id' must be an integer")
+        #expect(message(.object(["id": .int(1), "name": .null])) == "Invalid params: 'name' must be a string, not null")
+        #expect(message(.object(["id": .int(1), "name": .string("ok")])) == nil)
+    }
+}
