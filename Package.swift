@@ -75,7 +75,13 @@ let package = Package(
                 "HalfTunesKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]
+            // Thin and fast to start: the release build links the Swift runtime statically.
+            linkerSettings: [
+                .unsafeFlags(["-static-stdlib"], .when(configuration: .release)),
+                .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
+                .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
+                .linkedLibrary("swiftSynchronization", .when(platforms: [.linux], configuration: .release)),
+            ]
         ),
 
         // Test support: an HTTP origin on 127.0.0.1 with Range/ETag and faults on demand.

@@ -1,0 +1,88 @@
+/// Typed access to every halftunesd method over one connection. Calls from several threads are
+/// serialized; `events(session:after:)` opens a dedicated connection per subscription.
+public final class HalfTunesClient: @unchecked Sendable {
+    public let socketPath: String
+    /// Applied to every call (see `HalfTunesConnection.callTimeout`).
+    public let callTimeout: Double?
+
+    private let connection: HalfTunesConnection
+    private let lock = Lock()
+
+    public init(socketPath: String = DefaultSocket.path(), callTimeout: Double? = nil) throws {
+        self.socketPath = socketPath
+        self.callTimeout = callTimeout
+        self.connection = try HalfTunesConnection(socketPath: socketPath, callTimeout: callTimeout)
+    }
+
+    public func close() { connection.close() }
+
+    public func status() throws -> DaemonStatus {
+        try lock.withLock { try connection.call(.daemonStatus, as: DaemonStatus.self) }
+    }
+
+    /// Creates the session, or re-attaches to it when it exists (`reattached`). A configuration, when
+    /// given, replaces the stored one.
+    public func openSession(_ identifier: String, configuration: SessionConfiguration? = nil) throws -> SessionOpenResult {
+        try call(.sessionOpen, SessionOpenParams(identifier: identifier, configuration: configuration))
+    }
+
+    public func sessions() throws -> [SessionInfo] {
+        try lock.withLock { try connection.call(.sessionList, as: SessionListResult.self) }.sessions
+    }
+
+    /// The session named `identifier`; throws `.rpc` with `unknownSession` when there is none.
+    public func session(_ identifier: String) throws -> SessionInfo {
+        guard let info = try sessions().first(where: { $0.identifier == identifier }) else {
+            throw HalfTunesClientError.rpc(.unknownSession(identifier))
+        }
+        return info
+    }
+
+    /// `cancelTasks: false` is `finishTasksAndInvalidate()`, `true` is `invalidateAndCancel()`.
+    public func invalidateSession(_ identifier: String, cancelTasks: Bool) throws -> SessionInvalidateResult {
+        try call(.sessionInvalidate, SessionInvalidateParams(identifier: identifier, cancelTasks: cancelTasks))
+    }
+
+    public func createTask(_ params: TaskCreateParams) throws -> TaskInfo {
+        try call(.taskCreate, params)
+    }
+
+    public func resume(_ id: Int64) throws -> TaskInfo { try call(.taskResume, TaskIDParams(id: id)) }
+
+    public func suspend(_ id: Int64) throws -> TaskInfo { try call(.taskSuspend, TaskIDParams(id: id)) }
+
+    public func cancel(_ id: Int64, produceResumeData: Bool = false) throws -> TaskCancelResult {
+        try call(.taskCancel, TaskCancelParams(id: id, produceResumeData: produceResumeData))
+    }
+
+    public func task(_ id: Int64) throws -> TaskInfo { try call(.taskGet, TaskIDParams(id: id)) }
+
+    public func tasks(session: String? = nil, state: TaskState? = nil) throws -> [TaskInfo] {
+        let result: TaskListResult = try call(.taskList, TaskListParams(session: session, state: state))
+        return result.tasks
+    }
+
+    /// Acknowledges (and lets the daemon prune) the session's journaled events up to `through`.
+    public func ack(session: String, through: Int64) throws -> EventsAckResult {
+        try call(.eventsAck, EventsAckParams(session: session, through: through))
+    }
+
+    /// Subscribes on a dedicated connection: replayed events with seq > `after`, a `didFinishEvents`
+    /// event, then live events. Close the stream (or end its iteration) to unsubscribe.
+    public func events(session: String, after: Int64 = 0) throws -> EventStream {
+        let subscriber = try HalfTunesConnection(socketPath: socketPath, callTimeout: callTimeout)
+        do {
+            let result = try subscriber.call(.eventsSubscribe, EventsSubscribeParams(session: session, after: after),
+                                             as: EventsSubscribeResult.self)
+            subscriber.callTimeout = nil
+            return EventStream(connection: subscriber, session: session, subscription: result)
+        } catch {
+            subscriber.close()
+            throw error
+        }
+    }
+
+    private func call<P: Encodable, R: Decodable>(_ method: RPCMethod, _ params: P) throws -> R {
+        try lock.withLock { try connection.call(method, params, as: R.self) }
+    }
+}

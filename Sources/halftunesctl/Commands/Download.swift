@@ -1,0 +1,41 @@
+import ArgumentParser
+import HalfTunesKit
+
+struct Download: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "download",
+        abstract: "Download a URL in the background (or continue from resume data).",
+        discussion: "Prints the task id and returns at once; with --wait, follows the task until it completes.")
+
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "The URL to download (not needed with --resume-data).") var url: String?
+    @Option(help: "The session to create the task in.") var session = "halftunesctl"
+    @Option(help: "Where the file goes (relative to the current directory; a directory gets the URL's file name).")
+    var destination: String?
+    @Option(name: .customLong("header"), help: ArgumentHelp("An HTTP header; repeatable.", valueName: "Name: value"))
+    var headerLines: [String] = []
+    @Option(help: "A label for the task.") var description: String?
+    @Option(help: "Resume data from `halftunesctl cancel --resume-data`.") var resumeData: String?
+    @Flag(help: "Follow the task until it completes (exit 0 done, 1 failed, 4 canceled).") var wait = false
+
+    func validate() throws {
+        if url == nil && resumeData == nil { throw ValidationError("give a URL or --resume-data") }
+        _ = try DownloadArguments.headers(headerLines)
+    }
+
+    func run() throws {
+        let client = try options.client()
+        let opened = try client.openSession(session)
+        // Subscribe before creating, so no event of the new task can be missed.
+        let events = wait ? try client.events(session: session, after: opened.session.lastEventSeq) : nil
+        let task = try client.createTask(TaskCreateParams(
+            session: session, url: url, destination: try DownloadArguments.destination(destination, url: url),
+            headers: try DownloadArguments.headers(headerLines), description: description,
+            resumeData: resumeData, start: true))
+        if options.json { try Console.json(task) } else { Console.out(TaskText.headline(task)) }
+        guard let events else { return }
+        var follower = TaskFollower(task: task, json: options.json)
+        let status = try follower.follow(events)
+        if status != ExitStatus.ok { throw ExitCode(status) }
+    }
+}

@@ -1,0 +1,21 @@
+import ArgumentParser
+import HalfTunesKit
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show the daemon's version, uptime, task counts and rate.")
+
+    @OptionGroup var options: GlobalOptions
+
+    func run() throws {
+        let status = try options.client().status()
+        if options.json { return try Console.json(status) }
+        Console.out("halftunesd \(status.version) (pid \(status.pid)), up \(Formatting.duration(status.uptimeSeconds))")
+        let counts = TaskState.allCases.map { "\(status.tasks[$0.rawValue] ?? 0) \($0.rawValue)" }
+        Console.out("tasks:    \(counts.joined(separator: ", "))")
+        Console.out("sessions: \(status.sessions)")
+        Console.out("rate:     \(Formatting.rate(status.downloadRate)) (at most \(status.maxConcurrent) transfers at once)")
+        Console.out("socket:   \(status.socketPath)")
+        Console.out("state:    \(status.stateDirectory)")
+    }
+}

@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import ArgumentParser
+import HalfTunesKit
+
+@main
+struct HalfTunesCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "halftunesctl",
+        abstract: "Control halftunesd, the background download daemon.",
+        discussion: "Every subcommand takes --socket PATH (default: $HALFTUNES_SOCKET, else the daemon's default "
+            + "socket) and --json (print JSON objects, one per line), before or after its name.\n\n"
+            + "Exit codes: 0 ok, 1 failed, 2 usage, 3 unknown task or session, 4 canceled, "
+            + "5 illegal state change, 69 daemon not running. See docs/cli.md.",
+        version: HalfTunes.version,
+        subcommands: [Download.self, Pause.self, Resume.self, Cancel.self, Show.self, List.self, Sessions.self,
+                      Subscribe.self, Watch.self, Status.self]
+    )
+
+    static func main() {
+        do {
+            var command = try parseAsRoot(GlobalArguments.movedAfterSubcommand(Array(CommandLine.arguments.dropFirst())))
+            try command.run()
+            terminate(ExitStatus.ok)
+        } catch let error as HalfTunesClientError {
+            Console.error(error.description)
+            terminate(ExitStatus.code(for: error))
+        } catch {
+            let code = exitCode(for: error)
+            let message = fullMessage(for: error)
+            if code == .success {
+                if !message.isEmpty { Console.out(message) }
+                terminate(ExitStatus.ok)
+            }
+            if !message.isEmpty { Console.note(message) }
+            terminate(code == .validationFailure ? ExitStatus.usage : code.rawValue)
+        }
+    }
+}
+
+/// `--socket PATH` and `--json` may come before the subcommand; each subcommand declares them, so
+/// they are moved after the subcommand's name before parsing.
+enum GlobalArguments {
+    static func movedAfterSubcommand(_ arguments: [String]) -> [String] {
+        var globals: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--json" {
+                globals.append(argument)
+            } else if argument == "--socket", index + 1 < arguments.count {
+                globals += [argument, arguments[index + 1]]
+                index += 1
+            } else if argument.hasPrefix("--socket=") {
+                globals.append(argument)
+            } else {
+                break
+            }
+            index += 1
+        }
+        guard !globals.isEmpty, index < arguments.count else { return arguments }
+        return [arguments[index]] + globals + arguments[(index + 1)...]
+    }
+}
+
+private func terminate(_ status: Int32) -> Never { exit(status) }
