@@ -57,6 +57,8 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         var writesInFlight = 0
         var waiting: EventLoopPromise<Void>?
         var syncInFlight = false
+        /// A checkpoint is due; it goes with the next batch, once the write in flight is done.
+        var syncRequested = false
         var unsynced = false
         var lastActivity = NIODeadline.now()
         var idleTimer: Scheduled<Void>?
@@ -305,6 +307,7 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         s.writesInFlight += 1
         if sync {
             s.syncInFlight = true
+            s.syncRequested = false
             s.unsynced = false
         } else if !batch.isEmpty {
             s.unsynced = true
@@ -329,8 +332,8 @@ final class TransferDelegate: HTTPClientResponseDelegate {
             s.writesInFlight -= 1
             guard s.phase == .streaming else { return nil }
             s.lastActivity = .now()
-            if s.pendingBytes >= Self.batchSize, s.writesInFlight == 0 {
-                self.submit(&s, sync: false)
+            if s.writesInFlight == 0, s.pendingBytes >= Self.batchSize || s.syncRequested {
+                self.submit(&s, sync: s.syncRequested)
             }
             guard s.pendingBytes < Self.batchSize else { return nil }
             defer { s.waiting = nil }
@@ -368,6 +371,10 @@ final class TransferDelegate: HTTPClientResponseDelegate {
     private func checkpointTick() {
         let release = box.withValue { s -> EventLoopPromise<Void>? in
             guard s.phase == .streaming, !s.syncInFlight, s.pendingBytes > 0 || s.unsynced else { return nil }
+            guard s.writesInFlight == 0 else {
+                s.syncRequested = true  // one batch in flight at a time: writeDone submits it
+                return nil
+            }
             self.submit(&s, sync: true)
             defer { s.waiting = nil }
             return s.waiting

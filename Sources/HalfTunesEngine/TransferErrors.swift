@@ -46,7 +46,9 @@ enum ErrorMapping {
             case .uncleanShutdown:
                 return lost("the TLS connection was closed uncleanly")
             default:
-                if "\(e)".lowercased().contains("unsupported scheme") {
+                // unsupportedScheme(String) has an associated value, so it cannot be matched as a constant.
+                let text = "\(e)".lowercased()
+                if text.contains("unsupportedscheme") || text.contains("unsupported scheme") {
                     return (invalidURL(url, detail: "only http and https are supported"), false)
                 }
                 return (TaskError(code: TaskErrorCode.invalidResponse, message: "HTTP error from \(target): \(e)"), true)
@@ -54,7 +56,8 @@ enum ErrorMapping {
         }
         if let e = error as? NIOConnectionError {
             if e.connectionErrors.isEmpty, let dns = e.dnsAError ?? e.dnsAAAAError {
-                return dnsFailure(host: e.host, detail: "\(dns)")
+                let detail = (dns as? SocketAddressError.UnknownHost)?.errorDescription ?? "\(dns)"
+                return dnsFailure(host: e.host, detail: detail)
             }
             if let first = e.connectionErrors.first {
                 return classify(first.error, url: url)

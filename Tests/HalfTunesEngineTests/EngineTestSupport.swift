@@ -13,7 +13,9 @@ final class TempDir {
     let root: String
 
     init() throws {
-        var template = Array((NSTemporaryDirectory() + "/halftunes-engine-XXXXXX").utf8CString)
+        var base = NSTemporaryDirectory()
+        while base.count > 1, base.hasSuffix("/") { base.removeLast() }
+        var template = Array((base + "/halftunes-engine-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
         root = String(cString: made)
     }
@@ -153,4 +155,43 @@ extension TransferOutcome {
         if case .failed(let f) = self { return f }
         return nil
     }
+}
+
+/// A TCP listener on 127.0.0.1 that never accepts: connections complete in the kernel backlog and requests get
+/// no answer, which is a server that never sends a response head.
+final class SilentListener {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 16) == 0 else {
+            close(fd)
+            throw POSIXError(.EADDRINUSE)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        self.fd = fd
+        self.port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// A client connection is waiting in the backlog.
+    var hasPendingConnection: Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, 0) == 1
+    }
+
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    deinit { close(fd) }
 }

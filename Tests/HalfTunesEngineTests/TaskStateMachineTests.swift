@@ -113,7 +113,7 @@ struct TaskStateMachineTests {
         _ = try m.handle(.retryDue, now: 30)
         _ = try m.handle(.slotGranted, now: 30)
         _ = try m.handle(.transferFailed(boom, transient: true, retryAfter: 1_000_000), now: 30)
-        #expect(m.nextAttemptAt == 30 + 3600)
+        #expect(m.nextAttemptAt == 3630.0)
     }
 
     @Test func permanentFailureFailsAndDiscardsPartial() throws {

@@ -1,0 +1,27 @@
+import Foundation
+
+struct CLIResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs the real `halftunesctl` against a daemon's socket.
+func ctl(_ args: [String], socket: String?, environment extra: [String: String] = [:]) throws -> CLIResult {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: Binaries.ctl)
+    p.arguments = args
+    var env = ProcessInfo.processInfo.environment
+    if let socket { env["HALFTUNES_SOCKET"] = socket } else { env["HALFTUNES_SOCKET"] = nil }
+    for (k, v) in extra { env[k] = v }
+    p.environment = env
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+    let stderrData = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return CLIResult(status: p.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+                     stderr: String(decoding: stderrData, as: UTF8.self))
+}

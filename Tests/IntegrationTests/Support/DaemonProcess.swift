@@ -1,0 +1,131 @@
+import Foundation
+import HalfTunesKit
+import HalfTunesProtocol
+
+/// Where the built binaries are: $HALFTUNES_BIN_DIR (set by `make test`), else .build/debug.
+enum Binaries {
+    static var directory: String {
+        if let dir = ProcessInfo.processInfo.environment["HALFTUNES_BIN_DIR"], !dir.isEmpty { return dir }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug").path
+    }
+    static var daemon: String { directory + "/halftunesd" }
+    static var ctl: String { directory + "/halftunesctl" }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A temporary directory removed when the test ends.
+final class TempDir: @unchecked Sendable {
+    let path: String
+    init() throws {
+        var template = Array("/tmp/htd-XXXXXX".utf8CString)
+        guard let p = mkdtemp(&template) else { throw TestFailure("mkdtemp failed") }
+        path = String(cString: p)
+    }
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+    deinit { remove() }
+}
+
+/// A real `halftunesd` process on a temporary socket, state dir and downloads dir.
+final class DaemonProcess: @unchecked Sendable {
+    let dir: TempDir
+    let socketPath: String
+    let stateDir: String
+    let downloadsDir: String
+    let extraArgs: [String]
+    /// Extra environment for the daemon process (e.g. test hooks); the test process's own is untouched.
+    var environment: [String: String] = [:]
+    private(set) var process: Process?
+    private var logHandle: FileHandle?
+    var logPath: String { dir.path + "/daemon.log" }
+
+    init(extraArgs: [String] = [], start: Bool = true) throws {
+        dir = try TempDir()
+        socketPath = dir.path + "/control.sock"
+        stateDir = dir.path + "/state"
+        downloadsDir = dir.path + "/downloads"
+        self.extraArgs = extraArgs
+        try FileManager.default.createDirectory(atPath: downloadsDir, withIntermediateDirectories: true)
+        if start { try self.start() }
+    }
+
+    var pid: Int32 { process?.processIdentifier ?? 0 }
+    var isRunning: Bool { process?.isRunning ?? false }
+
+    func start() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Binaries.daemon)
+        p.arguments = ["--socket", socketPath, "--state-dir", stateDir, "--downloads-dir", downloadsDir,
+                       "--log-level", "debug"] + extraArgs
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        p.environment = env
+        if !FileManager.default.fileExists(atPath: logPath) {
+            FileManager.default.createFile(atPath: logPath, contents: nil)
+        }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        log.seekToEndOfFile()
+        p.standardError = log
+        p.standardOutput = log
+        try p.run()
+        process = p
+        logHandle = log
+        try waitUntilReady()
+    }
+
+    /// Waits until the daemon answers daemon.status (it accepts clients only after replaying its journal).
+    func waitUntilReady(timeout: Double = 60) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            guard let p = process, p.isRunning else {
+                throw TestFailure("halftunesd exited during start-up:\n\(log())")
+            }
+            if let client = try? HalfTunesClient(socketPath: socketPath), (try? client.status()) != nil { return }
+            usleep(10_000)
+        }
+        throw TestFailure("halftunesd did not become ready within \(timeout) s:\n\(log())")
+    }
+
+    func client() throws -> HalfTunesClient { try HalfTunesClient(socketPath: socketPath) }
+
+    /// kill -9: no chance to checkpoint or clean up.
+    func kill9() {
+        guard let p = process, p.isRunning else { return }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+    }
+
+    /// SIGTERM and wait; returns the exit status and how long the exit took.
+    @discardableResult
+    func terminate(timeout: Double = 30) throws -> (status: Int32, seconds: Double) {
+        guard let p = process, p.isRunning else { return (process?.terminationStatus ?? 0, 0) }
+        let start = Date()
+        kill(p.processIdentifier, SIGTERM)
+        while p.isRunning {
+            if Date().timeIntervalSince(start) > timeout {
+                kill(p.processIdentifier, SIGKILL)
+                throw TestFailure("halftunesd did not exit within \(timeout) s of SIGTERM")
+            }
+            usleep(5_000)
+        }
+        p.waitUntilExit()
+        return (p.terminationStatus, Date().timeIntervalSince(start))
+    }
+
+    func restart() throws { try start() }
+
+    func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    deinit {
+        if let p = process, p.isRunning {
+            kill(p.processIdentifier, SIGKILL)
+            p.waitUntilExit()
+        }
+        try? logHandle?.close()
+    }
+}

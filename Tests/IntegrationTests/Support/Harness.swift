@@ -1,0 +1,47 @@
+import Foundation
+import HalfTunesKit
+import HalfTunesProtocol
+import TestOrigin
+
+/// Runs `body` with a fresh origin and a fresh daemon; on failure prints the daemon's log; always
+/// stops both and removes the temporary directories.
+func withDaemon(_ args: [String] = [], _ body: (DaemonProcess, TestOrigin) async throws -> Void) async throws {
+    let origin = try await TestOrigin.start()
+    let daemon: DaemonProcess
+    do {
+        daemon = try DaemonProcess(extraArgs: args)
+    } catch {
+        try? await origin.shutdown()
+        throw error
+    }
+    do {
+        try await body(daemon, origin)
+    } catch {
+        print("---- halftunesd log ----\n\(daemon.log())\n------------------------")
+        daemon.kill9()
+        try? await origin.shutdown()
+        daemon.dir.remove()
+        throw error
+    }
+    daemon.kill9()
+    try await origin.shutdown()
+    daemon.dir.remove()
+}
+
+let MiB = 1 << 20
+
+extension TestOrigin.Behavior {
+    static func throttled(_ bytesPerSecond: Int) -> TestOrigin.Behavior {
+        var b = TestOrigin.Behavior()
+        b.bytesPerSecond = bytesPerSecond
+        return b
+    }
+}
+
+extension HalfTunesClient {
+    /// Opens the session and creates a started download.
+    func startDownload(_ url: String, session: String = "test.session", destination: String? = nil) throws -> TaskInfo {
+        _ = try openSession(session)
+        return try createTask(TaskCreateParams(session: session, url: url, destination: destination, start: true))
+    }
+}

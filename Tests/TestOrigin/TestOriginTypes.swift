@@ -1,0 +1,73 @@
+// Public value types of TestOrigin: per-path misbehaviour, recorded requests, wait errors.
+
+extension TestOrigin {
+    /// How the origin (mis)behaves for one path. Faults with a `...Times` counter are used up per request.
+    public struct Behavior: Sendable {
+        public init() {}
+
+        /// Throttle the body of each response to this rate (slices every ~15 ms).
+        public var bytesPerSecond: Int? = nil
+        /// Close the connection abruptly (FIN, no end of body) after writing N body bytes of a response...
+        public var dropAfterBytes: Int64? = nil
+        /// ...for this many responses (then behave normally).
+        public var dropTimes: Int = 1
+        /// Write N body bytes of a response, then stop writing (connection stays open) until `releaseStall`.
+        public var stallAfterBytes: Int64? = nil
+        /// How many responses stall (each needs its own `releaseStall`); default: every response.
+        public var stallTimes: Int = .max
+        /// Answer with this status and a short text/html body...
+        public var failStatus: Int? = nil
+        /// ...for this many requests.
+        public var failTimes: Int = 1
+        /// Retry-After header value on `failStatus` responses.
+        public var retryAfter: String? = nil
+        /// Always answer 200 with the full body (and no Accept-Ranges), whatever Range/If-Range say.
+        public var ignoreRange: Bool = false
+        /// Answer a Range with a 206 whose Content-Range and body start 1024 bytes before the asked start (or at 0).
+        public var wrongContentRange: Bool = false
+        /// Declare the full Content-Length, send half of the body, then close.
+        public var shortBody: Bool = false
+        /// Send no ETag / Last-Modified (If-Range then never matches).
+        public var omitValidators: Bool = false
+        /// Use chunked transfer encoding instead of Content-Length.
+        public var omitContentLength: Bool = false
+        /// Answer 302 with this Location (absolute URL or path).
+        public var redirectTo: String? = nil
+    }
+
+    /// One request as the origin saw it, and what it answered.
+    public struct RecordedRequest: Sendable {
+        public var method: String
+        /// The request target's path, without the query string.
+        public var path: String
+        /// The full request target as sent (path and query).
+        public var uri: String
+        /// Header fields as received, in order, with their original spelling.
+        public var headers: [(name: String, value: String)]
+        public var range: String?
+        public var ifRange: String?
+        /// The status answered; 0 while the request is queued behind another on the same connection.
+        public var status: Int
+        /// Start of the body sent within the resource (0 for 200); nil when no resource body was answered.
+        public var rangeStart: Int64?
+        /// Body bytes whose write completed (updated live).
+        public var bodyBytesSent: Int64
+        /// The ETag of the resource version served (recorded even when `omitValidators` hides it); nil if none.
+        public var etag: String?
+        /// Body length the response declared (Content-Length, or the length it would have had when chunked).
+        public var declaredLength: Int64?
+        /// The origin closed the connection before the body was complete (drop, shortBody) or the client left.
+        public var truncated: Bool
+
+        /// The value of the first header field named `name` (case-insensitive).
+        public func header(_ name: String) -> String? {
+            let lower = name.lowercased()
+            return headers.first { $0.name.lowercased() == lower }?.value
+        }
+    }
+
+    /// Thrown by the `waitFor...` functions.
+    public struct WaitError: Error, CustomStringConvertible {
+        public var description: String
+    }
+}
