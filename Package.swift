@@ -19,6 +19,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
+        // libsystemd (sd_notify, socket activation, watchdog, journal) as a system library.
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // Wire types only: JSON-RPC envelopes, methods, params, results, events, error codes.
         .target(name: "HalfTunesProtocol"),
         // The crash-safe journal (SQLite via GRDB).
@@ -50,11 +52,13 @@ let package = Package(
                 "HalfTunesProtocol",
                 "HalfTunesJournal",
                 "HalfTunesEngine",
+                "CSystemd",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -106,6 +110,7 @@ let package = Package(
                 "HalfTunesProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "HalfTunesKitTests", dependencies: ["HalfTunesKit"]),

@@ -16,22 +16,35 @@ enum ControlServerError: Error, CustomStringConvertible {
     }
 }
 
+/// Where the control server listens: a path it binds itself, or a socket the service manager passed in.
+enum ControlListener {
+    case path(String)
+    case activated(ActivatedSocket)
+}
+
 /// The JSON-RPC listener on a Unix stream socket.
 final class ControlServer: Sendable {
     let channel: Channel
     let path: String
+    /// Device and inode of the socket file this daemon created; nil for a socket it was given.
+    private let createdFile: (device: UInt64, inode: UInt64)?
 
-    private init(channel: Channel, path: String) {
+    private init(channel: Channel, path: String, createdFile: (device: UInt64, inode: UInt64)?) {
         self.channel = channel
         self.path = path
+        self.createdFile = createdFile
     }
 
-    static func start(path: String, group: EventLoopGroup, core: DaemonCore, logger: Logger,
-                      outputLimit: Int) async throws -> ControlServer {
-        try prepareSocketPath(path)
+    static func start(listener: ControlListener, group: EventLoopGroup, core: DaemonCore, logger: Logger,
+                      outputLimit: Int, connections: ConnectionCounter) async throws -> ControlServer {
         let router = RPCRouter(core: core)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptCounter(counter: connections))
+                }
+            }
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
@@ -40,11 +53,20 @@ final class ControlServer: Sendable {
                         ConnectionHandler(router: router, core: core, logger: logger, outputLimit: outputLimit))
                 }
             }
-        let old = umask(0o117)
-        defer { umask(old) }
-        let channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
-        chmod(path, 0o660)
-        return ControlServer(channel: channel, path: path)
+        switch listener {
+        case .activated(let socket):
+            let channel = try await bootstrap.withBoundSocket(socket.fd).get()
+            return ControlServer(channel: channel, path: socket.path, createdFile: nil)
+        case .path(let path):
+            try prepareSocketPath(path)
+            let old = umask(0o117)
+            defer { umask(old) }
+            let channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
+            chmod(path, 0o660)
+            var st = stat()
+            let created = lstat(path, &st) == 0 ? (device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) : nil
+            return ControlServer(channel: channel, path: path, createdFile: created)
+        }
     }
 
     /// Creates the socket's directory, and replaces a stale socket file only after checking that no
@@ -85,8 +107,27 @@ final class ControlServer: Sendable {
         return result == 0
     }
 
+    /// Stops accepting unless a client connected since `snapshot`; decided on the event loop that accepts,
+    /// so no connection can slip in between the check and the close. Returns whether it closed.
+    func closeIfNoClientSince(_ snapshot: ConnectionCounter.Snapshot, counter: ConnectionCounter) async -> Bool {
+        let channel = self.channel
+        let closed = try? await channel.eventLoop.submit { () -> Bool in
+            let now = counter.snapshot
+            guard now.open == 0, now.accepted == snapshot.accepted else { return false }
+            channel.close(promise: nil)
+            return true
+        }.get()
+        return closed ?? false
+    }
+
+    /// Stops accepting and removes the socket file, but only the one this daemon created (not a socket
+    /// passed in by the service manager, nor a file someone else put at the path since).
     func close() async {
         try? await channel.close()
-        unlink(path)
+        guard let createdFile else { return }
+        var st = stat()
+        if lstat(path, &st) == 0, UInt64(st.st_dev) == createdFile.device, UInt64(st.st_ino) == createdFile.inode {
+            unlink(path)
+        }
     }
 }

@@ -7,32 +7,58 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import UnixSignals
 
 public enum DaemonError: Error, CustomStringConvertible {
     case stateDirectory(String)
     case locked(String)
     case journal(String)
+    case socketActivation(String)
 
     public var description: String {
         switch self {
-        case .stateDirectory(let s), .locked(let s), .journal(let s): return s
+        case .stateDirectory(let s), .locked(let s), .journal(let s), .socketActivation(let s): return s
         }
     }
 }
 
-/// The daemon as a service: replay the journal, then accept clients; on graceful shutdown (SIGTERM,
-/// SIGINT) stop accepting, checkpoint every transfer and close the journal.
+/// The daemon as a service: replay the journal, then accept clients (on the socket the service manager
+/// passed, or one it binds) and tell the manager READY=1; keep STATUS= current, ping the watchdog, reload
+/// the configuration on SIGHUP, exit when idle if asked to; on graceful shutdown (SIGTERM, SIGINT) send
+/// STOPPING=1, stop accepting, checkpoint every transfer and close the journal.
 public final class DaemonService: Service {
-    let configuration: DaemonConfiguration
+    let settings: ResolvedSettings
+    let loader: ConfigurationLoader?
+    let logLevel: LogLevelControl?
     let logger: Logger
+    let environment: [String: String]
 
-    public init(configuration: DaemonConfiguration, logger: Logger) {
-        self.configuration = configuration
+    /// - Parameters:
+    ///   - loader: re-read on SIGHUP; nil keeps `settings` for good.
+    ///   - logLevel: the shared level that a reload changes.
+    public init(settings: ResolvedSettings, loader: ConfigurationLoader? = nil, logLevel: LogLevelControl? = nil,
+                logger: Logger, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.settings = settings
+        self.loader = loader
+        self.logLevel = logLevel
         self.logger = logger
+        self.environment = environment
     }
 
+    enum StopReason: Sendable { case signal, idle }
+
     public func run() async throws {
-        let config = configuration
+        // First of all, so that a SIGHUP during start-up is kept for later instead of killing the daemon.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let notifier = ServiceNotifier(environment: environment, logger: logger)
+        let activated: ActivatedSocket?
+        do {
+            activated = try SocketActivation.controlSocket(logger: logger)
+        } catch {
+            throw DaemonError.socketActivation(error.description)
+        }
+        var config = settings.daemonConfiguration
+        if let activated { config.socketPath = activated.path }
         let lockFD = try Self.prepareStateDirectory(config)
         defer { close(lockFD) }
         let journal: Journal
@@ -51,30 +77,65 @@ public final class DaemonService: Service {
             try? await group.shutdownGracefully()
             throw DaemonError.journal("cannot replay the journal: \(error)")
         }
+        let connections = ConnectionCounter()
         let server: ControlServer
         do {
-            server = try await ControlServer.start(path: config.socketPath, group: group, core: core, logger: logger,
-                                                   outputLimit: config.maxPendingOutputBytes)
+            server = try await ControlServer.start(
+                listener: activated.map(ControlListener.activated) ?? .path(config.socketPath), group: group,
+                core: core, logger: logger, outputLimit: config.maxPendingOutputBytes, connections: connections)
         } catch {
             await core.shutdown()
             try? await httpClient.shutdown()
             try? await group.shutdownGracefully()
             throw error
         }
+        let supervisor = ServiceSupervisor(core: core, server: server, connections: connections, notifier: notifier,
+                                           logger: logger, settings: settings, loader: loader, logLevel: logLevel,
+                                           socketActivated: activated != nil)
+        notifier.ready(status: await core.serviceStatusLine())
         logger.info("halftunesd \(HalfTunes.version) ready", metadata: [
-            "socket": "\(config.socketPath)", "state": "\(config.stateDirectory)",
-            "downloads": "\(config.downloadsDirectory)", "maxConcurrent": "\(config.maxConcurrent)",
+            "socket": "\(config.socketPath)", "socketActivated": "\(activated != nil)",
+            "state": "\(config.stateDirectory)", "downloads": "\(config.downloadsDirectory)",
+            "maxConcurrent": "\(config.maxConcurrent)",
         ])
+        if settings.exitWhenIdle != nil && activated == nil {
+            logger.notice("exit-when-idle has no effect: halftunesd was not socket-activated, so nothing would start it again")
+        }
+        let watchdog = ServiceNotifier.watchdogInterval().map {
+            supervisor.startWatchdog(interval: $0, on: server.channel.eventLoop)
+        }
 
-        try? await gracefulShutdown()
+        let reason = await waitForStop(supervisor: supervisor, hangups: hangups)
 
-        logger.info("shutting down")
+        notifier.stopping(status: reason == .idle ? "Idle; stopping" : "Stopping: checkpointing transfers")
+        logger.info(reason == .idle ? "shutting down (idle)" : "shutting down")
         await server.close()
         await core.shutdown()
+        watchdog?.cancel()
         try? await httpClient.shutdown()
         try? journal.close()
         try? await group.shutdownGracefully()
         logger.info("stopped")
+    }
+
+    /// Serves SIGHUP reloads and the status/idle monitor until a graceful shutdown or the idle exit.
+    private func waitForStop(supervisor: ServiceSupervisor, hangups: UnixSignalsSequence) async -> StopReason {
+        let (stops, stopper) = AsyncStream.makeStream(of: StopReason.self)
+        let reloads = Task {
+            for await _ in hangups { await supervisor.reload() }
+        }
+        let monitor = Task {
+            if await supervisor.monitor() { stopper.yield(.idle) }
+        }
+        let reason = await withGracefulShutdownHandler {
+            var iterator = stops.makeAsyncIterator()
+            return await iterator.next() ?? .signal
+        } onGracefulShutdown: {
+            stopper.yield(.signal)
+        }
+        reloads.cancel()
+        monitor.cancel()
+        return reason
     }
 
     /// Creates the state directory (0700) and takes an exclusive lock so two daemons never share it.

@@ -13,7 +13,7 @@ extension DaemonCore {
             broadcast(stored + events.filter { !$0.payload.isJournaled })
         } catch {
             // The in-memory state moved on; the journal will catch up with the next write of this task.
-            logger.error("journal write failed for task \(id): \(error)")
+            logger.error("journal write failed for task \(id): \(error)", metadata: ["task": "\(id)"])
             broadcast(events)
         }
     }

@@ -36,7 +36,7 @@ struct ManagedSession {
 /// The daemon's state, owned by one actor: sessions, tasks, the FIFO queue and event subscribers.
 /// Journal writes happen here (and in checkpoints, from transfer queues); bytes never pass through here.
 actor DaemonCore {
-    let configuration: DaemonConfiguration
+    var configuration: DaemonConfiguration
     let journal: Journal
     let httpClient: HTTPClient
     let logger: Logger

@@ -1,4 +1,4 @@
-// halftunesd: the background download daemon (thin: flags, logging, then HalfTunesDaemon).
+// halftunesd: the background download daemon (thin: flags, configuration file, logging, then HalfTunesDaemon).
 import ArgumentParser
 import HalfTunesDaemon
 import HalfTunesProtocol
@@ -18,67 +18,91 @@ struct Halftunesd: AsyncParsableCommand {
             Clients talk to it with halftunesctl or HalfTunesKit over a Unix socket (JSON-RPC 2.0, one object \
             per line). Defaults: as root /run/halftunesd/control.sock and /var/lib/halftunesd; otherwise \
             $XDG_RUNTIME_DIR/halftunesd/control.sock and $XDG_STATE_HOME/halftunesd.
+
+            Every option can also be set in the configuration file (key = value, keys named like the \
+            options without "--"); options given here win. SIGHUP re-reads the file and applies log-level, \
+            max-concurrent and exit-when-idle at once. Under systemd the daemon uses the socket passed by \
+            halftunesd.socket (FileDescriptorName=control), reports READY/STATUS/STOPPING, pings the \
+            watchdog and logs to the journal with HALFTUNES_TASK=, HALFTUNES_SESSION= and HALFTUNES_URL= fields.
             """,
         version: HalfTunes.version)
 
-    @Option(name: .long, help: "Control socket path.")
+    @Option(name: .long, help: ArgumentHelp(
+        "Configuration file (default: /etc/halftunesd/halftunesd.conf as root, otherwise "
+            + "$XDG_CONFIG_HOME/halftunesd/halftunesd.conf; a missing default file is fine).",
+        valueName: "path"))
+    var config: String?
+
+    @Option(name: .long, help: ArgumentHelp("Control socket path (when not socket-activated).", valueName: "path"))
     var socket: String?
 
-    @Option(name: .customLong("state-dir"), help: "Directory for the journal and lock file.")
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("Directory for the journal and lock file.", valueName: "path"))
     var stateDir: String?
 
-    @Option(name: .customLong("downloads-dir"), help: "Default destination directory of new sessions.")
+    @Option(name: .customLong("downloads-dir"), help: ArgumentHelp("Default destination directory of new sessions.", valueName: "path"))
     var downloadsDir: String?
 
-    @Option(name: .customLong("max-concurrent"), help: "Transfers running at once, daemon-wide.")
-    var maxConcurrent: Int = 6
+    @Option(name: .customLong("max-concurrent"), help: ArgumentHelp("Transfers running at once, daemon-wide (default: 6).", valueName: "n"))
+    var maxConcurrent: String?
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = "info"
+    @Option(name: .customLong("log-level"), help: ArgumentHelp(
+        "trace, debug, info, notice, warning, error or critical (default: info).", valueName: "level"))
+    var logLevel: String?
+
+    @Option(name: .customLong("exit-when-idle"), help: ArgumentHelp(
+        "When socket-activated, exit after this many seconds with no clients and no queued, running or waiting "
+            + "task; the next connection starts the daemon again (default: 0, never).",
+        valueName: "seconds"))
+    var exitWhenIdle: String?
 
     @Option(name: .customLong("checkpoint-interval"), help: ArgumentHelp("Seconds between checkpoints of running transfers.", visibility: .hidden))
-    var checkpointInterval: Double = 1.0
+    var checkpointInterval: String?
 
     @Option(name: .customLong("max-pending-output"), help: ArgumentHelp("Bytes of unsent output after which a client that does not read is disconnected.", visibility: .hidden))
-    var maxPendingOutput: Int = 8 << 20
+    var maxPendingOutput: String?
+
+    /// The values given as options, checked exactly as the configuration file's values are.
+    func flagSettings() throws -> DaemonSettings {
+        let given: [(SettingKey, String?)] = [
+            (.socket, socket), (.stateDir, stateDir), (.downloadsDir, downloadsDir), (.maxConcurrent, maxConcurrent),
+            (.logLevel, logLevel), (.exitWhenIdle, exitWhenIdle), (.checkpointInterval, checkpointInterval),
+            (.maxPendingOutput, maxPendingOutput),
+        ]
+        var settings = DaemonSettings()
+        for case let (key, value?) in given {
+            do {
+                try key.assign(value, to: &settings)
+            } catch {
+                throw ValidationError("\(key.flag) \(error.message)")
+            }
+        }
+        return settings
+    }
 
     func validate() throws {
-        guard maxConcurrent >= 1 && maxConcurrent <= 1000 else {
-            throw ValidationError("--max-concurrent must be between 1 and 1000")
-        }
-        guard Logger.Level(rawValue: logLevel) != nil else {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
-        }
-        guard maxPendingOutput >= 4096 else { throw ValidationError("--max-pending-output must be at least 4096") }
-        guard checkpointInterval > 0 && checkpointInterval <= 60 else {
-            throw ValidationError("--checkpoint-interval must be between 0 and 60 seconds")
-        }
-        for (flag, value) in [("--socket", socket), ("--state-dir", stateDir), ("--downloads-dir", downloadsDir)] {
-            if let value, !value.hasPrefix("/") { throw ValidationError("\(flag) must be an absolute path") }
-        }
+        _ = try flagSettings()
+        if let config, config.isEmpty { throw ValidationError("--config must name a file") }
     }
 
     func run() async throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let logLevel = LogLevelControl(ResolvedSettings.defaultLogLevel)
+        DaemonLogging.bootstrap(control: logLevel)
         let logger = Logger(label: "halftunesd")
         signal(SIGPIPE, SIG_IGN)
 
-        var config = DaemonConfiguration(
-            socketPath: socket ?? DefaultPaths.socketPath(),
-            stateDirectory: stateDir ?? DefaultPaths.stateDirectory(),
-            downloadsDirectory: downloadsDir ?? DefaultPaths.downloadsDirectory(),
-            maxConcurrent: maxConcurrent)
-        config.checkpointInterval = checkpointInterval
-        config.maxPendingOutputBytes = maxPendingOutput
+        let loader = ConfigurationLoader(flags: try flagSettings(), configPath: config)
+        let settings: ResolvedSettings
+        do {
+            settings = try loader.load()
+        } catch {
+            logger.critical("halftunesd cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        logLevel.level = settings.logLevel
 
-        let service = DaemonService(configuration: config, logger: logger)
+        let service = DaemonService(settings: settings, loader: loader, logLevel: logLevel, logger: logger)
         let group = ServiceGroup(configuration: .init(
-            services: [.init(service: service)],
+            services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         do {

@@ -60,7 +60,7 @@ final class DaemonProcess: @unchecked Sendable {
     func start() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Binaries.daemon)
-        p.arguments = ["--socket", socketPath, "--state-dir", stateDir, "--downloads-dir", downloadsDir,
+        p.arguments = ["--config", "/dev/null", "--socket", socketPath, "--state-dir", stateDir, "--downloads-dir", downloadsDir,
                        "--log-level", "debug"] + extraArgs
         var env = ProcessInfo.processInfo.environment
         for (k, v) in environment { env[k] = v }

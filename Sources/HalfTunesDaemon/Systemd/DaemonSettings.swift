@@ -1,0 +1,125 @@
+import Logging
+
+/// Everything the flags and the configuration file can set. Every field is optional: a value that is
+/// nil was not given here, so another source (or the built-in default) decides.
+public struct DaemonSettings: Sendable, Equatable {
+    public var socket: String?
+    public var stateDirectory: String?
+    public var downloadsDirectory: String?
+    public var maxConcurrent: Int?
+    public var logLevel: Logger.Level?
+    /// Seconds without clients or pending tasks after which a socket-activated daemon exits; 0 = never.
+    public var exitWhenIdle: Double?
+    public var checkpointInterval: Double?
+    public var maxPendingOutput: Int?
+
+    public init() {}
+
+    /// These settings with every value that `other` sets replaced by `other`'s.
+    public func overridden(by other: DaemonSettings) -> DaemonSettings {
+        var merged = self
+        for key in SettingKey.allCases { key.copy(from: other, to: &merged) }
+        return merged
+    }
+
+    /// The value of `key` as text (as it would be written in the file), or nil if unset.
+    public func text(for key: SettingKey) -> String? {
+        switch key {
+        case .socket: return socket
+        case .stateDir: return stateDirectory
+        case .downloadsDir: return downloadsDirectory
+        case .maxConcurrent: return maxConcurrent.map(String.init)
+        case .logLevel: return logLevel?.rawValue
+        case .exitWhenIdle: return exitWhenIdle.map { "\($0)" }
+        case .checkpointInterval: return checkpointInterval.map { "\($0)" }
+        case .maxPendingOutput: return maxPendingOutput.map(String.init)
+        }
+    }
+}
+
+/// A setting's value could not be used; `message` completes "<key> ...".
+public struct SettingValueError: Error, Sendable, Equatable {
+    public var message: String
+}
+
+/// The settings, named as in the configuration file; each flag is `--` followed by the same name.
+public enum SettingKey: String, CaseIterable, Sendable {
+    case socket
+    case stateDir = "state-dir"
+    case downloadsDir = "downloads-dir"
+    case maxConcurrent = "max-concurrent"
+    case logLevel = "log-level"
+    case exitWhenIdle = "exit-when-idle"
+    case checkpointInterval = "checkpoint-interval"
+    case maxPendingOutput = "max-pending-output"
+
+    public var flag: String { "--" + rawValue }
+
+    /// Whether a changed value takes effect on SIGHUP (the others need a restart).
+    public var appliesOnReload: Bool {
+        switch self {
+        case .logLevel, .maxConcurrent, .exitWhenIdle: return true
+        default: return false
+        }
+    }
+
+    /// Parses and checks `text` as this setting's value and stores it in `settings`.
+    public func assign(_ text: String, to settings: inout DaemonSettings) throws(SettingValueError) {
+        switch self {
+        case .socket: settings.socket = try Self.absolutePath(text)
+        case .stateDir: settings.stateDirectory = try Self.absolutePath(text)
+        case .downloadsDir: settings.downloadsDirectory = try Self.absolutePath(text)
+        case .maxConcurrent: settings.maxConcurrent = try Self.integer(text, in: 1...1000)
+        case .logLevel:
+            guard let level = Logger.Level(rawValue: text.lowercased()) else {
+                throw SettingValueError(message: "must be one of trace, debug, info, notice, warning, error, critical (got '\(text)')")
+            }
+            settings.logLevel = level
+        case .exitWhenIdle:
+            settings.exitWhenIdle = try Self.seconds(text, allowZero: true, max: 7 * 24 * 3600)
+        case .checkpointInterval:
+            settings.checkpointInterval = try Self.seconds(text, allowZero: false, max: 60)
+        case .maxPendingOutput: settings.maxPendingOutput = try Self.integer(text, in: 4096...(1 << 40))
+        }
+    }
+
+    func copy(from source: DaemonSettings, to target: inout DaemonSettings) {
+        switch self {
+        case .socket: if let v = source.socket { target.socket = v }
+        case .stateDir: if let v = source.stateDirectory { target.stateDirectory = v }
+        case .downloadsDir: if let v = source.downloadsDirectory { target.downloadsDirectory = v }
+        case .maxConcurrent: if let v = source.maxConcurrent { target.maxConcurrent = v }
+        case .logLevel: if let v = source.logLevel { target.logLevel = v }
+        case .exitWhenIdle: if let v = source.exitWhenIdle { target.exitWhenIdle = v }
+        case .checkpointInterval: if let v = source.checkpointInterval { target.checkpointInterval = v }
+        case .maxPendingOutput: if let v = source.maxPendingOutput { target.maxPendingOutput = v }
+        }
+    }
+
+    private static func commentHint(_ text: String) -> String {
+        text.contains("#") ? "; comments must be on a line of their own" : ""
+    }
+
+    private static func absolutePath(_ text: String) throws(SettingValueError) -> String {
+        guard text.hasPrefix("/") else {
+            throw SettingValueError(message: "must be an absolute path (got '\(text)')")
+        }
+        guard !text.utf8.contains(0) else { throw SettingValueError(message: "must not contain a NUL byte") }
+        return text
+    }
+
+    private static func integer(_ text: String, in range: ClosedRange<Int>) throws(SettingValueError) -> Int {
+        guard let value = Int(text), range.contains(value) else {
+            throw SettingValueError(message: "must be an integer from \(range.lowerBound) to \(range.upperBound) (got '\(text)')\(commentHint(text))")
+        }
+        return value
+    }
+
+    private static func seconds(_ text: String, allowZero: Bool, max: Double) throws(SettingValueError) -> Double {
+        guard let value = Double(text), value.isFinite, allowZero ? value >= 0 : value > 0, value <= max else {
+            let low = allowZero ? "from 0" : "greater than 0"
+            throw SettingValueError(message: "must be a number of seconds \(low) up to \(Int(max)) (got '\(text)')\(commentHint(text))")
+        }
+        return value
+    }
+}
