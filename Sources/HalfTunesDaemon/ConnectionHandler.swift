@@ -5,6 +5,19 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
+/// What one client connection may cost the daemon.
+struct ClientLimits: Sendable {
+    /// Unsent output after which a client that does not read is disconnected.
+    var outputBytes: Int
+    /// How long paced output (an event replay) waits for the client to read before disconnecting it.
+    var stallTimeout: TimeAmount
+
+    init(_ config: DaemonConfiguration) {
+        outputBytes = config.maxPendingOutputBytes
+        stallTimeout = .nanoseconds(Int64(config.clientTimeout * 1e9))
+    }
+}
+
 /// One client connection: lines in, requests handled one after another (so responses keep request
 /// order), responses and event notifications out through the connection's `Outbox`.
 final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
@@ -15,21 +28,22 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     private let router: RPCRouter
     private let core: DaemonCore
     private let logger: Logger
-    private let outputLimit: Int
+    private let limits: ClientLimits
     private var outbox: Outbox?
     private var continuation: AsyncStream<[UInt8]>.Continuation?
     private let connectionID: UInt64
 
-    init(router: RPCRouter, core: DaemonCore, logger: Logger, outputLimit: Int) {
+    init(router: RPCRouter, core: DaemonCore, logger: Logger, limits: ClientLimits) {
         self.router = router
         self.core = core
         self.logger = logger
-        self.outputLimit = outputLimit
+        self.limits = limits
         self.connectionID = Self.nextID.withLockedValue { id in defer { id += 1 }; return id }
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let outbox = Outbox(connectionID: connectionID, channel: context.channel, limit: outputLimit)
+        let outbox = Outbox(connectionID: connectionID, channel: context.channel, limit: limits.outputBytes,
+                            stallTimeout: limits.stallTimeout)
         self.outbox = outbox
         let credentials = Self.peerCredentials(context.channel)
         let (lines, continuation) = AsyncStream.makeStream(of: [UInt8].self)
@@ -56,6 +70,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelInactive(context: ChannelHandlerContext) {
         continuation?.finish()
+        outbox?.close()
         let core = self.core
         let id = connectionID
         Task { await core.connectionClosed(id) }

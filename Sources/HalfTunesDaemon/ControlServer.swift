@@ -36,7 +36,7 @@ final class ControlServer: Sendable {
     }
 
     static func start(listener: ControlListener, group: EventLoopGroup, core: DaemonCore, logger: Logger,
-                      outputLimit: Int, connections: ConnectionCounter) async throws -> ControlServer {
+                      limits: ClientLimits, connections: ConnectionCounter) async throws -> ControlServer {
         let router = RPCRouter(core: core)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -50,7 +50,7 @@ final class ControlServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(
                         ByteToMessageHandler(LineFrameDecoder(maxLength: HalfTunes.maxLineBytes)))
                     try channel.pipeline.syncOperations.addHandler(
-                        ConnectionHandler(router: router, core: core, logger: logger, outputLimit: outputLimit))
+                        ConnectionHandler(router: router, core: core, logger: logger, limits: limits))
                 }
             }
         switch listener {

@@ -82,7 +82,7 @@ public final class DaemonService: Service {
         do {
             server = try await ControlServer.start(
                 listener: activated.map(ControlListener.activated) ?? .path(config.socketPath), group: group,
-                core: core, logger: logger, outputLimit: config.maxPendingOutputBytes, connections: connections)
+                core: core, logger: logger, limits: ClientLimits(config), connections: connections)
         } catch {
             await core.shutdown()
             try? await httpClient.shutdown()

@@ -30,18 +30,37 @@ extension DaemonCore {
         }
     }
 
+    /// Events read from the journal at a time while replaying.
+    static let replayPage = 512
+
     /// Replays journaled events after `after`, then `didFinishEvents`, then registers for live events.
-    /// Runs in one actor turn, so no event can slip between replay and live delivery.
-    func subscribe(_ p: EventsSubscribeParams, requestID: RPCID?, outbox: Outbox) throws(RPCError) {
+    /// The replay is paced by the client's reading (it never overflows the outbox of a client that
+    /// reads); the last journal read and the registration happen in one actor turn, so no journaled
+    /// event can slip between replay and live delivery.
+    func subscribe(_ p: EventsSubscribeParams, requestID: RPCID?, outbox: Outbox) async throws(RPCError) {
         let s = try session(p.session)
         let after = max(0, p.after ?? 0)
-        let replay = try journaled { try journal.events(session: p.session, after: after) }
         let result = EventsSubscribeResult(session: p.session, after: after, prunedThrough: s.record.ackedThrough)
         outbox.send(response: RPCResponse(id: requestID, result: (try? JSONValue(encoding: result)) ?? .null))
-        for event in replay { outbox.send(notification: event) }
-        let through = max(s.lastEventSeq, replay.last?.seq ?? 0)
+        var cursor = after
+        while true {
+            guard sessions[p.session] != nil, !outbox.isClosed else { return }
+            let page = try journaled { try journal.events(session: p.session, after: cursor, limit: Self.replayPage) }
+            var paused = false
+            for event in page {
+                if outbox.pendingBytes > outbox.limit / 2 {
+                    paused = true
+                    guard await outbox.drained(below: outbox.limit / 4) else { return }
+                }
+                outbox.send(notification: event)
+                cursor = event.seq ?? cursor
+            }
+            // Finish only on a short page read in this very turn; after a pause, look again.
+            if page.count < Self.replayPage && !paused { break }
+        }
+        guard let current = sessions[p.session] else { return }
         outbox.send(notification: Event(seq: nil, session: p.session, task: nil, time: Timestamp.format(clock()),
-                                        payload: .didFinishEvents(through: through)))
+                                        payload: .didFinishEvents(through: max(current.lastEventSeq, cursor))))
         subscribers[p.session, default: [:]][outbox.connectionID] = outbox
     }
 

@@ -13,6 +13,8 @@ public struct DaemonConfiguration: Sendable {
     public var shutdownGrace: Double = 3.5
     /// A subscriber with more unsent output than this is disconnected.
     public var maxPendingOutputBytes: Int = 8 << 20
+    /// A client that leaves the daemon's output unread this long (seconds) is disconnected.
+    public var clientTimeout: Double = 60
     /// Resume data (and the partial data it keeps) expires after this many seconds.
     public var resumeDataLifetime: Double = 7 * 24 * 3600
 

@@ -4,19 +4,45 @@ import NIOCore
 
 /// The ordered, bounded output of one client connection. Lines are written in the order `send` is
 /// called; a client that stops reading and lets more than `limit` bytes pile up is disconnected (it
-/// can re-subscribe from its last `seq`), so it never stalls the daemon or grows its memory.
+/// can re-subscribe from its last `seq`), so it never stalls the daemon or grows its memory. Bulk
+/// output (an event replay) paces itself with `drained(below:)` instead of overflowing.
 final class Outbox: Sendable {
     let connectionID: UInt64
+    let limit: Int
     private let channel: Channel
-    private let limit: Int
-    private let state = NIOLockedValueBox<(pending: Int, closed: Bool)>((0, false))
+    /// How long a paced sender waits for the client to read before giving up on it.
+    private let stallTimeout: TimeAmount
+    private let state = NIOLockedValueBox(State())
     private let order = NIOLock()
 
-    init(connectionID: UInt64, channel: Channel, limit: Int) {
+    private struct Waiter {
+        var threshold: Int
+        var continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var pending = 0
+        var closed = false
+        var waiters: [UInt64: Waiter] = [:]
+        var nextWaiter: UInt64 = 0
+
+        /// Removes and returns the waiters the current state answers (all of them once closed).
+        mutating func answered() -> [(Waiter, Bool)] {
+            let ready = waiters.filter { closed || pending <= $0.value.threshold }
+            for key in ready.keys { waiters[key] = nil }
+            return ready.values.map { ($0, !closed) }
+        }
+    }
+
+    init(connectionID: UInt64, channel: Channel, limit: Int, stallTimeout: TimeAmount = .seconds(60)) {
         self.connectionID = connectionID
         self.channel = channel
         self.limit = limit
+        self.stallTimeout = stallTimeout
     }
+
+    var pendingBytes: Int { state.withLockedValue { $0.pending } }
+    var isClosed: Bool { state.withLockedValue { $0.closed } }
 
     func send(response: RPCResponse) {
         guard let line = try? WireCoding.line(response) else { return }
@@ -39,23 +65,60 @@ final class Outbox: Sendable {
             return false
         }
         if overflow {
-            channel.close(promise: nil)
+            close()
             return
         }
-        if state.withLockedValue({ $0.closed }) { return }
+        if isClosed { return }
         let channel = self.channel
         order.withLock {
             channel.eventLoop.execute {
                 let buffer = channel.allocator.buffer(bytes: line)
                 channel.writeAndFlush(buffer).whenComplete { [weak self] _ in
-                    self?.state.withLockedValue { $0.pending -= size }
+                    self?.written(size)
                 }
             }
         }
     }
 
+    /// Waits until no more than `threshold` bytes are unsent. Returns false if the connection closed,
+    /// or if the client read nothing for the stall timeout (the connection is then closed).
+    func drained(below threshold: Int) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let (key, immediate): (UInt64?, Bool?) = state.withLockedValue { s in
+                if s.closed { return (nil, false) }
+                if s.pending <= threshold { return (nil, true) }
+                let key = s.nextWaiter
+                s.nextWaiter += 1
+                s.waiters[key] = Waiter(threshold: threshold, continuation: continuation)
+                return (key, nil)
+            }
+            if let immediate {
+                continuation.resume(returning: immediate)
+                return
+            }
+            guard let key else { return }
+            channel.eventLoop.scheduleTask(in: stallTimeout) { [weak self] in
+                guard let self else { return }
+                let stalled = self.state.withLockedValue { $0.waiters[key] != nil }
+                if stalled { self.close() }
+            }
+        }
+    }
+
     func close() {
-        state.withLockedValue { $0.closed = true }
+        let waiters = state.withLockedValue { s in
+            s.closed = true
+            return s.answered()
+        }
+        for (waiter, result) in waiters { waiter.continuation.resume(returning: result) }
         channel.close(promise: nil)
+    }
+
+    private func written(_ size: Int) {
+        let waiters = state.withLockedValue { s in
+            s.pending -= size
+            return s.answered()
+        }
+        for (waiter, result) in waiters { waiter.continuation.resume(returning: result) }
     }
 }

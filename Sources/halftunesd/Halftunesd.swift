@@ -61,12 +61,17 @@ struct Halftunesd: AsyncParsableCommand {
     @Option(name: .customLong("max-pending-output"), help: ArgumentHelp("Bytes of unsent output after which a client that does not read is disconnected.", visibility: .hidden))
     var maxPendingOutput: String?
 
+    @Option(name: .customLong("client-timeout"), help: ArgumentHelp(
+        "Seconds a client may leave the daemon's output unread before it is disconnected (default: 60).",
+        valueName: "seconds"))
+    var clientTimeout: String?
+
     /// The values given as options, checked exactly as the configuration file's values are.
     func flagSettings() throws -> DaemonSettings {
         let given: [(SettingKey, String?)] = [
             (.socket, socket), (.stateDir, stateDir), (.downloadsDir, downloadsDir), (.maxConcurrent, maxConcurrent),
             (.logLevel, logLevel), (.exitWhenIdle, exitWhenIdle), (.checkpointInterval, checkpointInterval),
-            (.maxPendingOutput, maxPendingOutput),
+            (.maxPendingOutput, maxPendingOutput), (.clientTimeout, clientTimeout),
         ]
         var settings = DaemonSettings()
         for case let (key, value?) in given {

@@ -86,14 +86,15 @@ struct LiveProtocolTests {
 
 @Suite("Clients that misbehave")
 struct MisbehavingClientTests {
-    /// A subscriber that never reads is disconnected once its unsent output passes the limit; the
-    /// daemon keeps serving others, and the subscriber can re-subscribe from its last seq.
+    /// A subscriber that never reads its replay is disconnected after the client timeout; the daemon
+    /// keeps serving others, the subscriber can re-subscribe from its last seq, and a subscriber that
+    /// reads gets a replay many times the output limit.
     @Test func aSubscriberThatStopsReadingIsDroppedAndCanResubscribe() async throws {
-        try await withDaemon(["--max-pending-output", "65536"]) { daemon, origin in
+        try await withDaemon(["--max-pending-output", "65536", "--client-timeout", "2"]) { daemon, origin in
             let client = try daemon.client()
             _ = try client.openSession("lag")
             // Journal plenty of events: each task creation and cancellation journals three or four.
-            for i in 0..<700 {
+            for i in 0..<400 {
                 let t = try client.createTask(TaskCreateParams(session: "lag", url: "http://127.0.0.1:9/f\(i)",
                                                                destination: "f\(i)"))
                 _ = try client.cancel(t.id)
@@ -103,6 +104,8 @@ struct MisbehavingClientTests {
             try lagging.send(#"{"jsonrpc":"2.0","id":1,"method":"events.subscribe","params":{"session":"lag","after":0}}"# + "\n")
             // While it does not read, others are served.
             for _ in 0..<20 { _ = try client.status() }
+            // The replay waits for it to read, then gives up on it (--client-timeout 2).
+            #expect(lagging.peerClosed(within: 60))
             // Now read what was delivered before the daemon gave up on it: a prefix, then EOF.
             var lastSeq: Int64 = 0
             var sawFinish = false
@@ -120,6 +123,10 @@ struct MisbehavingClientTests {
             #expect(seqs.first == lastSeq + 1 || (lastSeq == 0 && seqs.first == 1))
             #expect(seqs.last == total)
             if case .didFinishEvents(let through) = finish.payload { #expect(through == total) }
+            // A reader gets the whole replay (far over the 64 KiB output limit) through the same limit.
+            let whole = try EventRecorder(client: client, session: "lag", after: 0)
+            _ = try whole.wait(for: "whole replay") { $0.isDidFinishEvents }
+            #expect(whole.all.compactMap(\.seq) == Array(1...total))
         }
     }
 

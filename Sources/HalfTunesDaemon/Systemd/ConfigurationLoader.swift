@@ -11,11 +11,13 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var exitWhenIdle: Double?
     public var checkpointInterval: Double
     public var maxPendingOutput: Int
+    public var clientTimeout: Double
 
     public static let defaultMaxConcurrent = 6
     public static let defaultLogLevel = Logger.Level.info
     public static let defaultCheckpointInterval = 1.0
     public static let defaultMaxPendingOutput = 8 << 20
+    public static let defaultClientTimeout = 60.0
 
     public init(_ s: DaemonSettings) {
         socket = s.socket ?? DefaultPaths.socketPath()
@@ -26,6 +28,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         exitWhenIdle = s.exitWhenIdle.flatMap { $0 > 0 ? $0 : nil }
         checkpointInterval = s.checkpointInterval ?? Self.defaultCheckpointInterval
         maxPendingOutput = s.maxPendingOutput ?? Self.defaultMaxPendingOutput
+        clientTimeout = s.clientTimeout ?? Self.defaultClientTimeout
     }
 
     public var daemonConfiguration: DaemonConfiguration {
@@ -33,6 +36,7 @@ public struct ResolvedSettings: Sendable, Equatable {
                                          downloadsDirectory: downloadsDirectory, maxConcurrent: maxConcurrent)
         config.checkpointInterval = checkpointInterval
         config.maxPendingOutputBytes = maxPendingOutput
+        config.clientTimeout = clientTimeout
         return config
     }
 
@@ -47,6 +51,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.exitWhenIdle = exitWhenIdle ?? 0
         s.checkpointInterval = checkpointInterval
         s.maxPendingOutput = maxPendingOutput
+        s.clientTimeout = clientTimeout
         return s
     }
 

@@ -12,6 +12,8 @@ public struct DaemonSettings: Sendable, Equatable {
     public var exitWhenIdle: Double?
     public var checkpointInterval: Double?
     public var maxPendingOutput: Int?
+    /// Seconds a client may leave the daemon's output unread before it is disconnected.
+    public var clientTimeout: Double?
 
     public init() {}
 
@@ -33,6 +35,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .exitWhenIdle: return exitWhenIdle.map { "\($0)" }
         case .checkpointInterval: return checkpointInterval.map { "\($0)" }
         case .maxPendingOutput: return maxPendingOutput.map(String.init)
+        case .clientTimeout: return clientTimeout.map { "\($0)" }
         }
     }
 }
@@ -52,6 +55,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case exitWhenIdle = "exit-when-idle"
     case checkpointInterval = "checkpoint-interval"
     case maxPendingOutput = "max-pending-output"
+    case clientTimeout = "client-timeout"
 
     public var flag: String { "--" + rawValue }
 
@@ -80,6 +84,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .checkpointInterval:
             settings.checkpointInterval = try Self.seconds(text, allowZero: false, max: 60)
         case .maxPendingOutput: settings.maxPendingOutput = try Self.integer(text, in: 4096...(1 << 40))
+        case .clientTimeout: settings.clientTimeout = try Self.seconds(text, allowZero: false, max: 24 * 3600)
         }
     }
 
@@ -93,6 +98,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .exitWhenIdle: if let v = source.exitWhenIdle { target.exitWhenIdle = v }
         case .checkpointInterval: if let v = source.checkpointInterval { target.checkpointInterval = v }
         case .maxPendingOutput: if let v = source.maxPendingOutput { target.maxPendingOutput = v }
+        case .clientTimeout: if let v = source.clientTimeout { target.clientTimeout = v }
         }
     }
 

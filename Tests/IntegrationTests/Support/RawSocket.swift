@@ -31,6 +31,16 @@ final class RawSocket {
         }
     }
 
+    /// POLLRDHUP (Linux; Glibc's headers hide it without _GNU_SOURCE).
+    static let pollRDHUP: Int32 = 0x2000
+
+    /// Whether the peer has closed its end (without reading what it sent): waits up to `timeout` seconds.
+    func peerClosed(within timeout: Double) -> Bool {
+        var p = pollfd(fd: fd, events: Int16(Self.pollRDHUP), revents: 0)
+        let rc = poll(&p, 1, Int32(timeout * 1000))
+        return rc == 1 && (Int32(p.revents) & (Int32(Self.pollRDHUP) | Int32(POLLHUP))) != 0
+    }
+
     /// The next line as a JSON object, or nil at EOF.
     func readObject() throws -> [String: Any]? {
         while true {
