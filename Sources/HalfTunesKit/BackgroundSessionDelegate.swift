@@ -8,8 +8,14 @@ public protocol BackgroundSessionDelegate: AnyObject, Sendable {
     func session(_ s: BackgroundSession, task: Int64, didResumeAtOffset offset: Int64, expectedTotalBytes: Int64)
     /// The file is complete at `location`.
     func session(_ s: BackgroundSession, task: Int64, didFinishDownloadingTo location: String)
+    /// Upload progress (live only). `totalBytesExpectedToSend` is -1 when the length is unknown.
+    func session(_ s: BackgroundSession, task: Int64, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+                 totalBytesExpectedToSend: Int64)
     /// Always a task's last event; `error` is nil on success.
     func session(_ s: BackgroundSession, task: Int64, didCompleteWithError error: TaskError?)
+    /// An upload's or data task's last event, with its response (nil when no response arrived);
+    /// by default it calls `didCompleteWithError`.
+    func session(_ s: BackgroundSession, task: Int64, didCompleteWithError error: TaskError?, response: TaskResponse?)
     func session(_ s: BackgroundSession, task: Int64, didChangeState state: TaskState)
     /// Every event that queued up while no one listened has been delivered; live events follow.
     func didFinishEvents(forBackgroundSession s: BackgroundSession)
@@ -25,7 +31,12 @@ public extension BackgroundSessionDelegate {
                  totalBytesExpectedToWrite: Int64) {}
     func session(_ s: BackgroundSession, task: Int64, didResumeAtOffset offset: Int64, expectedTotalBytes: Int64) {}
     func session(_ s: BackgroundSession, task: Int64, didFinishDownloadingTo location: String) {}
+    func session(_ s: BackgroundSession, task: Int64, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+                 totalBytesExpectedToSend: Int64) {}
     func session(_ s: BackgroundSession, task: Int64, didCompleteWithError error: TaskError?) {}
+    func session(_ s: BackgroundSession, task: Int64, didCompleteWithError error: TaskError?, response: TaskResponse?) {
+        self.session(s, task: task, didCompleteWithError: error)
+    }
     func session(_ s: BackgroundSession, task: Int64, didChangeState state: TaskState) {}
     func didFinishEvents(forBackgroundSession s: BackgroundSession) {}
     func sessionDidBecomeInvalid(_ s: BackgroundSession) {}
@@ -46,8 +57,11 @@ extension BackgroundSessionDelegate {
             self.session(session, task: task, didResumeAtOffset: offset, expectedTotalBytes: expected ?? -1)
         case let .didFinishDownloading(location):
             self.session(session, task: task, didFinishDownloadingTo: location)
-        case let .didComplete(error):
-            self.session(session, task: task, didCompleteWithError: error)
+        case let .didSendBodyData(sent, total, expected):
+            self.session(session, task: task, didSendBodyData: sent, totalBytesSent: total,
+                         totalBytesExpectedToSend: expected ?? -1)
+        case let .didComplete(error, response):
+            self.session(session, task: task, didCompleteWithError: error, response: response)
         case .didFinishEvents:
             didFinishEvents(forBackgroundSession: session)
         case .didBecomeInvalid:

@@ -15,8 +15,11 @@ public enum EventPayload: Sendable, Equatable {
     case didResumeAtOffset(offset: Int64, expectedTotalBytes: Int64?, discardedBytes: Int64?, reason: String?)
     /// The file is complete at `location`.
     case didFinishDownloading(location: String)
-    /// Always the task's last event; `error` is nil on success.
-    case didComplete(error: TaskError?)
+    /// Upload progress (live only, never journaled, at most 4 per second per task).
+    case didSendBodyData(bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64?)
+    /// Always the task's last event; `error` is nil on success. Uploads and data tasks carry the
+    /// `response` (status, headers, bounded body), also when the status makes the task fail.
+    case didComplete(error: TaskError?, response: TaskResponse? = nil)
     /// Every event journaled up to `through` has been delivered (replay done; live events follow).
     case didFinishEvents(through: Int64)
     /// The session finished invalidating (live only).
@@ -26,6 +29,7 @@ public enum EventPayload: Sendable, Equatable {
         switch self {
         case .stateChanged: return "stateChanged"
         case .didWriteData: return "didWriteData"
+        case .didSendBodyData: return "didSendBodyData"
         case .didResumeAtOffset: return "didResumeAtOffset"
         case .didFinishDownloading: return "didFinishDownloading"
         case .didComplete: return "didComplete"
@@ -38,7 +42,7 @@ public enum EventPayload: Sendable, Equatable {
     public var isJournaled: Bool {
         switch self {
         case .stateChanged, .didResumeAtOffset, .didFinishDownloading, .didComplete: return true
-        case .didWriteData, .didFinishEvents, .didBecomeInvalid: return false
+        case .didWriteData, .didSendBodyData, .didFinishEvents, .didBecomeInvalid: return false
         }
     }
 }
@@ -66,6 +70,7 @@ public struct Event: Codable, Sendable, Equatable {
         case seq, session, task, time, type
         case state, previousState, reason
         case bytesWritten, totalBytesWritten, totalBytesExpectedToWrite
+        case bytesSent, totalBytesSent, totalBytesExpectedToSend, response
         case offset, expectedTotalBytes, discardedBytes
         case location, error, through
     }
@@ -93,8 +98,13 @@ public struct Event: Codable, Sendable, Equatable {
             if let reason { try c.encode(reason, forKey: .reason) }
         case let .didFinishDownloading(location):
             try c.encode(location, forKey: .location)
-        case let .didComplete(error):
+        case let .didSendBodyData(sent, total, expected):
+            try c.encode(sent, forKey: .bytesSent)
+            try c.encode(total, forKey: .totalBytesSent)
+            try c.encode(expected ?? -1, forKey: .totalBytesExpectedToSend)
+        case let .didComplete(error, response):
             try c.encode(error, forKey: .error)
+            try c.encodeIfPresent(response, forKey: .response)
         case let .didFinishEvents(through):
             try c.encode(through, forKey: .through)
         case .didBecomeInvalid:
@@ -130,7 +140,12 @@ public struct Event: Codable, Sendable, Equatable {
         case "didFinishDownloading":
             payload = .didFinishDownloading(location: try c.decode(String.self, forKey: .location))
         case "didComplete":
-            payload = .didComplete(error: try c.decodeIfPresent(TaskError.self, forKey: .error))
+            payload = .didComplete(error: try c.decodeIfPresent(TaskError.self, forKey: .error),
+                                   response: try c.decodeIfPresent(TaskResponse.self, forKey: .response))
+        case "didSendBodyData":
+            payload = .didSendBodyData(bytesSent: try c.decode(Int64.self, forKey: .bytesSent),
+                                       totalBytesSent: try c.decode(Int64.self, forKey: .totalBytesSent),
+                                       totalBytesExpectedToSend: try expected(.totalBytesExpectedToSend))
         case "didFinishEvents":
             payload = .didFinishEvents(through: try c.decodeIfPresent(Int64.self, forKey: .through) ?? 0)
         case "didBecomeInvalid":

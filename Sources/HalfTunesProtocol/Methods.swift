@@ -10,6 +10,9 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case taskCancel = "task.cancel"
     case taskGet = "task.get"
     case taskList = "task.list"
+    case taskUpdate = "task.update"
+    case taskMove = "task.move"
+    case daemonSetLimits = "daemon.setLimits"
     case eventsSubscribe = "events.subscribe"
     case eventsAck = "events.ack"
 }

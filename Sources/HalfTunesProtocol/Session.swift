@@ -15,16 +15,26 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     public var requestTimeout: Double?
     /// Whole-task limit in seconds, after which a task fails (`timeoutIntervalForResource`). Default 7 days.
     public var resourceTimeout: Double?
+    /// How transient failures are retried.
+    public var retry: RetryPolicy?
+    /// Transfers of this session running at once (default: only the daemon-wide limit applies).
+    public var maxConcurrent: Int?
+    /// Follow a redirect from https to http (default false: such a redirect fails the task).
+    public var allowInsecureRedirects: Bool?
 
     public static let defaultRequestTimeout: Double = 60
     public static let defaultResourceTimeout: Double = 7 * 24 * 3600
 
     public init(destinationDirectory: String? = nil, headers: [String: String]? = nil,
-                requestTimeout: Double? = nil, resourceTimeout: Double? = nil) {
+                requestTimeout: Double? = nil, resourceTimeout: Double? = nil, retry: RetryPolicy? = nil,
+                maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
         self.resourceTimeout = resourceTimeout
+        self.retry = retry
+        self.maxConcurrent = maxConcurrent
+        self.allowInsecureRedirects = allowInsecureRedirects
     }
 }
 

@@ -10,9 +10,14 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var maxConcurrent: Int
     public var socketPath: String
     public var stateDirectory: String
+    /// The limits in effect (absent from daemons before 0.2).
+    public var limits: DaemonLimits?
+    /// Current aggregate upload rate in bytes per second.
+    public var uploadRate: Double?
 
     public init(version: String, pid: Int32, uptimeSeconds: Double, tasks: [String: Int], sessions: Int,
-                downloadRate: Double, maxConcurrent: Int, socketPath: String, stateDirectory: String) {
+                downloadRate: Double, maxConcurrent: Int, socketPath: String, stateDirectory: String,
+                limits: DaemonLimits? = nil, uploadRate: Double? = nil) {
         self.version = version
         self.pid = pid
         self.uptimeSeconds = uptimeSeconds
@@ -22,5 +27,7 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         self.maxConcurrent = maxConcurrent
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
+        self.limits = limits
+        self.uploadRate = uploadRate
     }
 }

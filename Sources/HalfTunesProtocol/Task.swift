@@ -46,6 +46,12 @@ public enum TaskErrorCode {
     public static let destinationConflict = "destinationConflict"
     public static let sessionInvalidated = "sessionInvalidated"
     public static let internalError = "internalError"
+    /// The downloaded file's digest differs from the expected `checksum` (the file is not published).
+    public static let checksumMismatch = "checksumMismatch"
+    /// A redirect was refused (https → http downgrade, or a scheme other than http/https).
+    public static let redirectRefused = "redirectRefused"
+    /// An upload's source file cannot be read (missing, unreadable, changed size while sending).
+    public static let sourceUnreadable = "sourceUnreadable"
 }
 
 public struct TaskInfo: Codable, Sendable, Equatable {
@@ -79,13 +85,31 @@ public struct TaskInfo: Codable, Sendable, Equatable {
     public var lastModified: String?
     /// Number of HTTP attempts started so far.
     public var attempts: Int
+    public var priority: TaskPriority
+    /// While `queued`: what holds it back (queue, a limit).
+    public var hold: TaskHold?
+    /// Expected digest, "sha256:<64 hex digits>", checked before the file is published.
+    public var checksum: String?
+    /// This task's own bandwidth limit in bytes per second (absent: none).
+    public var bandwidthLimit: Int64?
+    /// Uploads and data tasks: the HTTP method.
+    public var method: String?
+    /// Uploads: the source file.
+    public var file: String?
+    /// Uploads: bytes of the body sent in the current attempt, and the body's length.
+    public var bytesSent: Int64?
+    public var bytesExpectedToSend: Int64?
+    /// Uploads and data tasks, once completed: the response (also in `didComplete`).
+    public var response: TaskResponse?
 
     public init(id: Int64, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, waitingReason: TaskError? = nil, nextAttemptAt: String? = nil,
                 queuePosition: Int? = nil, bytesReceived: Int64, bytesDurable: Int64, bytesExpected: Int64?,
                 destination: String, location: String? = nil, error: TaskError?, createdAt: String,
                 updatedAt: String, description: String?, etag: String? = nil, lastModified: String? = nil,
-                attempts: Int = 0) {
+                attempts: Int = 0, priority: TaskPriority = .normal, hold: TaskHold? = nil, checksum: String? = nil,
+                bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil, bytesSent: Int64? = nil,
+                bytesExpectedToSend: Int64? = nil, response: TaskResponse? = nil) {
         self.id = id
         self.session = session
         self.kind = kind
@@ -107,12 +131,56 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         self.etag = etag
         self.lastModified = lastModified
         self.attempts = attempts
+        self.priority = priority
+        self.hold = hold
+        self.checksum = checksum
+        self.bandwidthLimit = bandwidthLimit
+        self.method = method
+        self.file = file
+        self.bytesSent = bytesSent
+        self.bytesExpectedToSend = bytesExpectedToSend
+        self.response = response
     }
 
     enum CodingKeys: String, CodingKey {
         case id, session, kind, url, currentURL, state, waitingReason, nextAttemptAt, queuePosition
         case bytesReceived, bytesDurable, bytesExpected, destination, location, error, createdAt, updatedAt
         case description, etag, lastModified, attempts
+        case priority, hold, checksum, bandwidthLimit, method, file, bytesSent, bytesExpectedToSend, response
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(Int64.self, forKey: .id)
+        session = try c.decode(String.self, forKey: .session)
+        kind = try c.decodeIfPresent(String.self, forKey: .kind) ?? TaskKind.download.rawValue
+        url = try c.decode(String.self, forKey: .url)
+        currentURL = try c.decodeIfPresent(String.self, forKey: .currentURL)
+        state = try c.decode(TaskState.self, forKey: .state)
+        waitingReason = try c.decodeIfPresent(TaskError.self, forKey: .waitingReason)
+        nextAttemptAt = try c.decodeIfPresent(String.self, forKey: .nextAttemptAt)
+        queuePosition = try c.decodeIfPresent(Int.self, forKey: .queuePosition)
+        bytesReceived = try c.decode(Int64.self, forKey: .bytesReceived)
+        bytesDurable = try c.decode(Int64.self, forKey: .bytesDurable)
+        bytesExpected = try c.decodeIfPresent(Int64.self, forKey: .bytesExpected)
+        destination = try c.decode(String.self, forKey: .destination)
+        location = try c.decodeIfPresent(String.self, forKey: .location)
+        error = try c.decodeIfPresent(TaskError.self, forKey: .error)
+        createdAt = try c.decode(String.self, forKey: .createdAt)
+        updatedAt = try c.decode(String.self, forKey: .updatedAt)
+        description = try c.decodeIfPresent(String.self, forKey: .description)
+        etag = try c.decodeIfPresent(String.self, forKey: .etag)
+        lastModified = try c.decodeIfPresent(String.self, forKey: .lastModified)
+        attempts = try c.decodeIfPresent(Int.self, forKey: .attempts) ?? 0
+        priority = try c.decodeIfPresent(TaskPriority.self, forKey: .priority) ?? .normal
+        hold = try c.decodeIfPresent(TaskHold.self, forKey: .hold)
+        checksum = try c.decodeIfPresent(String.self, forKey: .checksum)
+        bandwidthLimit = try c.decodeIfPresent(Int64.self, forKey: .bandwidthLimit)
+        method = try c.decodeIfPresent(String.self, forKey: .method)
+        file = try c.decodeIfPresent(String.self, forKey: .file)
+        bytesSent = try c.decodeIfPresent(Int64.self, forKey: .bytesSent)
+        bytesExpectedToSend = try c.decodeIfPresent(Int64.self, forKey: .bytesExpectedToSend)
+        response = try c.decodeIfPresent(TaskResponse.self, forKey: .response)
     }
 
     // `bytesExpected` and `error` are always present on the wire (null when absent).
@@ -139,6 +207,15 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(etag, forKey: .etag)
         try c.encodeIfPresent(lastModified, forKey: .lastModified)
         try c.encode(attempts, forKey: .attempts)
+        try c.encode(priority, forKey: .priority)
+        try c.encodeIfPresent(hold, forKey: .hold)
+        try c.encodeIfPresent(checksum, forKey: .checksum)
+        try c.encodeIfPresent(bandwidthLimit, forKey: .bandwidthLimit)
+        try c.encodeIfPresent(method, forKey: .method)
+        try c.encodeIfPresent(file, forKey: .file)
+        try c.encodeIfPresent(bytesSent, forKey: .bytesSent)
+        try c.encodeIfPresent(bytesExpectedToSend, forKey: .bytesExpectedToSend)
+        try c.encodeIfPresent(response, forKey: .response)
     }
 }
 
@@ -154,9 +231,25 @@ public struct TaskCreateParams: Codable, Sendable {
     public var resumeData: String?
     /// false (default): the task starts `suspended`, like URLSession. true: it is queued at once.
     public var start: Bool?
+    /// download (default), upload or data.
+    public var kind: TaskKind?
+    /// Downloads: expected digest, "sha256:<64 hex digits>"; a mismatch fails the task unpublished.
+    public var checksum: String?
+    /// Default normal.
+    public var priority: TaskPriority?
+    /// Bytes per second for this task (absent or 0: no per-task limit).
+    public var bandwidthLimit: Int64?
+    /// Uploads: PUT (default) or POST. Data tasks: GET (default).
+    public var method: String?
+    /// Uploads: absolute path of the file to send.
+    public var file: String?
+    /// Data tasks: the most response body bytes kept (default and maximum 16 MiB); longer fails.
+    public var maxResponseBytes: Int64?
 
     public init(session: String, url: String? = nil, destination: String? = nil, headers: [String: String]? = nil,
-                description: String? = nil, resumeData: String? = nil, start: Bool? = nil) {
+                description: String? = nil, resumeData: String? = nil, start: Bool? = nil, kind: TaskKind? = nil,
+                checksum: String? = nil, priority: TaskPriority? = nil, bandwidthLimit: Int64? = nil,
+                method: String? = nil, file: String? = nil, maxResponseBytes: Int64? = nil) {
         self.session = session
         self.url = url
         self.destination = destination
@@ -164,6 +257,13 @@ public struct TaskCreateParams: Codable, Sendable {
         self.description = description
         self.resumeData = resumeData
         self.start = start
+        self.kind = kind
+        self.checksum = checksum
+        self.priority = priority
+        self.bandwidthLimit = bandwidthLimit
+        self.method = method
+        self.file = file
+        self.maxResponseBytes = maxResponseBytes
     }
 }
 

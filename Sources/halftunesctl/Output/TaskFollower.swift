@@ -40,6 +40,11 @@ struct TaskFollower {
             if let expected { task.bytesExpected = expected }
             meter.add(totalBytes: total, at: now)
             if now - lastDraw >= 0.2 { drawBar(now) }
+        case let .didSendBodyData(_, total, expected):
+            task.bytesSent = total
+            if let expected { task.bytesExpectedToSend = expected }
+            meter.add(totalBytes: total, at: now)
+            if now - lastDraw >= 0.2 { drawBar(now) }
         case let .didResumeAtOffset(offset, expected, _, _):
             task.bytesReceived = offset
             if let expected { task.bytesExpected = expected }
@@ -60,7 +65,7 @@ struct TaskFollower {
             if isNews && !state.isTerminal { say("Task \(task.id) \(stateText(state, reason: reason))") }
         case let .didFinishDownloading(path):
             location = path
-        case let .didComplete(error):
+        case let .didComplete(error, _):
             live.clear()
             guard let error else {
                 if !json { Console.out("Task \(task.id) completed: \(location ?? task.location ?? task.destination)") }

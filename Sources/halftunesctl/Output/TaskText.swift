@@ -90,9 +90,11 @@ enum TaskText {
             if let discarded, discarded > 0 { text += ", discarded \(Formatting.bytes(discarded)) of partial data" }
             if let reason { text += " (\(reason))" }
             return text
+        case let .didSendBodyData(_, total, expected):
+            return "sent " + Formatting.progress(received: total, expected: expected)
         case let .didFinishDownloading(location):
             return location
-        case let .didComplete(error):
+        case let .didComplete(error, _):
             return error.map(errorText) ?? "success"
         case let .didFinishEvents(through):
             return "through #\(through)"

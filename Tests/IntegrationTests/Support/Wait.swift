@@ -82,5 +82,5 @@ extension Event {
     var isDidComplete: Bool { if case .didComplete = payload { return true } else { return false } }
     var isDidFinishEvents: Bool { if case .didFinishEvents = payload { return true } else { return false } }
     var finishedLocation: String? { if case .didFinishDownloading(let l) = payload { return l } else { return nil } }
-    var completionError: TaskError?? { if case .didComplete(let e) = payload { return .some(e) } else { return nil } }
+    var completionError: TaskError?? { if case .didComplete(let e, _) = payload { return .some(e) } else { return nil } }
 }
