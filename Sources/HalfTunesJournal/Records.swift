@@ -57,6 +57,19 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var createdAt: Double
     public var updatedAt: Double
     public var resourceDeadline: Double?
+    public var priority: TaskPriority
+    /// "sha256:<hex>" expected digest of a download.
+    public var checksum: String?
+    /// Bytes per second; nil = no per-task limit.
+    public var bandwidthLimit: Int64?
+    /// Uploads and data tasks: the HTTP method.
+    public var method: String?
+    /// Uploads: the source file.
+    public var file: String?
+    /// Data tasks: the response body cap.
+    public var maxResponseBytes: Int64?
+    /// Uploads and data tasks, once ended: the response (JSON text in the row).
+    public var response: TaskResponse?
 
     public init(id: Int64? = nil, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, phase: TaskPhase = .transfer, waitingReason: TaskError? = nil,
@@ -64,7 +77,9 @@ public struct TaskRecord: Codable, Sendable, Equatable {
                 headers: [String: String] = [:], description: String? = nil, bytesDurable: Int64 = 0,
                 bytesExpected: Int64? = nil, etag: String? = nil, lastModified: String? = nil,
                 error: TaskError? = nil, attempts: Int = 0, queueOrder: Int64 = 0, createdAt: Double,
-                updatedAt: Double, resourceDeadline: Double? = nil) {
+                updatedAt: Double, resourceDeadline: Double? = nil, priority: TaskPriority = .normal,
+                checksum: String? = nil, bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil,
+                maxResponseBytes: Int64? = nil, response: TaskResponse? = nil) {
         self.id = id
         self.session = session
         self.kind = kind
@@ -89,6 +104,13 @@ public struct TaskRecord: Codable, Sendable, Equatable {
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.resourceDeadline = resourceDeadline
+        self.priority = priority
+        self.checksum = checksum
+        self.bandwidthLimit = bandwidthLimit
+        self.method = method
+        self.file = file
+        self.maxResponseBytes = maxResponseBytes
+        self.response = response
     }
 }
 

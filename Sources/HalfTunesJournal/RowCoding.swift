@@ -65,6 +65,7 @@ extension TaskRecord {
         "session", "kind", "url", "current_url", "state", "phase", "waiting_reason", "next_attempt_at",
         "destination", "location", "partial_path", "headers", "description", "bytes_durable", "bytes_expected",
         "etag", "last_modified", "error", "attempts", "queue_order", "created_at", "updated_at", "resource_deadline",
+        "priority", "checksum", "bandwidth_limit", "method", "file", "max_response_bytes", "response",
     ]
 
     func arguments() throws -> StatementArguments {
@@ -73,6 +74,8 @@ extension TaskRecord {
             nextAttemptAt, destination, location, partialPath, try JSONText.encode(headers), description,
             bytesDurable, bytesExpected, etag, lastModified, try JSONText.encodeIfPresent(error), attempts, queueOrder,
             createdAt, updatedAt, resourceDeadline,
+            priority.rawValue, checksum, bandwidthLimit, method, file, maxResponseBytes,
+            try JSONText.encodeIfPresent(response),
         ]
     }
 
@@ -107,7 +110,14 @@ extension TaskRecord {
             queueOrder: try row.decode(forColumn: "queue_order"),
             createdAt: try row.decode(forColumn: "created_at"),
             updatedAt: try row.decode(forColumn: "updated_at"),
-            resourceDeadline: try row.decode(forColumn: "resource_deadline"))
+            resourceDeadline: try row.decode(forColumn: "resource_deadline"),
+            priority: try decodeEnum(TaskPriority.self, row, "priority", table: "tasks", key: key),
+            checksum: try row.decode(forColumn: "checksum"),
+            bandwidthLimit: try row.decode(forColumn: "bandwidth_limit"),
+            method: try row.decode(forColumn: "method"),
+            file: try row.decode(forColumn: "file"),
+            maxResponseBytes: try row.decode(forColumn: "max_response_bytes"),
+            response: try json(TaskResponse.self, "response"))
     }
 }
 

@@ -5,6 +5,7 @@ import GRDB
 enum JournalSchema {
     static let migrations: [(identifier: String, sql: String)] = [
         ("v1", v1),
+        ("v2", v2),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -81,5 +82,21 @@ enum JournalSchema {
         );
         CREATE INDEX resume_tokens_by_created_at ON resume_tokens(created_at);
         CREATE INDEX resume_tokens_by_session ON resume_tokens(session);
+        """
+
+    /// Issue 4: task kinds (upload, data), priorities, checksums, per-task bandwidth limits, responses,
+    /// and daemon settings changed at runtime (`daemon.setLimits`).
+    static let v2 = """
+        ALTER TABLE tasks ADD COLUMN priority TEXT NOT NULL DEFAULT 'normal';
+        ALTER TABLE tasks ADD COLUMN checksum TEXT;
+        ALTER TABLE tasks ADD COLUMN bandwidth_limit INTEGER;
+        ALTER TABLE tasks ADD COLUMN method TEXT;
+        ALTER TABLE tasks ADD COLUMN file TEXT;
+        ALTER TABLE tasks ADD COLUMN max_response_bytes INTEGER;
+        ALTER TABLE tasks ADD COLUMN response TEXT;
+        CREATE TABLE settings (
+            key TEXT PRIMARY KEY NOT NULL,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID;
         """
 }

@@ -9,13 +9,13 @@ import Testing
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 1)
+            #expect(journal.schemaVersion == 2)
             #expect(journal.schemaVersion == Journal.latestSchemaVersion)
             #expect(journal.path == path)
             let tables = try journal.dbQueue.read { db in
                 try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
             }
-            for table in ["events", "resume_tokens", "sessions", "tasks", "grdb_migrations", "sqlite_sequence"] {
+            for table in ["events", "resume_tokens", "sessions", "settings", "tasks", "grdb_migrations", "sqlite_sequence"] {
                 #expect(tables.contains(table), "missing table \(table) in \(tables)")
             }
             #expect(try pragma(journal, "journal_mode") == "wal")
@@ -35,10 +35,38 @@ import Testing
             try first.close()
 
             let second = try Journal(path: path)
-            #expect(second.schemaVersion == 1)
+            #expect(second.schemaVersion == 2)
             #expect(try second.loadSessions() == [Sample.session()])
             #expect(try second.loadTasks() == [task])
             try second.close()
+        }
+    }
+
+    /// A journal written by a v1 daemon keeps its tasks, which get the v2 defaults (normal priority).
+    @Test func aVersionOneJournalMigratesWithDefaults() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/journal.sqlite"
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("v1") { db in try db.execute(sql: JournalSchema.v1) }
+            let queue = try DatabaseQueue(path: path)
+            try migrator.migrate(queue)
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO sessions (identifier, uid, configuration, state, created_at, acked_through, last_event_seq) VALUES ('s', 0, '{}', 'active', 1, 0, 0)")
+                try db.execute(sql: "INSERT INTO tasks (session, kind, url, state, phase, destination, partial_path, headers, bytes_durable, attempts, queue_order, created_at, updated_at) VALUES ('s', 'download', 'http://h/f', 'queued', 'transfer', '/d/f', '/s/1.part', '{}', 5, 0, 1, 1, 1)")
+            }
+            try queue.close()
+
+            let journal = try Journal(path: path)
+            #expect(journal.schemaVersion == 2)
+            let tasks = try journal.loadTasks()
+            #expect(tasks.count == 1)
+            #expect(tasks.first?.priority == .normal)
+            #expect(tasks.first?.checksum == nil && tasks.first?.response == nil)
+            #expect(try journal.settings().isEmpty)
+            try journal.setSettings(["bandwidth-limit": "1000", "max-concurrent": "3"])
+            try journal.setSettings(["max-concurrent": nil])
+            #expect(try journal.settings() == ["bandwidth-limit": "1000"])
+            try journal.close()
         }
     }
 

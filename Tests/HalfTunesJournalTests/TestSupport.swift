@@ -41,7 +41,11 @@ enum Sample {
                    description: "nightly \"build\" ✓", bytesDurable: 1 << 33, bytesExpected: 1 << 34,
                    etag: "\"abc\"", lastModified: "Sat, 22 Nov 2025 03:51:27 GMT",
                    error: TaskError(code: TaskErrorCode.connectionLost, message: "reset by peer"), attempts: 3,
-                   queueOrder: 42, createdAt: now, updatedAt: now + 1.5, resourceDeadline: now + 604_800)
+                   queueOrder: 42, createdAt: now, updatedAt: now + 1.5, resourceDeadline: now + 604_800,
+                   priority: .high, checksum: "sha256:" + String(repeating: "ab", count: 32), bandwidthLimit: 65536,
+                   method: "PUT", file: "/home/u/up load.bin", maxResponseBytes: 4096,
+                   response: TaskResponse(status: 201, headers: [["ETag", "\"x\""]], body: "b2s=", bodyBytes: 2,
+                                          truncated: false))
     }
 
     static func stateChanged(session: String = "com.example.app", task: Int64? = nil, to state: TaskState,
