@@ -16,6 +16,9 @@ struct ManagedTask {
     var retryTimer: Task<Void, Never>?
     /// What to do with the partial data once the transfer has stopped (after cancel).
     var discardPartialWhenStopped = false
+    /// Uploads: progress of the current attempt.
+    var bytesSent: Int64?
+    var bytesExpectedToSend: Int64?
 
     var id: Int64 { record.id! }
 
@@ -87,7 +90,10 @@ actor DaemonCore {
             bytesReceived: t.bytesReceived, bytesDurable: t.runtime?.durableBytes ?? r.bytesDurable,
             bytesExpected: r.bytesExpected, destination: r.destination, location: r.location,
             error: t.machine.error, createdAt: Timestamp.format(r.createdAt), updatedAt: Timestamp.format(r.updatedAt),
-            description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts)
+            description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts,
+            priority: r.priority, hold: hold(t), checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
+            method: r.method, file: r.file, bytesSent: t.bytesSent, bytesExpectedToSend: t.bytesExpectedToSend,
+            response: r.response)
     }
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {
