@@ -47,6 +47,7 @@ final class ControlServer: Sendable {
             }
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(RequestTimeoutHandler(timeout: limits.stallTimeout))
                     try channel.pipeline.syncOperations.addHandler(
                         ByteToMessageHandler(LineFrameDecoder(maxLength: HalfTunes.maxLineBytes)))
                     try channel.pipeline.syncOperations.addHandler(

@@ -44,7 +44,7 @@ struct RPCRouter: Sendable {
 
     struct Empty: Codable {}
 
-    private mutating func route<P: Decodable & Sendable, R: Encodable & Sendable>(
+    private mutating func route<P: Codable & Sendable, R: Encodable & Sendable>(
         _ method: RPCMethod, _ body: @escaping @Sendable (P, RPCContext) async throws -> R
     ) {
         routes[method.rawValue] = { ctx, params in
@@ -54,9 +54,17 @@ struct RPCRouter: Sendable {
         }
     }
 
-    static func decodeParams<P: Decodable>(_ params: JSONValue) throws(RPCError) -> P {
+    static func decodeParams<P: Codable>(_ params: JSONValue) throws(RPCError) -> P {
         do {
-            return try params.decode(P.self)
+            let p = try params.decode(P.self)
+            let unknown = StrictParams.unknownFields(input: params, decoded: try JSONValue(encoding: p))
+            if !unknown.isEmpty {
+                let list = unknown.map { "'\($0)'" }.joined(separator: ", ")
+                throw RPCError.invalidParams("unknown field\(unknown.count == 1 ? "" : "s") \(list); see docs/protocol.md for this method's fields")
+            }
+            return p
+        } catch let error as RPCError {
+            throw error
         } catch let error as DecodingError {
             throw RPCError.invalidParams(describe(error))
         } catch {

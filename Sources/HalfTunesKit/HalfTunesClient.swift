@@ -5,7 +5,8 @@ public final class HalfTunesClient: @unchecked Sendable {
     /// Applied to every call (see `HalfTunesConnection.callTimeout`).
     public let callTimeout: Double?
 
-    private let connection: HalfTunesConnection
+    private var connection: HalfTunesConnection
+    private var closedByUser = false
     private let lock = Lock()
 
     public init(socketPath: String = DefaultSocket.path(), callTimeout: Double? = nil) throws {
@@ -14,10 +15,15 @@ public final class HalfTunesClient: @unchecked Sendable {
         self.connection = try HalfTunesConnection(socketPath: socketPath, callTimeout: callTimeout)
     }
 
-    public func close() { connection.close() }
+    public func close() {
+        lock.withLock {
+            closedByUser = true
+            connection.close()
+        }
+    }
 
     public func status() throws -> DaemonStatus {
-        try lock.withLock { try connection.call(.daemonStatus, as: DaemonStatus.self) }
+        try lock.withLock { try usableConnection().call(.daemonStatus, as: DaemonStatus.self) }
     }
 
     /// Creates the session, or re-attaches to it when it exists (`reattached`). A configuration, when
@@ -27,7 +33,7 @@ public final class HalfTunesClient: @unchecked Sendable {
     }
 
     public func sessions() throws -> [SessionInfo] {
-        try lock.withLock { try connection.call(.sessionList, as: SessionListResult.self) }.sessions
+        try lock.withLock { try usableConnection().call(.sessionList, as: SessionListResult.self) }.sessions
     }
 
     /// The session named `identifier`; throws `.rpc` with `unknownSession` when there is none.
@@ -83,6 +89,16 @@ public final class HalfTunesClient: @unchecked Sendable {
     }
 
     private func call<P: Encodable, R: Decodable>(_ method: RPCMethod, _ params: P) throws -> R {
-        try lock.withLock { try connection.call(method, params, as: R.self) }
+        try lock.withLock { try usableConnection().call(method, params, as: R.self) }
+    }
+
+    /// The connection, replaced by a new one when the daemon closed it while it was idle (the
+    /// daemon drops connections that send nothing for its client timeout, and restarts may happen).
+    /// Only a connection with no request in flight is replaced, so no call is ever sent twice.
+    private func usableConnection() throws -> HalfTunesConnection {
+        if !closedByUser, connection.isClosed {
+            connection = try HalfTunesConnection(socketPath: socketPath, callTimeout: callTimeout)
+        }
+        return connection
     }
 }

@@ -52,6 +52,10 @@ public final class HalfTunesConnection: @unchecked Sendable {
         }
     }
 
+    /// Whether the connection is no longer usable: closed here, or by the daemon (which drops clients
+    /// that stay silent past its client timeout). Nothing was sent on it that is still unanswered.
+    public var isClosed: Bool { socket.wasShutDown || socket.peerHasClosed }
+
     /// Ends the connection (shutdown(2)): blocked readers return nil, later calls throw `.connectionClosed`.
     public func close() { socket.shutdown() }
 

@@ -162,6 +162,16 @@ final class LineSocket: @unchecked Sendable {
 
     var wasShutDown: Bool { lock.withLock { isShutDown } }
 
+    /// Whether the daemon has closed its end (e.g. it dropped an idle client); checked without
+    /// blocking and without consuming anything.
+    var peerHasClosed: Bool {
+        (try? withDescriptor { fd -> Bool in
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN) | Int16(0x2000 /* POLLRDHUP */), revents: 0)
+            guard poll(&pfd, 1, 0) == 1 else { return false }
+            return Int32(pfd.revents) & (0x2000 | Int32(POLLHUP) | Int32(POLLERR)) != 0
+        }) ?? true
+    }
+
     private func withDescriptor<T>(_ body: (Int32) throws -> T) throws -> T {
         let fd = try lock.withLock { () throws -> Int32 in
             if isShutDown { throw HalfTunesClientError.connectionClosed }

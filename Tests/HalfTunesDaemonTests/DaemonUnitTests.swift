@@ -87,7 +87,8 @@ struct RateMeterTests {
 
 @Suite("Parameter errors")
 struct ParamErrorTests {
-    struct P: Decodable { var id: Int64; var name: String }
+    struct Inner: Codable { var depth: Int?; var tags: [String: String]? }
+    struct P: Codable { var id: Int64; var name: String; var inner: Inner?; var list: [Inner]? }
 
     func message(_ json: JSONValue) -> String? {
         do {
@@ -103,5 +104,21 @@ struct ParamErrorTests {
         #expect(message(.object(["id": .string("7"), "name": .string("x")])) == "Invalid params: 'id' must be an integer")
         #expect(message(.object(["id": .int(1), "name": .null])) == "Invalid params: 'name' must be a string, not null")
         #expect(message(.object(["id": .int(1), "name": .string("ok")])) == nil)
+    }
+
+    /// Unknown fields are refused at any depth (a misspelled option never silently does nothing);
+    /// null stands for "absent"; free-form maps take any keys.
+    @Test func unknownFieldsAreRefusedWithTheirPath() {
+        #expect(message(.object(["id": .int(1), "name": .string("x"), "nmae": .string("y")]))
+            == "Invalid params: unknown field 'nmae'; see docs/protocol.md for this method's fields")
+        #expect(message(.object(["id": .int(1), "name": .string("x"),
+                                 "inner": .object(["depht": .int(2), "tags": .object(["any": .string("k")])])]))
+            == "Invalid params: unknown field 'inner.depht'; see docs/protocol.md for this method's fields")
+        #expect(message(.object(["id": .int(1), "name": .string("x"),
+                                 "list": .array([.object([:]), .object(["zz": .bool(true)])]), "b": .int(1)]))
+            == "Invalid params: unknown fields 'b', 'list[1].zz'; see docs/protocol.md for this method's fields")
+        #expect(message(.object(["id": .int(1), "name": .string("x"), "inner": .null, "later": .null])) == nil)
+        #expect(message(.object(["id": .int(1), "name": .string("x"),
+                                 "inner": .object(["tags": .object(["X-Any": .string("v")])])])) == nil)
     }
 }

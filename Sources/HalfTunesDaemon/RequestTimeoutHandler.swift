@@ -1,0 +1,69 @@
+import NIOCore
+
+/// Drops clients that hold a connection without asking anything: one that sends no complete request
+/// within the client timeout of connecting, or leaves a request line unfinished that long (a slow-loris
+/// sending a byte a minute). Connected clients that have asked something may then stay idle (a
+/// subscriber only reads); the per-uid connection cap bounds how many they hold.
+final class RequestTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let timeout: TimeAmount
+    private var hasSentRequest = false
+    /// When the currently unfinished line began (nil: nothing pending).
+    private var pendingSince: NIODeadline?
+    private var connectedAt = NIODeadline.now()
+    private var timer: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func channelActive(context: ChannelHandlerContext) {
+        connectedAt = .now()
+        schedule(context: context, at: connectedAt + timeout)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = unwrapInboundIn(data).readableBytesView
+        if let lastNewline = bytes.lastIndex(of: UInt8(ascii: "\n")) {
+            hasSentRequest = true
+            let trailing = bytes.endIndex - lastNewline - 1
+            pendingSince = trailing > 0 ? .now() : nil
+        } else if !bytes.isEmpty, pendingSince == nil {
+            pendingSince = .now()
+        }
+        if let since = pendingSince { schedule(context: context, at: since + timeout) }
+        context.fireChannelRead(data)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+
+    private func schedule(context: ChannelHandlerContext, at deadline: NIODeadline) {
+        guard timer == nil else { return }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = loopBound.value
+            handler.timer = nil
+            handler.check(context: context)
+        }
+    }
+
+    private func check(context: ChannelHandlerContext) {
+        let now = NIODeadline.now()
+        if !hasSentRequest, now >= connectedAt + timeout {
+            context.close(promise: nil)
+            return
+        }
+        if let since = pendingSince {
+            if now >= since + timeout {
+                context.close(promise: nil)
+                return
+            }
+            schedule(context: context, at: since + timeout)
+        }
+    }
+}
