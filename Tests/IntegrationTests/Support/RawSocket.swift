@@ -1,7 +1,7 @@
 import Foundation
 
 /// A bare Unix-socket client for sending arbitrary bytes to the daemon (malformed frames included).
-final class RawSocket {
+final class RawSocket: @unchecked Sendable {
     let fd: Int32
     private var buffer: [UInt8] = []
 

@@ -1,0 +1,164 @@
+import Foundation
+import HalfTunesKit
+import HalfTunesProtocol
+import TestOrigin
+import Testing
+
+/// Malformed frames, fuzzed frames, silent and slow clients against the live daemon (issue 5).
+@Suite("Hostile clients on the control socket")
+struct HostileClientTests {
+    /// Every kind of malformed frame gets the right JSON-RPC error on the same connection, and the
+    /// daemon then still completes a normal download.
+    @Test func aBatteryOfMalformedFramesGetsTheRightErrors() async throws {
+        try await withDaemon { daemon, origin in
+            let s = try RawSocket(path: daemon.socketPath)
+            func code(_ frame: [UInt8]) throws -> Int? {
+                try s.send(frame + [UInt8(ascii: "\n")])
+                return try #require(try s.readObject()).errorCode
+            }
+            func code(_ frame: String) throws -> Int? { try code(Array(frame.utf8)) }
+            #expect(try code([0xFF, 0xFE, 0x7B, 0x7D]) == -32700)                        // invalid UTF-8
+            #expect(try code(#"{"jsonrpc":"2.0","id":1,"method":"daemon.status","x":"\#u{FFFD}"#) == -32700) // unterminated
+            #expect(try code(String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)) != nil)
+            #expect(try code(String(repeating: #"{"a":"#, count: 50_000) + "1" + String(repeating: "}", count: 50_000)) != nil)
+            // A number no JSON parser can represent is a parse error; a representable non-integer id is invalid.
+            #expect(try [-32700, -32600].contains(code(#"{"jsonrpc":"2.0","id":1e999,"method":"daemon.status"}"#)))
+            #expect(try code(#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"daemon.status"}"#) == -32600)
+            #expect(try code(#"{"jsonrpc":"2.0","id":2,"method":"task.get","params":{"id":1e300}}"#) == -32602)
+            #expect(try code(#"{"jsonrpc":"2.0","id":3,"method":"task.get","params":{"id":99999999999999999999999}}"#) == -32602)
+            #expect(try code(#"{"jsonrpc":"2.0","id":4,"method":"task.get","params":{"id":-1}}"#) == -32002)
+            #expect(try code(#"{"jsonrpc":2,"id":5,"method":"daemon.status"}"#) == -32600)
+            #expect(try code(#"{"id":6,"method":"daemon.status"}"#) == -32600)
+            #expect(try code(#"{"jsonrpc":"2.0","id":7,"method":null}"#) == -32600)
+            #expect(try code(#"{"jsonrpc":"2.0","id":8,"method":42}"#) == -32600)
+            #expect(try code(#"{"jsonrpc":"2.0","id":[1],"method":"daemon.status"}"#) == -32600)
+            #expect(try code(#"{"jsonrpc":"2.0","id":9,"method":"daemon.status","params":"all"}"#) == -32602)
+            #expect(try code(#"{"jsonrpc":"2.0","id":10,"method":"daemon.status","params":{"verbose":true}}"#) == -32602)
+            #expect(try code(#"{"jsonrpc":"2.0","id":11,"method":"session.open","params":{"identifier":7}}"#) == -32602)
+            #expect(try code(#"{"jsonrpc":"2.0","id":12,"method":"session.open","params":{"identifier":"a","configuration":{"requestTimeout":"x"}}}"#) == -32602)
+            #expect(try code(#"{"jsonrpc":"2.0","id":13,"method":"task.create","params":{"session":"nope","url":"http://h/f","extra":1}}"#) == -32602)
+            #expect(try code(#"{}"#) == -32600)
+            #expect(try code(#""just a string""#) == -32600)
+            #expect(try code("null") == -32600)
+            #expect(try code(#"{"jsonrpc":"2.0","id":14,"method":"task.list","params":{"state":"exploded"}}"#) == -32602)
+            // The connection is still in order: a normal request is answered.
+            try s.send(#"{"jsonrpc":"2.0","id":"ok","method":"daemon.status"}"# + "\n")
+            #expect(try s.readObject()?["id"] as? String == "ok")
+            #expect(daemon.isRunning)
+
+            let body = TestOrigin.randomBytes(count: 300_000, seed: 51)
+            origin.put("/battery.bin", body)
+            let client = try daemon.client()
+            let t = try client.startDownload(origin.url("/battery.bin"))
+            let done = try client.waitFor(task: t.id, state: .completed)
+            #expect(try sha256(ofFile: done.location ?? "") == TestOrigin.sha256Hex(body))
+        }
+    }
+
+    /// Thousands of random and mutated frames (fixed seed): after each one the daemon still answers a
+    /// sentinel request on the same connection (or closed it, and a new connection works).
+    @Test func fuzzedFramesNeverCrashTheDaemon() async throws {
+        try await withDaemon { daemon, origin in
+            var rng = SplitMix64(seed: 0x5EED_F022)
+            let seeds: [String] = [
+                #"{"jsonrpc":"2.0","id":1,"method":"daemon.status"}"#,
+                #"{"jsonrpc":"2.0","id":2,"method":"session.open","params":{"identifier":"fz","configuration":{"requestTimeout":5,"headers":{"A":"b"}}}}"#,
+                #"{"jsonrpc":"2.0","id":3,"method":"task.create","params":{"session":"fz","url":"http://127.0.0.1:9/x","destination":"x"}}"#,
+                #"{"jsonrpc":"2.0","id":4,"method":"task.list","params":{"session":"fz","state":"suspended"}}"#,
+                #"{"jsonrpc":"2.0","id":5,"method":"task.cancel","params":{"id":1,"produceResumeData":true}}"#,
+                #"{"jsonrpc":"2.0","id":6,"method":"events.ack","params":{"session":"fz","through":0}}"#,
+                #"{"jsonrpc":"2.0","id":7,"method":"task.get","params":{"id":1}}"#,
+            ]
+            var socket = try RawSocket(path: daemon.socketPath)
+            var answered = 0
+            for i in 0..<3000 {
+                var frame = Array(seeds[Int(rng.next() % UInt64(seeds.count))].utf8)
+                switch rng.next() % 4 {
+                case 0: // flip bytes
+                    for _ in 0..<(1 + rng.next() % 4) { frame[Int(rng.next() % UInt64(frame.count))] = UInt8(truncatingIfNeeded: rng.next()) }
+                case 1: // truncate
+                    frame = Array(frame.prefix(Int(rng.next() % UInt64(frame.count))))
+                case 2: // random bytes
+                    frame = (0..<(rng.next() % 200)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+                default: // splice two frames
+                    let other = Array(seeds[Int(rng.next() % UInt64(seeds.count))].utf8)
+                    frame = Array(frame.prefix(Int(rng.next() % UInt64(frame.count)))) + other.suffix(Int(rng.next() % UInt64(other.count)))
+                }
+                frame.removeAll { $0 == UInt8(ascii: "\n") }
+                let sentinel = "s\(i)"
+                do {
+                    try socket.send(frame + Array("\n{\"jsonrpc\":\"2.0\",\"id\":\"\(sentinel)\",\"method\":\"daemon.status\"}\n".utf8))
+                    var found = false
+                    while let obj = try socket.readObject() {
+                        if obj["id"] as? String == sentinel { found = true; break }
+                    }
+                    if found { answered += 1 } else { socket = try RawSocket(path: daemon.socketPath) }
+                } catch {
+                    socket = try RawSocket(path: daemon.socketPath)
+                }
+                #expect(daemon.isRunning, "daemon died after frame \(i): \(frame)")
+                if !daemon.isRunning { return }
+            }
+            #expect(answered > 2900)
+            _ = try daemon.client().status()
+        }
+    }
+
+    /// A client that connects and sends nothing, and one that sends a byte at a time without ever
+    /// finishing its line, are dropped after the client timeout; a normal client is served meanwhile.
+    @Test func silentAndSlowLorisClientsAreDroppedWithoutDelayingOthers() async throws {
+        try await withDaemon(["--client-timeout", "1"]) { daemon, origin in
+            let silent = try RawSocket(path: daemon.socketPath)
+            let slow = try RawSocket(path: daemon.socketPath)
+            let dripping = Task.detached {
+                for byte in Array(#"{"jsonrpc":"2.0","id":1,"method":"daemon.status"}"#.utf8) {
+                    guard (try? slow.send([byte])) != nil else { return }
+                    try? await Task.sleep(for: .milliseconds(150))
+                }
+            }
+            defer { dripping.cancel() }
+            let client = try daemon.client()
+            var slowest = 0.0
+            for _ in 0..<40 {
+                let start = Date()
+                _ = try client.status()
+                slowest = max(slowest, Date().timeIntervalSince(start))
+            }
+            #expect(slowest < 2, "a status call took \(slowest) s while slow clients were connected")
+            #expect(silent.peerClosed(within: 30))
+            #expect(slow.peerClosed(within: 30))
+            // A client that asked something may then stay idle; the Kit client reconnects if needed.
+            #expect(try client.status().pid == daemon.pid)
+        }
+    }
+
+    /// A client that sends requests but never reads the responses is disconnected once its unsent
+    /// output passes the limit; others are served throughout.
+    @Test func aClientThatNeverReadsIsDropped() async throws {
+        try await withDaemon(["--max-pending-output", "65536"]) { daemon, origin in
+            let greedy = try RawSocket(path: daemon.socketPath)
+            let request = Array((#"{"jsonrpc":"2.0","id":1,"method":"task.list"}"# + "\n").utf8)
+            let client = try daemon.client()
+            _ = try client.openSession("greedy")
+            for i in 0..<200 { _ = try client.createTask(TaskCreateParams(session: "greedy", url: "http://127.0.0.1:9/\(i)", destination: "g\(i)")) }
+            // Each task.list answer is ~100 KiB: the output limit is passed within a few requests.
+            var sent = 0
+            while sent < 2000, (try? greedy.send(request)) != nil, !greedy.peerClosed(within: 0) { sent += 1 }
+            #expect(greedy.peerClosed(within: 30))
+            #expect(try client.status().pid == daemon.pid)
+        }
+    }
+}
+
+/// A small deterministic generator for reproducible fuzzing.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
