@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
@@ -67,9 +68,16 @@ public final class DaemonService: Service {
         } catch {
             throw DaemonError.journal("cannot open the journal at \(config.journalPath): \(error)")
         }
+        let resumeKey: SymmetricKey
+        do {
+            resumeKey = try ResumeDataKey.loadOrCreate(stateDirectory: config.stateDirectory)
+        } catch {
+            throw DaemonError.journal("cannot load the resume-data key: \(error)")
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let httpClient = HTTPClientFactory.make(eventLoopGroup: group)
-        let core = DaemonCore(configuration: config, journal: journal, httpClient: httpClient, logger: logger)
+        let core = DaemonCore(configuration: config, journal: journal, httpClient: httpClient, logger: logger,
+                              resumeKey: resumeKey)
         do {
             try await core.recover()
         } catch {

@@ -23,7 +23,8 @@ extension DaemonCore {
         var resume: ResumeTokenRecord?
         var urlString = p.url
         if let data = p.resumeData {
-            let decoded = try ResumeData.decode(data)
+            let decoded = try ResumeData.decode(data, key: resumeKey)
+            guard decoded.uid == s.record.uid else { throw RPCError(.invalidResumeData, ResumeData.refusal) }
             if let given = p.url, given != decoded.url {
                 throw RPCError.invalidParams("url does not match the resume data's URL (\(decoded.url)); omit url")
             }
@@ -143,7 +144,8 @@ extension DaemonCore {
                                     destination: r.destination, bytes: bytes, bytesExpected: r.bytesExpected,
                                     etag: r.etag, lastModified: r.lastModified, createdAt: clock())
         try journaled { try journal.insertResumeToken(row) }
-        return ResumeData(token: token, url: r.url, bytes: bytes).encoded()
+        let owner = sessions[r.session]?.record.uid ?? UInt32.max
+        return ResumeData(token: token, url: r.url, bytes: bytes, uid: owner).encoded(key: resumeKey)
     }
 
     func getTask(_ id: Int64) throws(RPCError) -> TaskInfo { info(try task(id)) }

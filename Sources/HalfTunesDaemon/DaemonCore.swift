@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
@@ -56,9 +57,13 @@ actor DaemonCore {
     var shuttingDown = false
     var housekeeping: Task<Void, Never>?
     var lastTokenPrune: Double = 0
+    /// Authenticates resume data (`<state>/resume-data.key`).
+    let resumeKey: SymmetricKey
 
     init(configuration: DaemonConfiguration, journal: Journal, httpClient: HTTPClient, logger: Logger,
+         resumeKey: SymmetricKey = SymmetricKey(size: .bits256),
          clock: @escaping @Sendable () -> Double = { Timestamp.now() }) {
+        self.resumeKey = resumeKey
         self.configuration = configuration
         self.journal = journal
         self.httpClient = httpClient

@@ -1,34 +1,44 @@
+import Crypto
 import Foundation
 import HalfTunesProtocol
 
 /// The opaque resume-data string handed to clients: base64url of a small JSON object that names a
-/// single-use token in the journal. It never carries a file path: the token maps to kept partial data
-/// that only the daemon knows where to find.
+/// single-use token in the journal, authenticated with HMAC-SHA256 under a key only the daemon knows
+/// (`<state>/resume-data.key`). It never carries a file path: the token maps to kept partial data that
+/// only the daemon knows where to find. Forged, altered or other users' resume data is refused.
 struct ResumeData: Codable, Equatable {
-    var v: Int = 1
+    var v: Int = 2
     /// Random 128-bit token (hex), the key of a `resume_tokens` row.
     var token: String
     var url: String
     var bytes: Int64
+    /// The uid owning the session the task was canceled in; only that uid may redeem it.
+    var uid: UInt32
+    /// base64url HMAC-SHA256 of the other fields.
+    var mac: String = ""
 
-    func encoded() -> String {
-        let json = (try? JSONEncoder().encode(self)) ?? Data()
-        return json.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+    static let refusal = "Resume data is malformed or was not issued to you by this daemon: pass the exact string task.cancel returned"
+
+    private var signedBytes: Data {
+        Data("halftunesd-resume-data\nv\(v)\n\(token)\n\(uid)\n\(bytes)\n\(url)".utf8)
     }
 
-    static func decode(_ string: String) throws(RPCError) -> ResumeData {
-        var b64 = string.trimmingCharacters(in: .whitespacesAndNewlines)
-            .replacingOccurrences(of: "-", with: "+")
-            .replacingOccurrences(of: "_", with: "/")
-        while b64.count % 4 != 0 { b64 += "=" }
-        guard string.count < 4096, let data = Data(base64Encoded: b64),
-              let value = try? JSONDecoder().decode(ResumeData.self, from: data), value.v == 1,
-              value.token.count == 32, value.token.allSatisfy(\.isHexDigit)
+    func encoded(key: SymmetricKey) -> String {
+        var signed = self
+        signed.mac = Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: signedBytes, using: key)))
+        let json = (try? JSONEncoder().encode(signed)) ?? Data()
+        return Base64URL.encode(json)
+    }
+
+    static func decode(_ string: String, key: SymmetricKey) throws(RPCError) -> ResumeData {
+        let trimmed = string.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard trimmed.utf8.count < 4096, let data = Base64URL.decode(trimmed),
+              let value = try? JSONDecoder().decode(ResumeData.self, from: data), value.v == 2,
+              value.token.count == 32, value.token.allSatisfy(\.isHexDigit),
+              let mac = Base64URL.decode(value.mac),
+              HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: value.signedBytes, using: key)
         else {
-            throw RPCError(.invalidResumeData, "Resume data is malformed: pass the exact string task.cancel returned")
+            throw RPCError(.invalidResumeData, refusal)
         }
         return value
     }
@@ -36,5 +46,22 @@ struct ResumeData: Codable, Equatable {
     static func newToken() -> String {
         var rng = SystemRandomNumberGenerator()
         return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &rng)) }.joined()
+    }
+}
+
+/// base64url without padding (RFC 4648 §5).
+enum Base64URL {
+    static func encode(_ data: Data) -> String {
+        data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decode(_ string: String) -> Data? {
+        guard string.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+        var b64 = string.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b64.count % 4 != 0 { b64 += "=" }
+        return Data(base64Encoded: b64)
     }
 }

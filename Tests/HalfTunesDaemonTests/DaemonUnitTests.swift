@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 @testable import HalfTunesDaemon
 import HalfTunesProtocol
@@ -5,25 +6,63 @@ import Testing
 
 @Suite("Resume data")
 struct ResumeDataTests {
+    let key = SymmetricKey(size: .bits256)
+
     @Test func roundTripsAndHidesPaths() throws {
         let token = ResumeData.newToken()
         #expect(token.count == 32 && token.allSatisfy(\.isHexDigit))
         #expect(ResumeData.newToken() != token)
-        let data = ResumeData(token: token, url: "https://h/a b/file?x=1", bytes: 12345)
-        let string = data.encoded()
+        let data = ResumeData(token: token, url: "https://h/a b/file?x=1", bytes: 12345, uid: 1000)
+        let string = data.encoded(key: key)
         #expect(!string.contains("/") && !string.contains("+") && !string.contains("="))
-        #expect(try ResumeData.decode(string) == data)
-        #expect(try ResumeData.decode("  \(string)\n") == data)
+        var decoded = try ResumeData.decode(string, key: key)
+        #expect(decoded.mac.count > 40)
+        decoded.mac = ""
+        #expect(decoded == data)
+        #expect(try ResumeData.decode("  \(string)\n", key: key).token == token)
+    }
+
+    /// Resume data made with another key, or with any field changed, is refused like garbage.
+    @Test func forgedOrAlteredResumeDataIsRefused() throws {
+        let data = ResumeData(token: ResumeData.newToken(), url: "http://h/f", bytes: 10, uid: 1000)
+        #expect(throws: RPCError.self) { try ResumeData.decode(data.encoded(key: SymmetricKey(size: .bits256)), key: key) }
+        let genuine = try #require(Base64URL.decode(data.encoded(key: key)))
+        var object = try #require(try JSONSerialization.jsonObject(with: genuine) as? [String: Any])
+        for (field, value) in [("uid", 0 as Any), ("bytes", 11 as Any), ("url", "http://h/g" as Any),
+                               ("token", ResumeData.newToken() as Any)] {
+            var altered = object
+            altered[field] = value
+            let forged = Base64URL.encode(try JSONSerialization.data(withJSONObject: altered))
+            #expect(throws: RPCError.self, "altered \(field) was accepted") { try ResumeData.decode(forged, key: key) }
+        }
+        object["v"] = 1
+        #expect(throws: RPCError.self) {
+            try ResumeData.decode(Base64URL.encode(try JSONSerialization.data(withJSONObject: object)), key: key)
+        }
     }
 
     @Test(arguments: ["", "not base64!", "eyJ2IjoyfQ", String(repeating: "A", count: 5000)])
     func rejectsGarbage(_ input: String) {
-        #expect(throws: RPCError.self) { try ResumeData.decode(input) }
         do {
-            _ = try ResumeData.decode(input)
+            _ = try ResumeData.decode(input, key: key)
+            Issue.record("garbage was accepted")
         } catch {
             #expect(error.code == RPCErrorCode.invalidResumeData.rawValue)
         }
+    }
+
+    @Test func theKeyIsCreatedOnceWithOwnerOnlyAccessAndKept() throws {
+        let dir = NSTemporaryDirectory() + "rdk-" + ResumeData.newToken()
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let first = try ResumeDataKey.loadOrCreate(stateDirectory: dir)
+        let second = try ResumeDataKey.loadOrCreate(stateDirectory: dir)
+        #expect(first == second)
+        var st = stat()
+        #expect(stat(dir + "/resume-data.key", &st) == 0 && st.st_mode & 0o777 == 0o600 && st.st_size == 32)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/resume-data.key.new"))
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: dir + "/resume-data.key"))
+        #expect(throws: ResumeDataKey.KeyError.self) { try ResumeDataKey.loadOrCreate(stateDirectory: dir) }
     }
 }
 

@@ -162,3 +162,34 @@ struct SplitMix64 {
         return z ^ (z >> 31)
     }
 }
+
+@Suite("Resume data against the live daemon")
+struct ResumeDataForgeryTests {
+    /// Resume data with a changed byte (or made up) is refused and changes nothing; the genuine
+    /// string still works afterwards, exactly once.
+    @Test func forgedResumeDataIsRefused() async throws {
+        try await withDaemon { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 3 * MiB, seed: 52)
+            origin.put("/forge.bin", body)
+            origin.setBehavior("/forge.bin", .throttled(1 * MiB))
+            let client = try daemon.client()
+            let t = try client.startDownload(origin.url("/forge.bin"), session: "forge")
+            try eventually("some bytes durable") { try client.task(t.id).bytesDurable > 0 ? true : nil }
+            let genuine = try #require(try client.cancel(t.id, produceResumeData: true).resumeData)
+            var bytes = Array(genuine.utf8)
+            bytes[bytes.count / 2] = bytes[bytes.count / 2] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            for forged in [String(decoding: bytes, as: UTF8.self), genuine + "AA", "eyJ2IjoyfQ"] {
+                #expect(throws: HalfTunesClientError.self) {
+                    try client.createTask(TaskCreateParams(session: "forge", resumeData: forged, start: true))
+                }
+            }
+            origin.setBehavior("/forge.bin", TestOrigin.Behavior())
+            let resumed = try client.createTask(TaskCreateParams(session: "forge", resumeData: genuine, start: true))
+            let done = try client.waitFor(task: resumed.id, state: .completed)
+            #expect(try sha256(ofFile: done.location ?? "") == TestOrigin.sha256Hex(body))
+            #expect(throws: HalfTunesClientError.self) {
+                try client.createTask(TaskCreateParams(session: "forge", resumeData: genuine, start: true))
+            }
+        }
+    }
+}
