@@ -11,10 +11,16 @@ struct ClientLimits: Sendable {
     var outputBytes: Int
     /// How long paced output (an event replay) waits for the client to read before disconnecting it.
     var stallTimeout: TimeAmount
+    /// Open connections per peer uid.
+    var quota: ConnectionQuota
+    /// Subscriptions one connection may hold.
+    var maxSubscriptions: Int
 
     init(_ config: DaemonConfiguration) {
         outputBytes = config.maxPendingOutputBytes
         stallTimeout = .nanoseconds(Int64(config.clientTimeout * 1e9))
+        quota = ConnectionQuota(maxPerUID: config.maxConnectionsPerUID)
+        maxSubscriptions = config.maxSubscriptionsPerConnection
     }
 }
 
@@ -32,6 +38,8 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     private var outbox: Outbox?
     private var continuation: AsyncStream<[UInt8]>.Continuation?
     private let connectionID: UInt64
+    /// The uid counted against the quota once admitted (released when the connection closes).
+    private let admitted = NIOLockedValueBox<(uid: UInt32?, closed: Bool)>((nil, false))
 
     init(router: RPCRouter, core: DaemonCore, logger: Logger, limits: ClientLimits) {
         self.router = router
@@ -50,8 +58,25 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         self.continuation = continuation
         let router = self.router
         let id = connectionID
+        let quota = limits.quota
+        let admitted = self.admitted
         Task {
             let uid = (try? await credentials?.get())?.uid ?? UInt32.max
+            guard quota.admit(uid) else {
+                outbox.send(response: RPCResponse(id: nil, error: RPCError(
+                    .limitExceeded, "Too many connections from uid \(uid) (at most \(quota.maxPerUID) at once); close some and retry")))
+                outbox.closeWhenFlushed()
+                return
+            }
+            let alreadyClosed = admitted.withLockedValue { state -> Bool in
+                if state.closed { return true }
+                state.uid = uid
+                return false
+            }
+            if alreadyClosed {
+                quota.release(uid)
+                return
+            }
             for await line in lines {
                 if let response = await router.handle(line: line, connectionID: id, uid: uid, outbox: outbox) {
                     outbox.send(response: response)
@@ -71,6 +96,13 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelInactive(context: ChannelHandlerContext) {
         continuation?.finish()
         outbox?.close()
+        let quota = limits.quota
+        let counted = admitted.withLockedValue { state -> UInt32? in
+            state.closed = true
+            defer { state.uid = nil }
+            return state.uid
+        }
+        if let counted { quota.release(counted) }
         let core = self.core
         let id = connectionID
         Task { await core.connectionClosed(id) }

@@ -39,6 +39,10 @@ extension DaemonCore {
     /// event can slip between replay and live delivery.
     func subscribe(_ p: EventsSubscribeParams, requestID: RPCID?, outbox: Outbox) async throws(RPCError) {
         let s = try session(p.session)
+        let held = subscribers.reduce(0) { $0 + ($1.key != p.session && $1.value[outbox.connectionID] != nil ? 1 : 0) }
+        guard held < configuration.maxSubscriptionsPerConnection else {
+            throw RPCError(.limitExceeded, "This connection already holds \(held) subscriptions (at most \(configuration.maxSubscriptionsPerConnection)); subscribe on another connection")
+        }
         let after = max(0, p.after ?? 0)
         let result = EventsSubscribeResult(session: p.session, after: after, prunedThrough: s.record.ackedThrough)
         outbox.send(response: RPCResponse(id: requestID, result: (try? JSONValue(encoding: result)) ?? .null))

@@ -7,6 +7,10 @@ public struct DaemonConfiguration: Sendable {
     public var stateDirectory: String
     public var downloadsDirectory: String
     public var maxConcurrent: Int
+    /// Transfers running at once to one host (scheme, host and port).
+    public var maxConnectionsPerHost: Int = 6
+    /// Bytes per second across all transfers; 0 = unlimited.
+    public var bandwidthLimit: Int64 = 0
     /// How often a running transfer fsyncs and journals its durable length.
     public var checkpointInterval: Double = 1.0
     /// How long shutdown waits for transfers to checkpoint.
@@ -15,6 +19,10 @@ public struct DaemonConfiguration: Sendable {
     public var maxPendingOutputBytes: Int = 8 << 20
     /// A client that leaves the daemon's output unread this long (seconds) is disconnected.
     public var clientTimeout: Double = 60
+    /// Control connections one uid may hold open at once.
+    public var maxConnectionsPerUID: Int = 64
+    /// Event subscriptions one connection may hold.
+    public var maxSubscriptionsPerConnection: Int = 16
     /// Resume data (and the partial data it keeps) expires after this many seconds.
     public var resumeDataLifetime: Double = 7 * 24 * 3600
 

@@ -105,6 +105,14 @@ final class Outbox: Sendable {
         }
     }
 
+    /// Closes the connection once everything sent so far has been written (a last error message).
+    func closeWhenFlushed() {
+        let channel = self.channel
+        order.withLock {
+            channel.eventLoop.execute { channel.close(promise: nil) }
+        }
+    }
+
     func close() {
         let waiters = state.withLockedValue { s in
             s.closed = true

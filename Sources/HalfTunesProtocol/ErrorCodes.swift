@@ -22,6 +22,9 @@ public enum RPCErrorCode: Int, Sendable, CaseIterable, Codable {
     case shuttingDown = -32007
     /// A file or directory operation failed (permissions, missing directory, full disk, ...).
     case ioError = -32008
+    /// A resource cap was reached (connections per uid, subscriptions per connection, tasks per session,
+    /// unacknowledged events per session); the message names the cap and what frees it.
+    case limitExceeded = -32009
 
     public var name: String {
         switch self {
@@ -38,6 +41,7 @@ public enum RPCErrorCode: Int, Sendable, CaseIterable, Codable {
         case .invalidResumeData: return "invalidResumeData"
         case .shuttingDown: return "shuttingDown"
         case .ioError: return "ioError"
+        case .limitExceeded: return "limitExceeded"
         }
     }
 }

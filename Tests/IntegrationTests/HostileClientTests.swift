@@ -193,3 +193,51 @@ struct ResumeDataForgeryTests {
         }
     }
 }
+
+@Suite("Resource caps")
+struct ResourceCapTests {
+    /// One uid may hold at most 64 connections; the next is told why and closed; closing one makes room.
+    @Test func connectionsPerUIDAreCapped() async throws {
+        try await withDaemon { daemon, origin in
+            var admitted: [RawSocket] = []
+            var refusal: [String: Any]?
+            for i in 0..<80 {
+                let s = try RawSocket(path: daemon.socketPath)
+                try s.send(#"{"jsonrpc":"2.0","id":\#(i),"method":"daemon.status"}"# + "\n")
+                let answer = try #require(try s.readObject())
+                if answer["result"] != nil { admitted.append(s); continue }
+                refusal = answer
+                #expect(try s.readObject() == nil)
+                break
+            }
+            #expect(refusal?.errorCode == -32009)
+            #expect(refusal?.errorMessage?.contains("at most 64") == true)
+            #expect(admitted.count <= 64 && admitted.count >= 60)
+            admitted.removeLast(2)
+            try eventually("a connection is admitted again") {
+                let s = try RawSocket(path: daemon.socketPath)
+                try s.send(#"{"jsonrpc":"2.0","id":"again","method":"daemon.status"}"# + "\n")
+                return try s.readObject()?["result"] != nil ? true : nil
+            }
+        }
+    }
+
+    /// One connection may hold at most 16 subscriptions.
+    @Test func subscriptionsPerConnectionAreCapped() async throws {
+        try await withDaemon { daemon, origin in
+            let client = try daemon.client()
+            let s = try RawSocket(path: daemon.socketPath)
+            func subscribe(_ i: Int) throws -> [String: Any] {
+                try s.send(#"{"jsonrpc":"2.0","id":\#(i),"method":"events.subscribe","params":{"session":"sub\#(i)"}}"# + "\n")
+                while let obj = try s.readObject() { if obj["id"] as? Int == i { return obj } }
+                throw TestFailure("connection closed")
+            }
+            for i in 0..<17 { _ = try client.openSession("sub\(i)") }
+            for i in 0..<16 { #expect(try subscribe(i)["result"] != nil) }
+            let refused = try subscribe(16)
+            #expect(refused.errorCode == -32009)
+            // Subscribing again to a session it already follows is not a new subscription.
+            #expect(try subscribe(3)["result"] != nil)
+        }
+    }
+}
