@@ -38,8 +38,11 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     private var outbox: Outbox?
     private var continuation: AsyncStream<[UInt8]>.Continuation?
     private let connectionID: UInt64
-    /// The uid counted against the quota once admitted (released when the connection closes).
-    private let admitted = NIOLockedValueBox<(uid: UInt32?, closed: Bool)>((nil, false))
+    /// Requests read but not yet handled, and whether reading is paused because there are too many:
+    /// a client pipelining requests faster than they are handled is slowed down, not buffered without end.
+    private let backlog = NIOLockedValueBox<(queued: Int, paused: Bool)>((0, false))
+    static let maxQueuedRequests = 64
+    static let resumeBelow = 8
 
     init(router: RPCRouter, core: DaemonCore, logger: Logger, limits: ClientLimits) {
         self.router = router
@@ -59,7 +62,8 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         let router = self.router
         let id = connectionID
         let quota = limits.quota
-        let admitted = self.admitted
+        let backlog = self.backlog
+        let channel = context.channel
         Task {
             let uid = (try? await credentials?.get())?.uid ?? UInt32.max
             guard quota.admit(uid) else {
@@ -68,18 +72,22 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 outbox.closeWhenFlushed()
                 return
             }
-            let alreadyClosed = admitted.withLockedValue { state -> Bool in
-                if state.closed { return true }
-                state.uid = uid
-                return false
-            }
-            if alreadyClosed {
-                quota.release(uid)
-                return
-            }
+            // Counted until every request read from it is handled (the stream ends after the channel closed).
+            defer { quota.release(uid) }
             for await line in lines {
                 if let response = await router.handle(line: line, connectionID: id, uid: uid, outbox: outbox) {
                     outbox.send(response: response)
+                }
+                let resume = backlog.withLockedValue { b -> Bool in
+                    b.queued -= 1
+                    guard b.paused, b.queued < Self.resumeBelow else { return false }
+                    b.paused = false
+                    return true
+                }
+                if resume {
+                    channel.eventLoop.execute {
+                        channel.setOption(ChannelOptions.autoRead, value: true).whenSuccess { channel.read() }
+                    }
                 }
             }
         }
@@ -90,19 +98,19 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         let buffer = unwrapInboundIn(data)
         let bytes = Array(buffer.readableBytesView)
         if bytes.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) { return } // blank line
+        let pause = backlog.withLockedValue { b -> Bool in
+            b.queued += 1
+            guard !b.paused, b.queued >= Self.maxQueuedRequests else { return false }
+            b.paused = true
+            return true
+        }
+        if pause { context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         continuation?.yield(bytes)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         continuation?.finish()
         outbox?.close()
-        let quota = limits.quota
-        let counted = admitted.withLockedValue { state -> UInt32? in
-            state.closed = true
-            defer { state.uid = nil }
-            return state.uid
-        }
-        if let counted { quota.release(counted) }
         let core = self.core
         let id = connectionID
         Task { await core.connectionClosed(id) }

@@ -132,6 +132,22 @@ struct HostileClientTests {
         }
     }
 
+    /// 10,000 requests pipelined in one burst are all answered, in order: the daemon stops reading
+    /// while too many are queued instead of buffering them all, and never deadlocks doing so.
+    @Test func pipelinedRequestsAreAllAnsweredInOrder() async throws {
+        try await withDaemon { daemon, origin in
+            let s = try RawSocket(path: daemon.socketPath)
+            var burst: [UInt8] = []
+            for i in 0..<10_000 { burst += Array((#"{"jsonrpc":"2.0","id":\#(i),"method":"daemon.status"}"# + "\n").utf8) }
+            try s.send(burst)
+            for i in 0..<10_000 {
+                let answer = try #require(try s.readObject(), "no answer to request \(i)")
+                #expect(answer["id"] as? Int == i)
+                if answer["id"] as? Int != i { return }
+            }
+        }
+    }
+
     /// A client that sends requests but never reads the responses is disconnected once its unsent
     /// output passes the limit; others are served throughout.
     @Test func aClientThatNeverReadsIsDropped() async throws {
