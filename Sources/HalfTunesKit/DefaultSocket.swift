@@ -11,17 +11,33 @@ public enum DefaultSocket {
     /// The socket file name inside the runtime directory.
     public static let fileName = "control.sock"
 
+    /// The system service's socket.
+    public static let systemPath = "/run/halftunesd/\(fileName)"
+
     /// `HALFTUNES_SOCKET` if set; for root `/run/halftunesd/control.sock`; otherwise
     /// `$XDG_RUNTIME_DIR/halftunesd/control.sock`, or `/tmp/halftunesd-<uid>/control.sock` when
-    /// `XDG_RUNTIME_DIR` is unset.
+    /// `XDG_RUNTIME_DIR` is unset. A user without a socket of their own, on a machine whose system
+    /// service's socket exists, gets the system socket (members of its group may use it).
     public static func path() -> String {
-        path(socketOverride: env("HALFTUNES_SOCKET"), runtimeDirectory: env("XDG_RUNTIME_DIR"), uid: getuid())
+        let own = path(socketOverride: env("HALFTUNES_SOCKET"), runtimeDirectory: env("XDG_RUNTIME_DIR"), uid: getuid())
+        return resolve(own: own, overridden: !(env("HALFTUNES_SOCKET") ?? "").isEmpty, exists: socketExists)
+    }
+
+    /// `own` unless it was derived (not overridden), does not exist, and the system socket does.
+    public static func resolve(own: String, overridden: Bool, exists: (String) -> Bool) -> String {
+        if overridden || own == systemPath || exists(own) || !exists(systemPath) { return own }
+        return systemPath
+    }
+
+    private static func socketExists(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFSOCK
     }
 
     /// The same rules with explicit inputs (empty strings count as unset).
     public static func path(socketOverride: String?, runtimeDirectory: String?, uid: UInt32) -> String {
         if let socketOverride, !socketOverride.isEmpty { return socketOverride }
-        if uid == 0 { return "/run/halftunesd/\(fileName)" }
+        if uid == 0 { return systemPath }
         if let runtimeDirectory, !runtimeDirectory.isEmpty {
             let base = runtimeDirectory.hasSuffix("/") ? String(runtimeDirectory.dropLast()) : runtimeDirectory
             return "\(base)/halftunesd/\(fileName)"

@@ -19,4 +19,12 @@ struct DefaultSocketTests {
         #expect(DefaultSocket.path(socketOverride: nil, runtimeDirectory: "", uid: 1000)
             == "/tmp/halftunesd-1000/control.sock")
     }
+
+    @Test func usersWithoutTheirOwnSocketFallBackToTheSystemSocket() {
+        let own = "/run/user/1000/halftunesd/control.sock"
+        #expect(DefaultSocket.resolve(own: own, overridden: false, exists: { $0 == DefaultSocket.systemPath }) == DefaultSocket.systemPath)
+        #expect(DefaultSocket.resolve(own: own, overridden: false, exists: { _ in true }) == own)
+        #expect(DefaultSocket.resolve(own: own, overridden: false, exists: { _ in false }) == own)
+        #expect(DefaultSocket.resolve(own: own, overridden: true, exists: { $0 == DefaultSocket.systemPath }) == own)
+    }
 }
