@@ -1,3 +1,4 @@
+// Why a queued task is not running yet (TaskInfo.hold), from the same limit checks that start tasks.
 import HalfTunesProtocol
 
 extension DaemonCore {
@@ -5,16 +6,34 @@ extension DaemonCore {
     func hold(_ t: ManagedTask) -> TaskHold? {
         guard t.machine.state == .queued else { return nil }
         if shuttingDown { return TaskHold(reason: "shuttingDown", message: "The daemon is shutting down") }
-        if t.runtime != nil {
-            return TaskHold(reason: "previousTransferStopping", message: "Its previous transfer is still stopping")
+        if let memo = holdsMemo, let hold = memo[t.id] { return hold }
+        guard let (_, decision) = plan(until: t.id).last(where: { $0.0 == t.id }) else {
+            return TaskHold(reason: "queue", message: "It is about to take its place in the queue")
         }
-        let ahead = queue.firstIndex(of: t.id) ?? 0
-        let running = tasks.values.reduce(0) { $0 + ($1.machine.state == .running ? 1 : 0) }
-        if running >= configuration.maxConcurrent {
-            return TaskHold(reason: "maxConcurrent",
-                            message: "\(running) of \(configuration.maxConcurrent) daemon-wide transfer slots in use"
-                                + (ahead > 0 ? "; \(ahead) task\(ahead == 1 ? "" : "s") ahead in the queue" : ""))
+        switch decision {
+        case .hold(let hold):
+            return hold
+        case .start:
+            // Between two scheduler passes: a slot is free and it starts at the next one.
+            let ahead = queue.firstIndex(of: t.id) ?? 0
+            return TaskHold(reason: "queue", message: ahead == 0
+                ? "It is next and starts as soon as the scheduler runs"
+                : "\(ahead) task\(ahead == 1 ? "" : "s") ahead in the queue")
         }
-        return TaskHold(reason: "queue", message: "\(ahead) task\(ahead == 1 ? "" : "s") ahead in the queue")
+    }
+}
+
+extension DaemonCore {
+    /// Describes many tasks, planning the queue once for all of them (not once per queued task).
+    func infos(_ list: [ManagedTask]) -> [TaskInfo] {
+        if list.contains(where: { $0.machine.state == .queued }) {
+            var holds: [Int64: TaskHold] = [:]
+            for (id, decision) in plan() {
+                if case .hold(let hold) = decision { holds[id] = hold }
+            }
+            holdsMemo = holds
+        }
+        defer { holdsMemo = nil }
+        return list.map(info)
     }
 }

@@ -13,14 +13,6 @@ extension DaemonCore {
     /// Answers as soon as the actor gets to it: the watchdog's proof that the core is not stuck.
     func heartbeat() {}
 
-    /// Changes how many transfers may run at once (a reload); more slots start queued tasks at once,
-    /// fewer let the running ones finish.
-    func setMaxConcurrent(_ value: Int) {
-        guard value != configuration.maxConcurrent else { return }
-        configuration.maxConcurrent = value
-        pump()
-    }
-
     /// The status line for the service manager: "3 running, 2 queued, 1 waiting, 12.4 MB/s".
     func serviceStatusLine() -> String {
         let s = status()

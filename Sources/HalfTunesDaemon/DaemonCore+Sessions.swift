@@ -23,6 +23,7 @@ extension DaemonCore {
                 existing.record.configuration = config
                 try journaled { try journal.upsertSession(existing.record) }
                 sessions[id] = existing
+                pump() // a changed maxConcurrent applies at once
             }
             return SessionOpenResult(session: sessionInfo(existing), reattached: true)
         }
@@ -54,6 +55,9 @@ extension DaemonCore {
         }
         config.requestTimeout = request
         config.resourceTimeout = resource
+        if let max = config.maxConcurrent, !Self.limitRange.contains(max) {
+            throw RPCError.invalidParams("configuration.maxConcurrent must be from 1 to \(Self.limitRange.upperBound) (got \(max))")
+        }
         return config
     }
 
@@ -67,6 +71,10 @@ extension DaemonCore {
             // Scalars, not Characters: "\r\n" is one Character and would slip past a Character test.
             guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
                 throw RPCError.invalidParams("header '\(name)' contains CR, LF or NUL")
+            }
+            // Other control characters (except tab) are not allowed in a field value either (RFC 9110 5.5).
+            guard !value.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else {
+                throw RPCError.invalidParams("header '\(name)' contains a control character")
             }
             guard !reserved.contains(name.lowercased()) else {
                 throw RPCError.invalidParams("header '\(name)' is managed by the daemon and cannot be set")

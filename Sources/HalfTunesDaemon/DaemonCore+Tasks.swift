@@ -12,10 +12,13 @@ extension DaemonCore {
     func createTask(_ p: TaskCreateParams) throws(RPCError) -> TaskInfo {
         guard !shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
         let s = try session(p.session)
+        try checkCapsForNewTask(in: s)
         guard s.record.state == .active else {
             throw RPCError(.sessionInvalidated, "Session '\(p.session)' is being invalidated and accepts no new tasks")
         }
         try validateHeaders(p.headers ?? [:])
+        try validateControls(p)
+        let exchange = try validateExchange(p)
         if let d = p.description, d.utf8.count > 4096 {
             throw RPCError.invalidParams("description is longer than 4096 bytes")
         }
@@ -43,6 +46,7 @@ extension DaemonCore {
             if let resume { PartialFile.remove(path: resume.partialPath) }
             throw error
         }
+        if let exchange { return try createExchangeTask(p, exchange, url: urlString, in: s) }
         let directory = s.record.configuration.destinationDirectory ?? configuration.downloadsDirectory
         var explicit = p.destination
         if explicit == nil, let resume, !FileManager.default.fileExists(atPath: resume.destination),
@@ -63,10 +67,18 @@ extension DaemonCore {
             destination: destination, partialPath: Destination.partialPath(for: destination),
             headers: p.headers ?? [:], description: p.description, createdAt: now, updatedAt: now,
             resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout))
+        applyControls(p, to: &record)
         if let resume {
             adoptResumeData(resume, into: &record)
         }
-        let (machine, actions) = TaskStateMachine.created(start: p.start == true,
+        return try insertNewTask(record, start: p.start == true)
+    }
+
+    /// Journals a new task with its first events, queues it when started, and tells subscribers.
+    func insertNewTask(_ record: TaskRecord, start: Bool) throws(RPCError) -> TaskInfo {
+        var record = record
+        let now = record.createdAt
+        let (machine, actions) = TaskStateMachine.created(start: start,
                                                           resourceDeadline: record.resourceDeadline)
         record.state = machine.state
         if actions.contains(.enqueue) {
@@ -74,13 +86,14 @@ extension DaemonCore {
             nextQueueOrder += 1
         }
         let payloads = actions.compactMap(Self.payload(for:))
-        let events = payloads.map { Event(seq: nil, session: p.session, task: nil, time: Timestamp.format(now), payload: $0) }
+        let events = payloads.map { Event(seq: nil, session: record.session, task: nil, time: Timestamp.format(now), payload: $0) }
         let (stored, storedEvents) = try journaled { try journal.insertTask(record, events: events) }
         let managed = ManagedTask(record: stored, machine: machine, bytesReceived: stored.bytesDurable)
         tasks[stored.id!] = managed
         if actions.contains(.enqueue) { queue.append(stored.id!) }
         broadcast(storedEvents)
-        logger.info("task created", metadata: ["task": "\(stored.id!)", "session": "\(p.session)", "url": "\(urlString)"])
+        logger.info("task created", metadata: ["task": "\(stored.id!)", "session": "\(record.session)", "url": "\(record.url)",
+                                               "kind": "\(record.kind)"])
         pump()
         return info(tasks[stored.id!]!)
     }
@@ -156,7 +169,7 @@ extension DaemonCore {
             .filter { p.session == nil || $0.record.session == p.session }
             .filter { p.state == nil || $0.machine.state == p.state }
             .sorted { $0.id < $1.id }
-        return TaskListResult(tasks: selected.map(info))
+        return TaskListResult(tasks: infos(selected).map(\.withoutResponseBody))
     }
 
     // MARK: - Applying lifecycle inputs
@@ -180,9 +193,7 @@ extension DaemonCore {
         for action in actions {
             switch action {
             case .enqueue:
-                t.record.queueOrder = nextQueueOrder
-                nextQueueOrder += 1
-                if !queue.contains(id) { queue.append(id) }
+                enqueue(&t)
             case .dequeue:
                 queue.removeAll { $0 == id }
             case .startTransfer:
@@ -210,6 +221,7 @@ extension DaemonCore {
             }
         }
         update(&t.record)
+        payloads = payloads.map { $0.carrying(t.record.response) }
         t.syncRecord(now: now)
         if let runtime = t.runtime, !t.discardPartialWhenStopped, !t.machine.state.isTerminal {
             t.record.bytesDurable = runtime.durableBytes

@@ -4,39 +4,20 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonCore {
-    /// Starts queued tasks while slots are free, in FIFO order.
-    func pump() {
-        guard !shuttingDown else { return }
-        var running = tasks.values.reduce(0) { $0 + ($1.machine.state == .running ? 1 : 0) }
-        var i = 0
-        while running < configuration.maxConcurrent, i < queue.count {
-            let id = queue[i]
-            guard let t = tasks[id], t.machine.state == .queued else {
-                queue.remove(at: i)
-                continue
-            }
-            if t.runtime != nil { // its previous transfer is still stopping
-                i += 1
-                continue
-            }
-            queue.remove(at: i)
-            _ = try? apply(.slotGranted, to: id)
-            running += 1
-        }
-    }
-
     func startTransfer(_ id: Int64) {
+        if let kind = tasks[id]?.record.kind, kind != TaskKind.download.rawValue { return startExchange(id) }
         guard var t = tasks[id], let s = sessions[t.record.session] else { return }
         let config = s.record.configuration
         let headers = (config.headers ?? [:]).merging(t.record.headers) { _, task in task }
             .sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
         let validators = (t.record.etag != nil || t.record.lastModified != nil)
             ? Validators(etag: t.record.etag, lastModified: t.record.lastModified) : nil
-        let request = TransferRequest(
+        var request = TransferRequest(
             taskID: id, url: t.record.url, headers: headers, partialPath: t.record.partialPath,
             durableOffset: t.record.bytesDurable, validators: validators, expectedLength: t.record.bytesExpected,
             requestTimeout: config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout,
             checkpointInterval: configuration.checkpointInterval)
+        request.rateLimiter = makeRateLimiter(for: &t)
         let runtime = TaskRuntime(taskID: id, journal: journal, durableBytes: t.record.bytesDurable)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
@@ -89,6 +70,9 @@ extension DaemonCore {
 
         case .finished(let outcome):
             transferEnded(id, outcome)
+
+        case .exchange(let message):
+            handleExchange(message, from: runtime)
         }
     }
 
@@ -143,6 +127,7 @@ extension DaemonCore {
     /// Moves the complete partial file to its destination and journals completion. The intent
     /// (phase=publishing, location) is journaled first so a crash in between is finished on restart.
     func publish(_ id: Int64, total: Int64) {
+        if verifyChecksumFirst(id, total: total) { return } // publishes once the digest matches
         guard var t = tasks[id] else { return }
         t.bytesReceived = total
         t.record.bytesDurable = total

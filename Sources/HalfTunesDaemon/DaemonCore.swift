@@ -20,6 +20,12 @@ struct ManagedTask {
     /// Uploads: progress of the current attempt.
     var bytesSent: Int64?
     var bytesExpectedToSend: Int64?
+    /// The task's own bandwidth bucket while a transfer runs (its rate follows `record.bandwidthLimit`).
+    var bandwidth: BandwidthBucket?
+    /// The complete partial file matched the expected checksum (set just before it is published).
+    var checksumVerified = false
+    /// `HostKey.of(record.url)`, computed once (the per-host limit's key).
+    var hostKey: String?
 
     var id: Int64 { record.id! }
 
@@ -49,14 +55,24 @@ actor DaemonCore {
 
     var sessions: [String: ManagedSession] = [:]
     var tasks: [Int64: ManagedTask] = [:]
-    /// Queued task ids in FIFO order.
+    /// Queued task ids in start order: by priority, then `queueOrder` (see DaemonCore+Queue.swift).
     var queue: [Int64] = []
     var nextQueueOrder: Int64 = 1
     var subscribers: [String: [UInt64: Outbox]] = [:]
     var rateMeter = RateMeter()
+    /// Upload request bodies sent (`DaemonStatus.uploadRate`).
+    var uploadRateMeter = RateMeter()
     var shuttingDown = false
     var housekeeping: Task<Void, Never>?
     var lastTokenPrune: Double = 0
+    /// The daemon-wide bandwidth bucket every transfer is metered against (rate: the global limit).
+    let globalBandwidth = BandwidthBucket(rate: 0)
+    /// Limits from the configuration file and flags (nil until `loadLimits()`); reloads change them.
+    var configuredLimits: DaemonLimits?
+    /// Limits set with `daemon.setLimits`, kept in the journal; they win over `configuredLimits`.
+    var limitOverrides = DaemonSetLimitsParams()
+    /// The holds of every queued task, computed once while a whole list of tasks is described.
+    var holdsMemo: [Int64: TaskHold]?
     /// Authenticates resume data (`<state>/resume-data.key`).
     let resumeKey: SymmetricKey
 
@@ -120,7 +136,8 @@ actor DaemonCore {
         return DaemonStatus(version: HalfTunes.version, pid: getpid(), uptimeSeconds: (now - startedAt),
                             tasks: counts, sessions: sessions.count, downloadRate: rateMeter.rate(now: now),
                             maxConcurrent: configuration.maxConcurrent, socketPath: configuration.socketPath,
-                            stateDirectory: configuration.stateDirectory)
+                            stateDirectory: configuration.stateDirectory, limits: limits,
+                            uploadRate: uploadRateMeter.rate(now: now))
     }
 
     /// A one-line summary for logs and (later) the service manager's STATUS=.

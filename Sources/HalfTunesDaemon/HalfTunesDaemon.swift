@@ -23,6 +23,10 @@ public struct DaemonConfiguration: Sendable {
     public var maxConnectionsPerUID: Int = 64
     /// Event subscriptions one connection may hold.
     public var maxSubscriptionsPerConnection: Int = 16
+    /// Unfinished tasks one session may hold.
+    public var maxTasksPerSession: Int = 10_000
+    /// Unacknowledged journaled events past which a session accepts no new tasks.
+    public var maxPendingEventsPerSession: Int = 100_000
     /// Resume data (and the partial data it keeps) expires after this many seconds.
     public var resumeDataLifetime: Double = 7 * 24 * 3600
 

@@ -20,8 +20,15 @@ final class Outbox: Sendable {
         var continuation: CheckedContinuation<Bool, Never>
     }
 
+    /// Lines longer than this (a data task's body in `didComplete` or `task.get`, up to ~22 MB) are counted
+    /// apart from `limit`, against `largeLineBudget`: so one such line never disconnects a reading client.
+    static let largeLine = HalfTunes.maxLineBytes
+    static let largeLineBudget = 48 << 20
+
     private struct State {
         var pending = 0
+        /// The part of `pending` in lines longer than `largeLine`.
+        var pendingLarge = 0
         var closed = false
         var waiters: [UInt64: Waiter] = [:]
         var nextWaiter: UInt64 = 0
@@ -61,7 +68,8 @@ final class Outbox: Sendable {
         let overflow: Bool = state.withLockedValue { s in
             if s.closed { return false }
             s.pending += size
-            if s.pending > limit { s.closed = true; return true }
+            if size > Self.largeLine { s.pendingLarge += size }
+            if s.pending - s.pendingLarge > limit || s.pendingLarge > Self.largeLineBudget { s.closed = true; return true }
             return false
         }
         if overflow {
@@ -125,6 +133,7 @@ final class Outbox: Sendable {
     private func written(_ size: Int) {
         let waiters = state.withLockedValue { s in
             s.pending -= size
+            if size > Self.largeLine { s.pendingLarge -= size }
             return s.answered()
         }
         for (waiter, result) in waiters { waiter.continuation.resume(returning: result) }

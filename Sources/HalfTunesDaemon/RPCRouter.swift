@@ -34,6 +34,9 @@ struct RPCRouter: Sendable {
         }
         route(.taskGet) { (p: TaskIDParams, _) in try await core.getTask(p.id) }
         route(.taskList) { (p: TaskListParams, _) in try await core.listTasks(p) }
+        route(.taskUpdate) { (p: TaskUpdateParams, _) in try await core.updateTask(p) }
+        route(.taskMove) { (p: TaskMoveParams, _) in try await core.moveTask(p) }
+        route(.daemonSetLimits) { (p: DaemonSetLimitsParams, _) in try await core.setLimits(p) }
         route(.eventsAck) { (p: EventsAckParams, _) in try await core.ack(p) }
         routes[RPCMethod.eventsSubscribe.rawValue] = { ctx, params in
             let p: EventsSubscribeParams = try Self.decodeParams(params)

@@ -2,13 +2,24 @@ import HalfTunesEngine
 import HalfTunesJournal
 import NIOConcurrencyHelpers
 
-/// Bridges one running transfer to the daemon: checkpoints go straight to the journal (after the
-/// transfer's fsync, on its write queue); everything else is delivered to the core in order.
-final class TaskRuntime: TransferObserver, @unchecked Sendable {
+/// Bridges one running transfer (a download's `Transfer`, or an upload's or data task's `Exchange`) to the
+/// daemon: checkpoints go straight to the journal (after the transfer's fsync, on its write queue);
+/// everything else is delivered to the core in order.
+final class TaskRuntime: TransferObserver, ExchangeObserver, @unchecked Sendable {
     enum Message: Sendable {
         case started(ResponseStart)
         case progress(delta: Int64, total: Int64, expected: Int64?)
         case finished(TransferOutcome)
+        /// Uploads and data tasks (see DaemonCore+Exchanges.swift).
+        case exchange(ExchangeMessage)
+    }
+
+    enum ExchangeMessage: Sendable {
+        /// The upload's source was opened: this attempt sends `bytes` bytes.
+        case sourceOpened(bytes: Int64)
+        case sent(delta: Int64, total: Int64, expected: Int64?)
+        case received(delta: Int64, total: Int64, expected: Int64?)
+        case finished(ExchangeOutcome)
     }
 
     let taskID: Int64
@@ -18,6 +29,7 @@ final class TaskRuntime: TransferObserver, @unchecked Sendable {
     /// The durable length, guarded so that a checkpoint and a full row write never interleave.
     private let durable: NIOLockedValueBox<Int64>
     private let transfer = NIOLockedValueBox<Transfer?>(nil)
+    private let exchange = NIOLockedValueBox<Exchange?>(nil)
     private let runTask = NIOLockedValueBox<Task<TransferOutcome, Never>?>(nil)
 
     init(taskID: Int64, journal: Journal, durableBytes: Int64) {
@@ -47,7 +59,30 @@ final class TaskRuntime: TransferObserver, @unchecked Sendable {
         }
     }
 
-    func stop() { transfer.withLockedValue { $0 }?.stop() }
+    /// Runs an upload's or data task's attempt. `outcome()` then reports `.stopped(0)`, `.failed` or
+    /// `.completed(totalBytes: <response body bytes>)`: callers only wait on it.
+    func start(_ e: Exchange) {
+        exchange.withLockedValue { $0 = e }
+        let continuation = self.continuation
+        runTask.withLockedValue {
+            $0 = Task {
+                let outcome = await e.run()
+                continuation.yield(.exchange(.finished(outcome)))
+                continuation.finish()
+                switch outcome {
+                case .completed(let response):
+                    return .completed(totalBytes: response.bodyBytes, validators: Validators(etag: nil, lastModified: nil))
+                case .stopped: return .stopped(durableBytes: 0)
+                case .failed(let failure, _): return .failed(failure)
+                }
+            }
+        }
+    }
+
+    func stop() {
+        transfer.withLockedValue { $0 }?.stop()
+        exchange.withLockedValue { $0 }?.stop()
+    }
 
     /// Waits for the transfer to end.
     func outcome() async -> TransferOutcome? {
@@ -76,5 +111,19 @@ final class TaskRuntime: TransferObserver, @unchecked Sendable {
                 value = min(value, durableBytes)
             }
         }
+    }
+
+    // MARK: ExchangeObserver
+
+    func exchangeDidOpenSource(_ exchange: Exchange, bytesExpectedToSend: Int64) {
+        continuation.yield(.exchange(.sourceOpened(bytes: bytesExpectedToSend)))
+    }
+
+    func exchangeDidSend(_ exchange: Exchange, bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64?) {
+        continuation.yield(.exchange(.sent(delta: bytesSent, total: totalBytesSent, expected: totalBytesExpectedToSend)))
+    }
+
+    func exchangeDidReceive(_ exchange: Exchange, bytesReceived: Int64, totalBytesReceived: Int64, totalBytesExpected: Int64?) {
+        continuation.yield(.exchange(.received(delta: bytesReceived, total: totalBytesReceived, expected: totalBytesExpected)))
     }
 }

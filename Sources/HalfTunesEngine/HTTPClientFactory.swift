@@ -3,6 +3,12 @@ import AsyncHTTPClient
 import NIOCore
 
 public enum HTTPClientFactory {
+    /// AsyncHTTPClient's per-host connection limit: the highest `max-connections-per-host` allowed. The daemon
+    /// enforces the (runtime-changeable) per-host limit itself by holding tasks in its queue, and one transfer
+    /// uses one connection; the pool, fixed when the client is made, must never be the tighter bound, or a
+    /// started transfer would wait inside it, invisibly, for a connection.
+    public static let connectionsPerHostCeiling = 1000
+
     /// Decompression disabled; redirects followed (max 10, cycles refused); connect timeout 30 s; no AHC read
     /// timeout (Transfer does idle timeouts itself). A failed connection attempt fails the request at once
     /// (no silent retries inside the client): the daemon schedules retries itself.
@@ -13,6 +19,7 @@ public enum HTTPClientFactory {
             decompression: .disabled
         )
         configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = connectionsPerHostCeiling
         return HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: configuration)
     }
 }

@@ -32,6 +32,9 @@ public final class Transfer: Sendable {
 
     public var taskID: Int64 { request.taskID }
 
+    /// The bandwidth limits this transfer's body is metered against.
+    var rateLimiter: RateLimiter? { request.rateLimiter }
+
     /// Current total bytes in the partial (durable or not).
     public var bytesReceived: Int64 { control.withLockedValue { $0.bytesReceived } }
 

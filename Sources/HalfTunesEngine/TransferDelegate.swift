@@ -84,6 +84,8 @@ final class TransferDelegate: HTTPClientResponseDelegate {
     let transfer: Transfer
     let observer: any TransferObserver
     private let box: NIOLoopBoundBox<LoopState>
+    /// Bandwidth limits: delays acknowledging body parts (nil: unlimited).
+    let throttle: BodyThrottle?
 
     init(eventLoop: EventLoop, config: Config, writer: PartialWriter, transfer: Transfer, observer: any TransferObserver) {
         self.eventLoop = eventLoop
@@ -93,6 +95,7 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         self.observer = observer
         let state = LoopState(finalURL: config.url, received: config.kept, reportedBytes: config.kept)
         self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
+        self.throttle = transfer.rateLimiter.map { BodyThrottle(limiter: $0, eventLoop: eventLoop) }
     }
 
     // MARK: - Lifecycle
@@ -130,6 +133,11 @@ final class TransferDelegate: HTTPClientResponseDelegate {
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        let acknowledged = receiveBodyPart(buffer)
+        return throttle?.admit(buffer.readableBytes, acknowledged: acknowledged) ?? acknowledged
+    }
+
+    private func receiveBodyPart(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         box.withValue { s -> EventLoopFuture<Void> in
             guard s.phase == .streaming else { return self.eventLoop.makeSucceededVoidFuture() }
             let n = buffer.readableBytes
@@ -159,6 +167,7 @@ final class TransferDelegate: HTTPClientResponseDelegate {
             return s.waiting
         }
         waiting?.succeed(())
+        throttle?.release()
     }
 
     func didFinishRequest(task: HTTPClient.Task<Void>) throws {
@@ -188,6 +197,7 @@ final class TransferDelegate: HTTPClientResponseDelegate {
             return (waiting, batch, info)
         }
         waiting?.succeed(())
+        throttle?.release()
         let transfer = self.transfer, observer = self.observer, url = config.url
         writer.finish(batch, checkpoint: { durable in
             observer.transferDidCheckpoint(transfer, durableBytes: durable)
@@ -351,6 +361,7 @@ final class TransferDelegate: HTTPClientResponseDelegate {
             return (s.task, s.waiting)
         }
         waiting?.succeed(())
+        throttle?.release()
         task?.fail(reason: EngineAbort.writeFailed)
     }
 
@@ -391,7 +402,7 @@ final class TransferDelegate: HTTPClientResponseDelegate {
             guard s.phase != .finished, !s.ended else { return nil }
             let now = NIODeadline.now()
             // While our own writes hold the response back, the silence is ours, not the server's.
-            if s.waiting != nil { s.lastActivity = now }
+            if s.waiting != nil || self.throttle?.isHolding == true { s.lastActivity = now }
             let due = s.lastActivity + self.config.idleTimeout
             guard now >= due else {
                 self.scheduleIdleCheck(&s, at: due)

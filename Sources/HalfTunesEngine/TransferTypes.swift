@@ -45,6 +45,8 @@ public struct TransferRequest: Sendable {
     public var requestTimeout: Double
     public var checkpointInterval: Double
     public var progressInterval: Double
+    /// Bandwidth limits the body is metered against (received bytes are held back to the rate); nil: none.
+    public var rateLimiter: RateLimiter? = nil
 
     public init(taskID: Int64, url: String, headers: [(name: String, value: String)] = [], partialPath: String,
                 durableOffset: Int64 = 0, validators: Validators? = nil, expectedLength: Int64? = nil,

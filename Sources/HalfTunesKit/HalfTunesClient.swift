@@ -88,7 +88,7 @@ public final class HalfTunesClient: @unchecked Sendable {
         }
     }
 
-    private func call<P: Encodable, R: Decodable>(_ method: RPCMethod, _ params: P) throws -> R {
+    func call<P: Encodable, R: Decodable>(_ method: RPCMethod, _ params: P) throws -> R {
         try lock.withLock { try usableConnection().call(method, params, as: R.self) }
     }
 

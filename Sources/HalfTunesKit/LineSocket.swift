@@ -14,6 +14,10 @@ final class LineSocket: @unchecked Sendable {
     /// Thrown by `readLine(deadline:)` when the deadline passes first.
     struct Timeout: Error {}
 
+    /// The longest line accepted from the daemon: a data task's response body (up to 16 MiB, base64 in
+    /// `didComplete` and `task.get`) makes lines of up to ~23 MB.
+    static let maxIncomingLineBytes = 32 << 20
+
     private let lock = Lock()
     private var fd: Int32
     private var isShutDown = false
@@ -108,8 +112,8 @@ final class LineSocket: @unchecked Sendable {
                 return line
             }
             scanned = buffer.count
-            if buffer.count - lineStart > HalfTunes.maxLineBytes {
-                throw HalfTunesClientError.protocolViolation("a line longer than \(HalfTunes.maxLineBytes) bytes")
+            if buffer.count - lineStart > Self.maxIncomingLineBytes {
+                throw HalfTunesClientError.protocolViolation("a line longer than \(Self.maxIncomingLineBytes) bytes")
             }
             if lineStart > 0 {
                 buffer.removeSubrange(0..<lineStart)

@@ -52,6 +52,8 @@ public enum TaskErrorCode {
     public static let redirectRefused = "redirectRefused"
     /// An upload's source file cannot be read (missing, unreadable, changed size while sending).
     public static let sourceUnreadable = "sourceUnreadable"
+    /// A data task's response body is longer than its `maxResponseBytes` (permanent; the body is not kept).
+    public static let responseTooLarge = "responseTooLarge"
 }
 
 public struct TaskInfo: Codable, Sendable, Equatable {

@@ -21,7 +21,8 @@ struct Halftunesd: AsyncParsableCommand {
 
             Every option can also be set in the configuration file (key = value, keys named like the \
             options without "--"); options given here win. SIGHUP re-reads the file and applies log-level, \
-            max-concurrent and exit-when-idle at once. Under systemd the daemon uses the socket passed by \
+            max-concurrent, max-connections-per-host, bandwidth-limit and exit-when-idle at once (limits set \
+            with `halftunesctl limits` win over the file until set again). Under systemd the daemon uses the socket passed by \
             halftunesd.socket (FileDescriptorName=control), reports READY/STATUS/STOPPING, pings the \
             watchdog and logs to the journal with HALFTUNES_TASK=, HALFTUNES_SESSION= and HALFTUNES_URL= fields.
             """,
@@ -45,6 +46,15 @@ struct Halftunesd: AsyncParsableCommand {
     @Option(name: .customLong("max-concurrent"), help: ArgumentHelp("Transfers running at once, daemon-wide (default: 6).", valueName: "n"))
     var maxConcurrent: String?
 
+    @Option(name: .customLong("max-connections-per-host"), help: ArgumentHelp(
+        "Transfers running at once to one host (scheme, host and port; default: 6).", valueName: "n"))
+    var maxConnectionsPerHost: String?
+
+    @Option(name: .customLong("bandwidth-limit"), help: ArgumentHelp(
+        "Bytes per second across all transfers, with an optional k, M or G suffix (powers of 1024), e.g. 2M; "
+            + "0 = unlimited (default).", valueName: "rate"))
+    var bandwidthLimit: String?
+
     @Option(name: .customLong("log-level"), help: ArgumentHelp(
         "trace, debug, info, notice, warning, error or critical (default: info).", valueName: "level"))
     var logLevel: String?
@@ -66,12 +76,27 @@ struct Halftunesd: AsyncParsableCommand {
         valueName: "seconds"))
     var clientTimeout: String?
 
+    @Option(name: .customLong("max-connections-per-uid"), help: ArgumentHelp(
+        "Control connections one user may hold open at once (default: 64).", valueName: "n"))
+    var maxConnectionsPerUID: String?
+
+    @Option(name: .customLong("max-tasks-per-session"), help: ArgumentHelp(
+        "Unfinished tasks one session may hold (default: 10000).", valueName: "n"))
+    var maxTasksPerSession: String?
+
+    @Option(name: .customLong("max-pending-events"), help: ArgumentHelp(
+        "Unacknowledged events past which a session accepts no new tasks (default: 100000).", valueName: "n"))
+    var maxPendingEvents: String?
+
     /// The values given as options, checked exactly as the configuration file's values are.
     func flagSettings() throws -> DaemonSettings {
         let given: [(SettingKey, String?)] = [
             (.socket, socket), (.stateDir, stateDir), (.downloadsDir, downloadsDir), (.maxConcurrent, maxConcurrent),
+            (.maxConnectionsPerHost, maxConnectionsPerHost), (.bandwidthLimit, bandwidthLimit),
             (.logLevel, logLevel), (.exitWhenIdle, exitWhenIdle), (.checkpointInterval, checkpointInterval),
             (.maxPendingOutput, maxPendingOutput), (.clientTimeout, clientTimeout),
+            (.maxConnectionsPerUID, maxConnectionsPerUID), (.maxTasksPerSession, maxTasksPerSession),
+            (.maxPendingEvents, maxPendingEvents),
         ]
         var settings = DaemonSettings()
         for case let (key, value?) in given {

@@ -238,6 +238,41 @@ struct ResourceCapTests {
         }
     }
 
+    /// A session with too many unfinished tasks, or too many unacknowledged events, accepts no new task
+    /// (and says what frees it); acknowledging events or finishing tasks makes room. Nothing is dropped.
+    @Test func tasksAndUnacknowledgedEventsPerSessionAreCapped() async throws {
+        try await withDaemon(["--max-tasks-per-session", "5", "--max-pending-events", "12"]) { daemon, origin in
+            let client = try daemon.client()
+            _ = try client.openSession("caps")
+            var ids: [Int64] = []
+            for i in 0..<5 { ids.append(try client.createTask(TaskCreateParams(session: "caps", url: "http://127.0.0.1:9/\(i)", destination: "c\(i)")).id) }
+            do {
+                _ = try client.createTask(TaskCreateParams(session: "caps", url: "http://127.0.0.1:9/x", destination: "cx"))
+                Issue.record("a sixth unfinished task was accepted")
+            } catch HalfTunesClientError.rpc(let e) {
+                #expect(e.code == RPCErrorCode.limitExceeded.rawValue)
+                #expect(e.message.contains("5 unfinished tasks"))
+            }
+            // Canceling finishes tasks: room for more, until the unacknowledged events pile up.
+            for id in ids { _ = try client.cancel(id) }
+            let pending = try client.session("caps").lastEventSeq
+            #expect(pending >= 12)
+            do {
+                _ = try client.createTask(TaskCreateParams(session: "caps", url: "http://127.0.0.1:9/y", destination: "cy"))
+                Issue.record("a task was accepted past the unacknowledged-event cap")
+            } catch HalfTunesClientError.rpc(let e) {
+                #expect(e.code == RPCErrorCode.limitExceeded.rawValue)
+                #expect(e.message.contains("events.ack"))
+            }
+            // Every event is still there to replay; acknowledging them makes room.
+            let replay = try EventRecorder(client: client, session: "caps", after: 0)
+            _ = try replay.wait(for: "replay") { $0.isDidFinishEvents }
+            #expect(replay.all.compactMap(\.seq).count == Int(pending))
+            _ = try client.ack(session: "caps", through: pending)
+            _ = try client.createTask(TaskCreateParams(session: "caps", url: "http://127.0.0.1:9/z", destination: "cz"))
+        }
+    }
+
     /// One connection may hold at most 16 subscriptions.
     @Test func subscriptionsPerConnectionAreCapped() async throws {
         try await withDaemon { daemon, origin in

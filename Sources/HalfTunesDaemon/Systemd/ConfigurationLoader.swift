@@ -6,37 +6,57 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var stateDirectory: String
     public var downloadsDirectory: String
     public var maxConcurrent: Int
+    public var maxConnectionsPerHost: Int
+    /// Bytes per second across all transfers; 0 = unlimited.
+    public var bandwidthLimit: Int64
     public var logLevel: Logger.Level
     /// nil: never exit for idleness.
     public var exitWhenIdle: Double?
     public var checkpointInterval: Double
     public var maxPendingOutput: Int
     public var clientTimeout: Double
+    public var maxConnectionsPerUID: Int
+    public var maxTasksPerSession: Int
+    public var maxPendingEvents: Int
 
     public static let defaultMaxConcurrent = 6
+    public static let defaultMaxConnectionsPerHost = 6
     public static let defaultLogLevel = Logger.Level.info
     public static let defaultCheckpointInterval = 1.0
     public static let defaultMaxPendingOutput = 8 << 20
     public static let defaultClientTimeout = 60.0
+    public static let defaultMaxConnectionsPerUID = 64
+    public static let defaultMaxTasksPerSession = 10_000
+    public static let defaultMaxPendingEvents = 100_000
 
     public init(_ s: DaemonSettings) {
         socket = s.socket ?? DefaultPaths.socketPath()
         stateDirectory = s.stateDirectory ?? DefaultPaths.stateDirectory()
         downloadsDirectory = s.downloadsDirectory ?? DefaultPaths.downloadsDirectory()
         maxConcurrent = s.maxConcurrent ?? Self.defaultMaxConcurrent
+        maxConnectionsPerHost = s.maxConnectionsPerHost ?? Self.defaultMaxConnectionsPerHost
+        bandwidthLimit = s.bandwidthLimit ?? 0
         logLevel = s.logLevel ?? Self.defaultLogLevel
         exitWhenIdle = s.exitWhenIdle.flatMap { $0 > 0 ? $0 : nil }
         checkpointInterval = s.checkpointInterval ?? Self.defaultCheckpointInterval
         maxPendingOutput = s.maxPendingOutput ?? Self.defaultMaxPendingOutput
         clientTimeout = s.clientTimeout ?? Self.defaultClientTimeout
+        maxConnectionsPerUID = s.maxConnectionsPerUID ?? Self.defaultMaxConnectionsPerUID
+        maxTasksPerSession = s.maxTasksPerSession ?? Self.defaultMaxTasksPerSession
+        maxPendingEvents = s.maxPendingEvents ?? Self.defaultMaxPendingEvents
     }
 
     public var daemonConfiguration: DaemonConfiguration {
         var config = DaemonConfiguration(socketPath: socket, stateDirectory: stateDirectory,
                                          downloadsDirectory: downloadsDirectory, maxConcurrent: maxConcurrent)
         config.checkpointInterval = checkpointInterval
+        config.maxConnectionsPerHost = maxConnectionsPerHost
+        config.bandwidthLimit = bandwidthLimit
         config.maxPendingOutputBytes = maxPendingOutput
         config.clientTimeout = clientTimeout
+        config.maxConnectionsPerUID = maxConnectionsPerUID
+        config.maxTasksPerSession = maxTasksPerSession
+        config.maxPendingEventsPerSession = maxPendingEvents
         return config
     }
 
@@ -47,11 +67,16 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.stateDirectory = stateDirectory
         s.downloadsDirectory = downloadsDirectory
         s.maxConcurrent = maxConcurrent
+        s.maxConnectionsPerHost = maxConnectionsPerHost
+        s.bandwidthLimit = bandwidthLimit
         s.logLevel = logLevel
         s.exitWhenIdle = exitWhenIdle ?? 0
         s.checkpointInterval = checkpointInterval
         s.maxPendingOutput = maxPendingOutput
         s.clientTimeout = clientTimeout
+        s.maxConnectionsPerUID = maxConnectionsPerUID
+        s.maxTasksPerSession = maxTasksPerSession
+        s.maxPendingEvents = maxPendingEvents
         return s
     }
 

@@ -1,3 +1,4 @@
+import HalfTunesProtocol
 import Logging
 
 /// Everything the flags and the configuration file can set. Every field is optional: a value that is
@@ -7,6 +8,10 @@ public struct DaemonSettings: Sendable, Equatable {
     public var stateDirectory: String?
     public var downloadsDirectory: String?
     public var maxConcurrent: Int?
+    /// Transfers running at once to one host (scheme, host, port).
+    public var maxConnectionsPerHost: Int?
+    /// Bytes per second across all transfers; 0 = unlimited.
+    public var bandwidthLimit: Int64?
     public var logLevel: Logger.Level?
     /// Seconds without clients or pending tasks after which a socket-activated daemon exits; 0 = never.
     public var exitWhenIdle: Double?
@@ -14,6 +19,12 @@ public struct DaemonSettings: Sendable, Equatable {
     public var maxPendingOutput: Int?
     /// Seconds a client may leave the daemon's output unread before it is disconnected.
     public var clientTimeout: Double?
+    /// Control connections one uid may hold at once.
+    public var maxConnectionsPerUID: Int?
+    /// Unfinished tasks one session may hold.
+    public var maxTasksPerSession: Int?
+    /// Unacknowledged events past which a session accepts no new tasks.
+    public var maxPendingEvents: Int?
 
     public init() {}
 
@@ -31,11 +42,16 @@ public struct DaemonSettings: Sendable, Equatable {
         case .stateDir: return stateDirectory
         case .downloadsDir: return downloadsDirectory
         case .maxConcurrent: return maxConcurrent.map(String.init)
+        case .maxConnectionsPerHost: return maxConnectionsPerHost.map(String.init)
+        case .bandwidthLimit: return bandwidthLimit.map(String.init)
         case .logLevel: return logLevel?.rawValue
         case .exitWhenIdle: return exitWhenIdle.map { "\($0)" }
         case .checkpointInterval: return checkpointInterval.map { "\($0)" }
         case .maxPendingOutput: return maxPendingOutput.map(String.init)
         case .clientTimeout: return clientTimeout.map { "\($0)" }
+        case .maxConnectionsPerUID: return maxConnectionsPerUID.map(String.init)
+        case .maxTasksPerSession: return maxTasksPerSession.map(String.init)
+        case .maxPendingEvents: return maxPendingEvents.map(String.init)
         }
     }
 }
@@ -51,18 +67,23 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case stateDir = "state-dir"
     case downloadsDir = "downloads-dir"
     case maxConcurrent = "max-concurrent"
+    case maxConnectionsPerHost = "max-connections-per-host"
+    case bandwidthLimit = "bandwidth-limit"
     case logLevel = "log-level"
     case exitWhenIdle = "exit-when-idle"
     case checkpointInterval = "checkpoint-interval"
     case maxPendingOutput = "max-pending-output"
     case clientTimeout = "client-timeout"
+    case maxConnectionsPerUID = "max-connections-per-uid"
+    case maxTasksPerSession = "max-tasks-per-session"
+    case maxPendingEvents = "max-pending-events"
 
     public var flag: String { "--" + rawValue }
 
     /// Whether a changed value takes effect on SIGHUP (the others need a restart).
     public var appliesOnReload: Bool {
         switch self {
-        case .logLevel, .maxConcurrent, .exitWhenIdle: return true
+        case .logLevel, .maxConcurrent, .maxConnectionsPerHost, .bandwidthLimit, .exitWhenIdle: return true
         default: return false
         }
     }
@@ -74,6 +95,13 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .stateDir: settings.stateDirectory = try Self.absolutePath(text)
         case .downloadsDir: settings.downloadsDirectory = try Self.absolutePath(text)
         case .maxConcurrent: settings.maxConcurrent = try Self.integer(text, in: 1...1000)
+        case .maxConnectionsPerHost: settings.maxConnectionsPerHost = try Self.integer(text, in: 1...1000)
+        case .bandwidthLimit:
+            guard let rate = ByteRate.parse(text), ByteRate.problem(with: rate) == nil else {
+                throw SettingValueError(message: "must be 0 (unlimited) or a rate of at least 1k, in bytes per second with "
+                    + "an optional k, M or G suffix (powers of 1024), e.g. 512k or 2M (got '\(text)')\(Self.commentHint(text))")
+            }
+            settings.bandwidthLimit = rate
         case .logLevel:
             guard let level = Logger.Level(rawValue: text.lowercased()) else {
                 throw SettingValueError(message: "must be one of trace, debug, info, notice, warning, error, critical (got '\(text)')")
@@ -85,6 +113,9 @@ public enum SettingKey: String, CaseIterable, Sendable {
             settings.checkpointInterval = try Self.seconds(text, allowZero: false, max: 60)
         case .maxPendingOutput: settings.maxPendingOutput = try Self.integer(text, in: 4096...(1 << 40))
         case .clientTimeout: settings.clientTimeout = try Self.seconds(text, allowZero: false, max: 24 * 3600)
+        case .maxConnectionsPerUID: settings.maxConnectionsPerUID = try Self.integer(text, in: 1...100_000)
+        case .maxTasksPerSession: settings.maxTasksPerSession = try Self.integer(text, in: 1...10_000_000)
+        case .maxPendingEvents: settings.maxPendingEvents = try Self.integer(text, in: 1...100_000_000)
         }
     }
 
@@ -94,11 +125,16 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .stateDir: if let v = source.stateDirectory { target.stateDirectory = v }
         case .downloadsDir: if let v = source.downloadsDirectory { target.downloadsDirectory = v }
         case .maxConcurrent: if let v = source.maxConcurrent { target.maxConcurrent = v }
+        case .maxConnectionsPerHost: if let v = source.maxConnectionsPerHost { target.maxConnectionsPerHost = v }
+        case .bandwidthLimit: if let v = source.bandwidthLimit { target.bandwidthLimit = v }
         case .logLevel: if let v = source.logLevel { target.logLevel = v }
         case .exitWhenIdle: if let v = source.exitWhenIdle { target.exitWhenIdle = v }
         case .checkpointInterval: if let v = source.checkpointInterval { target.checkpointInterval = v }
         case .maxPendingOutput: if let v = source.maxPendingOutput { target.maxPendingOutput = v }
         case .clientTimeout: if let v = source.clientTimeout { target.clientTimeout = v }
+        case .maxConnectionsPerUID: if let v = source.maxConnectionsPerUID { target.maxConnectionsPerUID = v }
+        case .maxTasksPerSession: if let v = source.maxTasksPerSession { target.maxTasksPerSession = v }
+        case .maxPendingEvents: if let v = source.maxPendingEvents { target.maxPendingEvents = v }
         }
     }
 

@@ -1,3 +1,4 @@
+import HalfTunesProtocol
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -104,7 +105,8 @@ final class ServiceSupervisor: Sendable {
     // MARK: - Reload
 
     /// SIGHUP: RELOADING=1, re-read the configuration file (flags still win), apply what can change at run
-    /// time (log-level, max-concurrent, exit-when-idle), then READY=1. A bad file changes nothing.
+    /// time (log-level, max-concurrent, max-connections-per-host, bandwidth-limit, exit-when-idle), then
+    /// READY=1. A bad file changes nothing.
     func reload() async {
         notifier.reloading()
         if let loader {
@@ -117,7 +119,9 @@ final class ServiceSupervisor: Sendable {
             }
         }
         let current = settings.withLockedValue { $0 }
-        await core.setMaxConcurrent(current.maxConcurrent)
+        await core.setConfiguredLimits(DaemonLimits(maxConcurrent: current.maxConcurrent,
+                                                    maxConnectionsPerHost: current.maxConnectionsPerHost,
+                                                    bandwidthLimit: current.bandwidthLimit))
         notifier.ready(status: await core.serviceStatusLine())
     }
 
@@ -126,6 +130,8 @@ final class ServiceSupervisor: Sendable {
             let changed = new.changedKeys(from: current)
             current.logLevel = new.logLevel
             current.maxConcurrent = new.maxConcurrent
+            current.maxConnectionsPerHost = new.maxConnectionsPerHost
+            current.bandwidthLimit = new.bandwidthLimit
             current.exitWhenIdle = new.exitWhenIdle
             return changed
         }

@@ -16,11 +16,21 @@ struct Download: ParsableCommand {
     var headerLines: [String] = []
     @Option(help: "A label for the task.") var description: String?
     @Option(help: "Resume data from `halftunesctl cancel --resume-data`.") var resumeData: String?
+    @Option(help: ArgumentHelp("The file's expected SHA-256: it is published only if it matches.", valueName: "hex"))
+    var sha256: String?
+    @Option(help: ArgumentHelp("high, normal (default) or low: queued tasks start by priority.", valueName: "priority"))
+    var priority: TaskPriority?
+    @Option(name: .customLong("limit-rate"), help: ArgumentHelp(
+        "This task's bandwidth limit: bytes per second, k/M/G suffixes in powers of 1024 (e.g. 512k, 2M).",
+        valueName: "rate"))
+    var limitRate: String?
     @Flag(help: "Follow the task until it completes (exit 0 done, 1 failed, 4 canceled).") var wait = false
 
     func validate() throws {
         if url == nil && resumeData == nil { throw ValidationError("give a URL or --resume-data") }
         _ = try DownloadArguments.headers(headerLines)
+        if let sha256 { _ = try ControlArguments.checksum(sha256: sha256) }
+        if let limitRate { _ = try ControlArguments.rate(limitRate, option: "--limit-rate") }
     }
 
     func run() throws {
@@ -31,7 +41,8 @@ struct Download: ParsableCommand {
         let task = try client.createTask(TaskCreateParams(
             session: session, url: url, destination: try DownloadArguments.destination(destination, url: url),
             headers: try DownloadArguments.headers(headerLines), description: description,
-            resumeData: resumeData, start: true))
+            resumeData: resumeData, start: true, checksum: try sha256.map(ControlArguments.checksum(sha256:)),
+            priority: priority, bandwidthLimit: try limitRate.map { try ControlArguments.rate($0, option: "--limit-rate") }))
         if options.json { try Console.json(task) } else { Console.out(TaskText.headline(task)) }
         guard let events else { return }
         var follower = TaskFollower(task: task, json: options.json)

@@ -26,6 +26,10 @@ struct Show: ParsableCommand {
         if let reason = task.waitingReason { fields.append(("Waiting for", TaskText.errorText(reason))) }
         if let next = task.nextAttemptAt { fields.append(("Next attempt", next)) }
         if let position = task.queuePosition { fields.append(("Queue position", String(position))) }
+        if let hold = task.hold { fields.append(("Held by", "\(hold.message) (\(hold.reason))")) }
+        fields.append(("Priority", task.priority.rawValue))
+        if let limit = task.bandwidthLimit { fields.append(("Rate limit", ByteRate.format(limit))) }
+        if let checksum = task.checksum { fields.append(("Checksum", checksum)) }
         if let error = task.error { fields.append(("Error", TaskText.errorText(error))) }
         fields.append(("Attempts", String(task.attempts)))
         if let etag = task.etag { fields.append(("ETag", etag)) }

@@ -15,6 +15,9 @@ struct Status: ParsableCommand {
         Console.out("tasks:    \(counts.joined(separator: ", "))")
         Console.out("sessions: \(status.sessions)")
         Console.out("rate:     \(Formatting.rate(status.downloadRate)) (at most \(status.maxConcurrent) transfers at once)")
+        if let limits = status.limits {
+            Console.out("limits:   \(limits.maxConnectionsPerHost) transfers per host, bandwidth \(ByteRate.format(limits.bandwidthLimit))")
+        }
         Console.out("socket:   \(status.socketPath)")
         Console.out("state:    \(status.stateDirectory)")
     }

@@ -19,8 +19,10 @@ enum TaskText {
         case .running:
             return "running, \(progress(task))"
         case .queued:
-            let position = task.queuePosition.map { "position \($0) in the queue" } ?? "waiting for a transfer slot"
-            return "queued: \(position)"
+            var text = "queued: " + (task.queuePosition.map { "position \($0) in the queue" } ?? "waiting for a transfer slot")
+            if task.priority != .normal { text += " (\(task.priority.rawValue) priority)" }
+            if let hold = task.hold { text += "; \(hold.message)" }
+            return text
         case .waiting:
             var text = "waiting"
             if let reason = task.waitingReason { text += ": \(reason.message)" }

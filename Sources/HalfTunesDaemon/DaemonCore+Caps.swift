@@ -1,0 +1,17 @@
+import HalfTunesProtocol
+
+extension DaemonCore {
+    /// Refuses a new task when its session holds too many unfinished tasks, or has too many
+    /// unacknowledged events: events are never dropped unacknowledged, so the session must ack first.
+    func checkCapsForNewTask(in s: ManagedSession) throws(RPCError) {
+        let identifier = s.record.identifier
+        let unfinished = tasks.values.reduce(0) { $0 + ($1.record.session == identifier && !$1.machine.state.isTerminal ? 1 : 0) }
+        guard unfinished < configuration.maxTasksPerSession else {
+            throw RPCError(.limitExceeded, "Session '\(identifier)' already has \(unfinished) unfinished tasks (at most \(configuration.maxTasksPerSession)); wait for some to finish or cancel them")
+        }
+        let pending = try journaled { try journal.eventCount(session: identifier) }
+        guard pending < configuration.maxPendingEventsPerSession else {
+            throw RPCError(.limitExceeded, "Session '\(identifier)' has \(pending) unacknowledged events (at most \(configuration.maxPendingEventsPerSession)); acknowledge delivered events with events.ack to create more tasks")
+        }
+    }
+}

@@ -1,0 +1,108 @@
+// Daemon-wide limits: configured (file, flags, reloads), overridden by daemon.setLimits (journaled), applied live.
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonCore {
+    /// Journal `settings` keys (the configuration file's names).
+    enum LimitKey {
+        static let maxConcurrent = "max-concurrent"
+        static let maxConnectionsPerHost = "max-connections-per-host"
+        static let bandwidthLimit = "bandwidth-limit"
+    }
+
+    /// The limits in effect.
+    var limits: DaemonLimits {
+        DaemonLimits(maxConcurrent: configuration.maxConcurrent,
+                     maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                     bandwidthLimit: configuration.bandwidthLimit)
+    }
+
+    /// At start: the configured limits, then the journaled `daemon.setLimits` values over them.
+    func loadLimits() {
+        configuredLimits = limits
+        let stored = (try? journal.settings()) ?? [:]
+        var overrides = DaemonSetLimitsParams()
+        if let text = stored[LimitKey.maxConcurrent], let v = Int(text), Self.limitRange.contains(v) {
+            overrides.maxConcurrent = v
+        }
+        if let text = stored[LimitKey.maxConnectionsPerHost], let v = Int(text), Self.limitRange.contains(v) {
+            overrides.maxConnectionsPerHost = v
+        }
+        if let text = stored[LimitKey.bandwidthLimit], let v = Int64(text), ByteRate.problem(with: v) == nil {
+            overrides.bandwidthLimit = v
+        }
+        limitOverrides = overrides
+        applyLimits()
+        if overrides.maxConcurrent != nil || overrides.maxConnectionsPerHost != nil || overrides.bandwidthLimit != nil {
+            logger.info("limits set with daemon.setLimits are in effect (they win over the configuration file)",
+                        metadata: ["maxConcurrent": "\(configuration.maxConcurrent)",
+                                   "maxConnectionsPerHost": "\(configuration.maxConnectionsPerHost)",
+                                   "bandwidthLimit": "\(configuration.bandwidthLimit)"])
+        }
+    }
+
+    /// A reload read new configured limits; values set with `daemon.setLimits` still win.
+    func setConfiguredLimits(_ configured: DaemonLimits) {
+        configuredLimits = configured
+        let o = limitOverrides
+        let masked = [
+            o.maxConcurrent.flatMap { $0 != configured.maxConcurrent ? LimitKey.maxConcurrent : nil },
+            o.maxConnectionsPerHost.flatMap { $0 != configured.maxConnectionsPerHost ? LimitKey.maxConnectionsPerHost : nil },
+            o.bandwidthLimit.flatMap { $0 != configured.bandwidthLimit ? LimitKey.bandwidthLimit : nil },
+        ].compactMap { $0 }
+        if !masked.isEmpty {
+            let keys = masked.joined(separator: ", ")
+            logger.notice("\(keys) keep the value set with daemon.setLimits (`halftunesctl limits` changes it); the configuration file's value is not used")
+        }
+        applyLimits()
+    }
+
+    /// `daemon.setLimits`: checks every given value, journals them, applies them to running transfers.
+    func setLimits(_ p: DaemonSetLimitsParams) throws(RPCError) -> DaemonLimits {
+        if let v = p.maxConcurrent, !Self.limitRange.contains(v) {
+            throw RPCError.invalidParams("maxConcurrent must be from 1 to \(Self.limitRange.upperBound) (got \(v))")
+        }
+        if let v = p.maxConnectionsPerHost, !Self.limitRange.contains(v) {
+            throw RPCError.invalidParams("maxConnectionsPerHost must be from 1 to \(Self.limitRange.upperBound) (got \(v))")
+        }
+        if let v = p.bandwidthLimit, let problem = ByteRate.problem(with: v) {
+            throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
+        }
+        var values: [String: String?] = [:]
+        if let v = p.maxConcurrent { values[LimitKey.maxConcurrent] = String(v) }
+        if let v = p.maxConnectionsPerHost { values[LimitKey.maxConnectionsPerHost] = String(v) }
+        if let v = p.bandwidthLimit { values[LimitKey.bandwidthLimit] = String(v) }
+        guard !values.isEmpty else { return limits }
+        try journaled { try journal.setSettings(values) }
+        if let v = p.maxConcurrent { limitOverrides.maxConcurrent = v }
+        if let v = p.maxConnectionsPerHost { limitOverrides.maxConnectionsPerHost = v }
+        if let v = p.bandwidthLimit { limitOverrides.bandwidthLimit = v }
+        applyLimits()
+        logger.notice("limits changed", metadata: ["maxConcurrent": "\(configuration.maxConcurrent)",
+                                                   "maxConnectionsPerHost": "\(configuration.maxConnectionsPerHost)",
+                                                   "bandwidthLimit": "\(configuration.bandwidthLimit)"])
+        return limits
+    }
+
+    /// Puts the effective limits in place: more slots start queued tasks at once; fewer let running
+    /// transfers finish (none is stopped); a bandwidth change reaches running transfers within 1/4 s.
+    private func applyLimits() {
+        let configured = configuredLimits ?? limits
+        configuration.maxConcurrent = limitOverrides.maxConcurrent ?? configured.maxConcurrent
+        configuration.maxConnectionsPerHost = limitOverrides.maxConnectionsPerHost ?? configured.maxConnectionsPerHost
+        configuration.bandwidthLimit = limitOverrides.bandwidthLimit ?? configured.bandwidthLimit
+        globalBandwidth.setRate(configuration.bandwidthLimit)
+        pump()
+    }
+
+    static let limitRange = 1...1000
+
+    /// The bandwidth limiter of a transfer about to start: the daemon-wide bucket and a fresh bucket of
+    /// its own (fresh, so a resumed transfer never bursts).
+    func makeRateLimiter(for t: inout ManagedTask) -> RateLimiter {
+        let own = BandwidthBucket(rate: t.record.bandwidthLimit ?? 0)
+        t.bandwidth = own
+        return RateLimiter(buckets: [globalBandwidth, own])
+    }
+}

@@ -1,0 +1,123 @@
+// Queue order and limit checks as pure functions: which queued tasks start now, and what holds the others.
+import HalfTunesProtocol
+
+/// The scheduler's decisions, without I/O. The queue is ordered by priority (high, normal, low), then by
+/// queue order (FIFO, or the place `task.move` gave). Tasks are considered in that order; a task whose
+/// session or host is at its limit is held and the next one may start (it does not block the whole queue),
+/// while the daemon-wide limit holds everything behind it.
+enum QueuePlanner {
+    struct Limits: Sendable, Equatable {
+        var maxConcurrent: Int
+        var maxConnectionsPerHost: Int
+        /// Per session identifier; absent: no per-session limit.
+        var sessionMaxConcurrent: [String: Int] = [:]
+    }
+
+    struct Entry: Sendable, Equatable {
+        var id: Int64
+        var session: String
+        /// `HostKey.of(url)`.
+        var host: String
+        /// Its previous transfer is still stopping: it cannot start yet.
+        var stopping = false
+    }
+
+    /// A transfer holding a slot.
+    struct Running: Sendable, Equatable {
+        var session: String
+        var host: String
+    }
+
+    enum Decision: Sendable, Equatable {
+        case start
+        case hold(TaskHold)
+    }
+
+    /// The sort key of a queued task: priority class first, then queue order, then id.
+    static func precedes(_ a: (priority: TaskPriority, order: Int64, id: Int64),
+                         _ b: (priority: TaskPriority, order: Int64, id: Int64)) -> Bool {
+        (a.priority.rank, a.order, a.id) < (b.priority.rank, b.order, b.id)
+    }
+
+    /// The queue order that puts a task before every other task of its class: below all of `orders` (the
+    /// orders of the other tasks of the same priority) and below zero, so `enqueue` keeps it.
+    static func frontOrder(among orders: [Int64]) -> Int64 {
+        min(orders.min() ?? 0, 0) - 1
+    }
+
+    /// Decides every entry of `queue` (already in order) up to and including `until` (all when nil). With
+    /// `stopWhenFull` it stops once the daemon-wide limit is reached (the rest would all be held by it).
+    static func plan(queue: [Entry], running: [Running], limits: Limits, until: Int64? = nil,
+                     stopWhenFull: Bool = false) -> [(Int64, Decision)] {
+        var total = running.count
+        var perSession: [String: Int] = [:]
+        var perHost: [String: Int] = [:]
+        for r in running {
+            perSession[r.session, default: 0] += 1
+            perHost[r.host, default: 0] += 1
+        }
+        var decisions: [(Int64, Decision)] = []
+        for (index, entry) in queue.enumerated() {
+            if stopWhenFull, total >= limits.maxConcurrent { break }
+            let decision: Decision
+            if entry.stopping {
+                decision = .hold(TaskHold(reason: "previousTransferStopping",
+                                          message: "Its previous transfer is still stopping"))
+            } else if total >= limits.maxConcurrent {
+                decision = .hold(TaskHold(reason: "maxConcurrent",
+                                          message: "\(total) of \(limits.maxConcurrent) daemon-wide transfer slots in use"
+                                              + ahead(index)))
+            } else if let max = limits.sessionMaxConcurrent[entry.session], perSession[entry.session, default: 0] >= max {
+                decision = .hold(TaskHold(reason: "sessionMaxConcurrent",
+                                          message: "\(perSession[entry.session, default: 0]) of \(max) transfers of session "
+                                              + "'\(entry.session)' running (the session's maxConcurrent)"))
+            } else if perHost[entry.host, default: 0] >= limits.maxConnectionsPerHost {
+                decision = .hold(TaskHold(reason: "hostMaxConnections",
+                                          message: "\(perHost[entry.host, default: 0]) of \(limits.maxConnectionsPerHost) "
+                                              + "connections to \(entry.host) in use (max-connections-per-host)"))
+            } else {
+                decision = .start
+                total += 1
+                perSession[entry.session, default: 0] += 1
+                perHost[entry.host, default: 0] += 1
+            }
+            decisions.append((entry.id, decision))
+            if entry.id == until { break }
+        }
+        return decisions
+    }
+
+    private static func ahead(_ index: Int) -> String {
+        index == 0 ? "; it is next in the queue" : "; \(index) task\(index == 1 ? "" : "s") ahead in the queue"
+    }
+}
+
+/// The host a transfer connects to, as the per-host limit counts it: "scheme://host:port", lowercased, with
+/// the scheme's default port filled in and any user info dropped.
+enum HostKey {
+    static func of(_ url: String) -> String {
+        var rest = Substring(url)
+        var scheme = "http"
+        if let range = rest.range(of: "://") {
+            scheme = rest[..<range.lowerBound].lowercased()
+            rest = rest[range.upperBound...]
+        }
+        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        var host = rest
+        var port: Substring?
+        if rest.hasPrefix("[") {
+            if let close = rest.firstIndex(of: "]") {
+                host = rest[...close]
+                let after = rest[rest.index(after: close)...]
+                if after.hasPrefix(":") { port = after.dropFirst() }
+            }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = rest[..<colon]
+            port = rest[rest.index(after: colon)...]
+        }
+        let defaultPort = scheme == "https" ? "443" : "80"
+        let p = port.flatMap { $0.isEmpty ? nil : String($0) } ?? defaultPort
+        return "\(scheme)://\(host.lowercased()):\(p)"
+    }
+}

@@ -1,0 +1,108 @@
+@testable import HalfTunesDaemon
+import HalfTunesProtocol
+import Testing
+
+@Suite("Queue order and limits")
+struct QueuePlannerTests {
+    typealias Entry = QueuePlanner.Entry
+    typealias Running = QueuePlanner.Running
+
+    func entry(_ id: Int64, session: String = "s", host: String = "http://a:80") -> Entry {
+        Entry(id: id, session: session, host: host)
+    }
+
+    func started(_ decisions: [(Int64, QueuePlanner.Decision)]) -> [Int64] {
+        decisions.filter { $0.1 == .start }.map(\.0)
+    }
+
+    func reasons(_ decisions: [(Int64, QueuePlanner.Decision)]) -> [Int64: String] {
+        var result: [Int64: String] = [:]
+        for (id, d) in decisions { if case .hold(let h) = d { result[id] = h.reason } }
+        return result
+    }
+
+    /// High before normal before low; FIFO (queue order, then id) within a class; negative orders (moved to
+    /// the front) first.
+    @Test func ordersByPriorityThenQueueOrder() {
+        let tasks: [(TaskPriority, Int64, Int64)] = [
+            (.low, 1, 1), (.normal, 2, 2), (.high, 9, 3), (.normal, 3, 4), (.high, 4, 5), (.normal, -1, 6), (.low, 5, 7),
+        ]
+        let sorted = tasks.sorted { QueuePlanner.precedes(($0.0, $0.1, $0.2), ($1.0, $1.1, $1.2)) }.map(\.2)
+        #expect(sorted == [5, 3, 6, 2, 4, 1, 7])
+        #expect(QueuePlanner.precedes((.normal, 5, 1), (.normal, 5, 2)))
+    }
+
+    @Test func frontOrderIsBelowEveryOtherAndNegative() {
+        #expect(QueuePlanner.frontOrder(among: []) == -1)
+        #expect(QueuePlanner.frontOrder(among: [4, 7]) == -1)
+        #expect(QueuePlanner.frontOrder(among: [3, -2]) == -3)
+    }
+
+    @Test func daemonWideLimitHoldsEverythingBehind() {
+        let limits = QueuePlanner.Limits(maxConcurrent: 2, maxConnectionsPerHost: 6)
+        let d = QueuePlanner.plan(queue: [entry(1), entry(2), entry(3)], running: [Running(session: "s", host: "http://a:80")],
+                                  limits: limits)
+        #expect(started(d) == [1])
+        #expect(reasons(d) == [2: "maxConcurrent", 3: "maxConcurrent"])
+        guard case .hold(let hold) = d[2].1 else { Issue.record("not held"); return }
+        #expect(hold.message == "2 of 2 daemon-wide transfer slots in use; 2 tasks ahead in the queue")
+        // The scheduler stops looking once nothing more can start.
+        let starts = QueuePlanner.plan(queue: [entry(1), entry(2), entry(3)], running: [Running(session: "s", host: "h")],
+                                       limits: limits, stopWhenFull: true)
+        #expect(starts.map(\.0) == [1])
+    }
+
+    /// A session or host at its limit holds its own tasks only: later tasks of others still start.
+    @Test func sessionAndHostLimitsSkipAhead() {
+        let limits = QueuePlanner.Limits(maxConcurrent: 10, maxConnectionsPerHost: 2, sessionMaxConcurrent: ["one": 1])
+        let queue = [entry(1, session: "one"), entry(2, session: "one"), entry(3, session: "two", host: "http://b:80"),
+                     entry(4, session: "two"), entry(5, session: "two"), entry(6, session: "two", host: "http://b:80")]
+        let d = QueuePlanner.plan(queue: queue, running: [Running(session: "two", host: "http://a:80")], limits: limits)
+        #expect(started(d) == [1, 3, 6])
+        #expect(reasons(d) == [2: "sessionMaxConcurrent", 4: "hostMaxConnections", 5: "hostMaxConnections"])
+        guard case .hold(let session) = d[1].1, case .hold(let host) = d[3].1 else { Issue.record("not held"); return }
+        #expect(session.message.contains("1 of 1 transfers of session 'one'"))
+        #expect(host.message.contains("2 of 2 connections to http://a:80"))
+    }
+
+    @Test func aStoppingTransferHoldsOnlyItsTaskAndPlanStopsAtUntil() {
+        var first = entry(1)
+        first.stopping = true
+        let limits = QueuePlanner.Limits(maxConcurrent: 1, maxConnectionsPerHost: 6)
+        let d = QueuePlanner.plan(queue: [first, entry(2), entry(3)], running: [], limits: limits)
+        #expect(reasons(d) == [1: "previousTransferStopping", 3: "maxConcurrent"])
+        #expect(started(d) == [2])
+        #expect(QueuePlanner.plan(queue: [first, entry(2), entry(3)], running: [], limits: limits, until: 2).count == 2)
+    }
+
+    @Test func hostKeysNameSchemeHostAndPort() {
+        #expect(HostKey.of("http://Example.ORG/a?b") == "http://example.org:80")
+        #expect(HostKey.of("https://example.org/") == "https://example.org:443")
+        #expect(HostKey.of("HTTPS://user:pw@example.org:8443/x") == "https://example.org:8443")
+        #expect(HostKey.of("http://127.0.0.1:8080") == "http://127.0.0.1:8080")
+        #expect(HostKey.of("http://[::1]:81/f") == "http://[::1]:81")
+        #expect(HostKey.of("http://[::1]/f") == "http://[::1]:80")
+        #expect(HostKey.of("http://a:80/x") == HostKey.of("http://A/y"))
+    }
+}
+
+@Suite("Limit settings")
+struct LimitSettingsTests {
+    @Test func bandwidthAndPerHostKeysParse() throws {
+        var s = DaemonSettings()
+        try SettingKey.bandwidthLimit.assign("2M", to: &s)
+        #expect(s.bandwidthLimit == 2 << 20)
+        try SettingKey.bandwidthLimit.assign("0", to: &s)
+        #expect(s.bandwidthLimit == 0)
+        try SettingKey.maxConnectionsPerHost.assign("2", to: &s)
+        #expect(s.maxConnectionsPerHost == 2)
+        #expect(throws: SettingValueError.self) { try SettingKey.bandwidthLimit.assign("2X", to: &s) }
+        #expect(throws: SettingValueError.self) { try SettingKey.bandwidthLimit.assign("100", to: &s) }
+        #expect(throws: SettingValueError.self) { try SettingKey.maxConnectionsPerHost.assign("0", to: &s) }
+        #expect(SettingKey.bandwidthLimit.appliesOnReload && SettingKey.maxConnectionsPerHost.appliesOnReload)
+        let resolved = ResolvedSettings(s)
+        #expect(resolved.daemonConfiguration.maxConnectionsPerHost == 2)
+        #expect(ResolvedSettings(DaemonSettings()).maxConnectionsPerHost == 6)
+        #expect(resolved.asSettings.text(for: .bandwidthLimit) == "0")
+    }
+}
