@@ -72,6 +72,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 outbox.closeWhenFlushed()
                 return
             }
+            outbox.setViewer(uid)
             // Counted until every request read from it is handled (the stream ends after the channel closed).
             defer { quota.release(uid) }
             for await line in lines {

@@ -101,6 +101,7 @@ extension DaemonCore {
             responseLimit: isUpload ? .upload : .data(maxBytes: t.record.maxResponseBytes),
             requestTimeout: config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout)
         request.rateLimiter = makeRateLimiter(for: &t)
+        request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
         let runtime = TaskRuntime(taskID: id, journal: journal, durableBytes: 0)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"

@@ -8,11 +8,10 @@ extension DaemonCore {
 
     func openSession(_ p: SessionOpenParams, uid: UInt32) throws(RPCError) -> SessionOpenResult {
         let id = p.identifier
-        guard !id.isEmpty, id.utf8.count <= Self.maxIdentifierLength,
-              !id.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\r" || $0 == "\0" || $0 == "/" })
-        else {
-            throw RPCError.invalidParams("session identifier must be 1–255 characters without '/', NUL or newlines")
-        }
+        // The router qualified the identifier with the owner's uid ("1000/com.example.app").
+        let owner = SessionNames.owner(of: id) ?? uid
+        let name = SessionNames.name(of: id)
+        if let problem = Self.identifierProblem(name) { throw RPCError.invalidParams(problem) }
         let config = try resolve(p.configuration)
         if var existing = sessions[id] {
             guard existing.record.state == .active else {
@@ -27,12 +26,25 @@ extension DaemonCore {
             }
             return SessionOpenResult(session: sessionInfo(existing), reattached: true)
         }
-        let record = SessionRecord(identifier: id, uid: uid, configuration: config, state: .active, createdAt: clock())
+        let record = SessionRecord(identifier: id, uid: owner, configuration: config, state: .active, createdAt: clock())
         try journaled { try journal.upsertSession(record) }
         let s = ManagedSession(record: record, lastEventSeq: (try? journal.lastEventSeq(session: id)) ?? 0)
         sessions[id] = s
         logger.info("session opened", metadata: ["session": "\(id)"])
         return SessionOpenResult(session: sessionInfo(s), reattached: false)
+    }
+
+    /// Why `name` cannot be a session identifier, or nil: 1–255 bytes of letters, digits and
+    /// `. _ - @ + :`, starting with a letter or digit (reverse-DNS names like com.example.app fit).
+    static func identifierProblem(_ name: String) -> String? {
+        let allowed = Set(".-_@+:")
+        guard let first = name.unicodeScalars.first, name.utf8.count <= maxIdentifierLength,
+              first.properties.isASCIIHexDigit || ("a"..."z").contains(first) || ("A"..."Z").contains(first),
+              name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || allowed.contains($0)) })
+        else {
+            return "session identifier must be 1–\(maxIdentifierLength) ASCII letters, digits and . _ - @ + :, starting with a letter or digit (got '\(name.prefix(64))')"
+        }
+        return nil
     }
 
     /// Fills in defaults and validates a configuration.
@@ -58,7 +70,17 @@ extension DaemonCore {
         if let max = config.maxConcurrent, !Self.limitRange.contains(max) {
             throw RPCError.invalidParams("configuration.maxConcurrent must be from 1 to \(Self.limitRange.upperBound) (got \(max))")
         }
+        if let retry = config.retry, let problem = Backoff.problem(with: retry) {
+            throw RPCError.invalidParams(problem)
+        }
+        config.retry = Backoff(config.retry).policy
+        config.allowInsecureRedirects = config.allowInsecureRedirects ?? false
         return config
+    }
+
+    /// The retry policy of a session's tasks (the defaults when the session is gone or stored without one).
+    func backoff(forSession identifier: String) -> Backoff {
+        Backoff(sessions[identifier]?.record.configuration.retry)
     }
 
     func validateHeaders(_ headers: [String: String]) throws(RPCError) {
@@ -83,7 +105,8 @@ extension DaemonCore {
     }
 
     func listSessions() -> SessionListResult {
-        SessionListResult(sessions: sessions.values.sorted { $0.record.identifier < $1.record.identifier }.map(sessionInfo))
+        SessionListResult(sessions: sessions.values.filter { Caller.mayAccess(owner: $0.record.uid) }
+            .sorted { $0.record.identifier < $1.record.identifier }.map(sessionInfo))
     }
 
     func invalidateSession(_ p: SessionInvalidateParams) async throws(RPCError) -> SessionInvalidateResult {

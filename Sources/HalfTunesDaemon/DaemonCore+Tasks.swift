@@ -116,6 +116,7 @@ extension DaemonCore {
 
     func resumeTask(_ id: Int64) throws(RPCError) -> TaskInfo {
         guard !shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
+        _ = try task(id) // only the owner (or root) may
         try apply(.resume, to: id)
         pump()
         return info(try task(id))
@@ -124,6 +125,7 @@ extension DaemonCore {
     /// Pauses the task. Returns once its transfer has stopped, so `bytesDurable` in the answer is
     /// final: everything received was fsynced and journaled, and a resume continues exactly there.
     func suspendTask(_ id: Int64) async throws(RPCError) -> TaskInfo {
+        _ = try task(id) // only the owner (or root) may
         let actions = try apply(.suspend, to: id)
         pump()
         if actions.contains(.stopTransfer), let runtime = tasks[id]?.runtime { _ = await runtime.outcome() }
@@ -137,17 +139,22 @@ extension DaemonCore {
         pump()
         var resumeData: String?
         if canKeep {
-            // Wait for the transfer to stop so the durable length is final.
-            if let runtime = tasks[id]?.runtime { _ = await runtime.outcome() }
-            resumeData = try makeResumeData(for: id)
+            // Wait for the transfer to stop so the durable length is final. The runtime has it at once;
+            // the task's row gets it only when the core has handled the transfer's end, maybe later.
+            var durable: Int64?
+            if let runtime = tasks[id]?.runtime {
+                _ = await runtime.outcome()
+                durable = runtime.durableBytes
+            }
+            resumeData = try makeResumeData(for: id, durable: durable)
         }
         return TaskCancelResult(task: info(try task(id)), resumeData: resumeData)
     }
 
-    private func makeResumeData(for id: Int64) throws(RPCError) -> String? {
+    private func makeResumeData(for id: Int64, durable: Int64?) throws(RPCError) -> String? {
         guard let t = tasks[id] else { return nil }
         let r = t.record
-        let bytes = min(r.bytesDurable, PartialFile.length(path: r.partialPath) ?? 0)
+        let bytes = min(max(r.bytesDurable, durable ?? 0), PartialFile.length(path: r.partialPath) ?? 0)
         guard bytes > 0 else {
             PartialFile.remove(path: r.partialPath)
             return nil
@@ -167,6 +174,7 @@ extension DaemonCore {
         if let s = p.session { _ = try session(s) }
         let selected = tasks.values
             .filter { p.session == nil || $0.record.session == p.session }
+            .filter { Caller.mayAccess(owner: sessions[$0.record.session]?.record.uid ?? 0) }
             .filter { p.state == nil || $0.machine.state == p.state }
             .sorted { $0.id < $1.id }
         return TaskListResult(tasks: infos(selected).map(\.withoutResponseBody))
@@ -180,6 +188,7 @@ extension DaemonCore {
     func apply(_ input: TaskStateMachine.Input, to id: Int64, extra: [EventPayload] = [],
                update: (inout TaskRecord) -> Void = { _ in }) throws(RPCError) -> [TaskStateMachine.Action] {
         guard var t = tasks[id] else { throw RPCError.unknownTask(id) }
+        t.machine.backoff = backoff(forSession: t.record.session) // the session's current retry policy
         let now = clock()
         let actions: [TaskStateMachine.Action]
         do {

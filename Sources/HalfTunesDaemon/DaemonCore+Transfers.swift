@@ -18,6 +18,7 @@ extension DaemonCore {
             requestTimeout: config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout,
             checkpointInterval: configuration.checkpointInterval)
         request.rateLimiter = makeRateLimiter(for: &t)
+        request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
         let runtime = TaskRuntime(taskID: id, journal: journal, durableBytes: t.record.bytesDurable)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
@@ -116,7 +117,8 @@ extension DaemonCore {
         case .failed(let failure):
             logger.info("transfer failed: \(failure.error.message)",
                         metadata: ["task": "\(id)", "transient": "\(failure.isTransient)"])
-            _ = try? apply(.transferFailed(failure.error, transient: failure.isTransient, retryAfter: failure.retryAfter), to: id)
+            _ = try? apply(.transferFailed(failure.error, transient: failure.isTransient, retryAfter: failure.retryAfter,
+                                           jitterSample: Double.random(in: 0..<1)), to: id)
         case .stopped:
             // Stopped without being asked (should not happen): retry soon rather than lose the task.
             _ = try? apply(.transferFailed(TaskError(code: TaskErrorCode.connectionLost, message: "The transfer stopped unexpectedly"),

@@ -90,13 +90,19 @@ actor DaemonCore {
 
     // MARK: - Lookups
 
+    /// The session (by its qualified name); another uid's session is "unknown", as if it did not exist.
     func session(_ identifier: String) throws(RPCError) -> ManagedSession {
-        guard let s = sessions[identifier] else { throw RPCError.unknownSession(identifier) }
+        guard let s = sessions[identifier], Caller.mayAccess(owner: s.record.uid) else {
+            throw RPCError.unknownSession(identifier)
+        }
         return s
     }
 
+    /// The task; a task of another uid's session is "unknown", as if it did not exist.
     func task(_ id: Int64) throws(RPCError) -> ManagedTask {
-        guard let t = tasks[id] else { throw RPCError.unknownTask(id) }
+        guard let t = tasks[id], Caller.mayAccess(owner: sessions[t.record.session]?.record.uid ?? 0) else {
+            throw RPCError.unknownTask(id)
+        }
         return t
     }
 

@@ -51,14 +51,25 @@ final class Outbox: Sendable {
     var pendingBytes: Int { state.withLockedValue { $0.pending } }
     var isClosed: Bool { state.withLockedValue { $0.closed } }
 
+    /// The peer's uid once known: session names in everything sent are shown as that uid sees them.
+    private let viewer = NIOLockedValueBox<UInt32?>(nil)
+
+    func setViewer(_ uid: UInt32) { viewer.withLockedValue { $0 = uid } }
+
     func send(response: RPCResponse) {
+        var response = response
+        if let uid = viewer.withLockedValue({ $0 }) {
+            response.result = response.result.map { SessionNames.present($0, to: uid) }
+            response.error = response.error.map { SessionNames.present($0, to: uid) }
+        }
         guard let line = try? WireCoding.line(response) else { return }
         send(line: line)
     }
 
     func send(notification event: Event) {
-        guard let params = try? JSONValue(encoding: event),
-              let line = try? WireCoding.line(RPCNotification(method: HalfTunes.eventNotification, params: params))
+        guard var params = try? JSONValue(encoding: event) else { return }
+        if let uid = viewer.withLockedValue({ $0 }) { params = SessionNames.present(params, to: uid) }
+        guard let line = try? WireCoding.line(RPCNotification(method: HalfTunes.eventNotification, params: params))
         else { return }
         send(line: line)
     }

@@ -70,7 +70,7 @@ enum QueuePlanner {
             } else if let max = limits.sessionMaxConcurrent[entry.session], perSession[entry.session, default: 0] >= max {
                 decision = .hold(TaskHold(reason: "sessionMaxConcurrent",
                                           message: "\(perSession[entry.session, default: 0]) of \(max) transfers of session "
-                                              + "'\(entry.session)' running (the session's maxConcurrent)"))
+                                              + "'\(SessionNames.name(of: entry.session))' running (the session's maxConcurrent)"))
             } else if perHost[entry.host, default: 0] >= limits.maxConnectionsPerHost {
                 decision = .hold(TaskHold(reason: "hostMaxConnections",
                                           message: "\(perHost[entry.host, default: 0]) of \(limits.maxConnectionsPerHost) "

@@ -111,7 +111,9 @@ struct RPCRouter: Sendable {
         }
         let ctx = RPCContext(connectionID: connectionID, uid: uid, outbox: outbox, requestID: id)
         do {
-            switch try await handler(ctx, params) {
+            let qualified = try SessionNames.qualify(params: params, method: method, uid: uid)
+            let reply = try await Caller.$uid.withValue(uid) { try await handler(ctx, qualified) }
+            switch reply {
             case .result(let result): return id == nil ? nil : RPCResponse(id: id, result: result)
             case .alreadySent: return nil
             }

@@ -88,7 +88,7 @@ public final class Exchange: Sendable {
         let config = ExchangeDelegate.Config(
             url: request.url, method: request.method, limit: request.responseLimit,
             idleTimeout: Self.amount(request.requestTimeout), progressInterval: Self.amount(request.progressInterval),
-            bytesToSend: bytesToSend)
+            bytesToSend: bytesToSend, allowInsecureRedirects: request.allowInsecureRedirects)
         let delegate = ExchangeDelegate(eventLoop: eventLoop, config: config, exchange: self, observer: observer,
                                         body: body, limiter: request.rateLimiter)
         logger.debug("starting exchange", metadata: ["url": "\(request.url)", "method": "\(request.method)"])

@@ -17,12 +17,16 @@ final class ExchangeDelegate: HTTPClientResponseDelegate {
         var progressInterval: TimeAmount
         /// The request body's length (uploads).
         var bytesToSend: Int64?
+        /// The session's `allowInsecureRedirects` (https → http).
+        var allowInsecureRedirects: Bool
     }
 
     struct LoopState {
         var task: HTTPClient.Task<Void>?
         var finished = false
         var finalURL: String
+        /// URLs requested in this attempt, the first one first (for `RedirectPolicy`).
+        var visited: [String] = []
         var status: Int?
         var headers: [(String, String)] = []
         var collector: ResponseCollector
@@ -100,17 +104,29 @@ final class ExchangeDelegate: HTTPClientResponseDelegate {
 
     // MARK: - Response
 
+    /// Called for every response head, redirects included, before AsyncHTTPClient follows one: a redirect
+    /// that `RedirectPolicy` refuses fails the request here, so the refused URL is never requested.
     func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
         let url = request.url.absoluteString
-        let refusal = box.withValue { s -> TaskError? in
+        let refused = box.withValue { s -> Bool in
             s.lastActivity = .now()
-            let previous = s.finalURL
             s.finalURL = url
-            guard let refusal = ExchangeRules.redirectRefusal(from: previous, to: url) else { return nil }
-            s.refused = refusal
-            return refusal
+            if s.visited.isEmpty { s.visited = [url] }
+            let verdict = RedirectPolicy.evaluate(from: url, status: Int(head.status.code),
+                                                  location: head.headers.first(name: "Location"), visited: s.visited,
+                                                  allowInsecure: self.config.allowInsecureRedirects)
+            switch verdict {
+            case .notARedirect:
+                return false
+            case .follow(let target):
+                s.visited.append(target)
+                return false
+            case .refuse(let error):
+                s.refused = error
+                return true
+            }
         }
-        if refusal != nil { task.fail(reason: EngineAbort.decided) }
+        if refused { task.fail(reason: EngineAbort.decided) }
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {

@@ -1,4 +1,4 @@
-// Pure rules of an exchange: the capped response body, status classification, refused redirects.
+// Pure rules of an exchange: methods, the capped response body, status classification.
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -97,12 +97,5 @@ public enum ExchangeRules {
         }
         let error = TaskError(code: TaskErrorCode.httpStatus, message: "HTTP \(status) from \(url)", httpStatus: status)
         return .failed(TransferFailure(error: error, isTransient: false, durableBytes: 0), response: response)
-    }
-
-    /// An https → http redirect, refused: it would send the request (and an upload's body) in clear text.
-    public static func redirectRefusal(from previous: String, to next: String) -> TaskError? {
-        guard previous.lowercased().hasPrefix("https:"), next.lowercased().hasPrefix("http:") else { return nil }
-        return TaskError(code: TaskErrorCode.redirectRefused,
-                         message: "Refused the redirect from \(previous) to \(next): it leaves https for http")
     }
 }

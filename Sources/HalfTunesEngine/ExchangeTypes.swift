@@ -20,6 +20,8 @@ public struct ExchangeRequest: Sendable {
     public var progressInterval: Double
     /// Bandwidth limits the request body (uploads) and the response body are metered against (nil: none).
     public var rateLimiter: RateLimiter? = nil
+    /// Follow a redirect from https to http (the session's `allowInsecureRedirects`); refused by default.
+    public var allowInsecureRedirects = false
 
     public init(taskID: Int64, url: String, method: String, headers: [(name: String, value: String)] = [],
                 uploadFile: String? = nil, responseLimit: ResponseLimit, requestTimeout: Double = 60,

@@ -18,8 +18,27 @@ public enum ResumeDecision: Sendable, Equatable {
     /// Non-2xx final status.
     case fail(TaskError, transient: Bool, retryAfter: Double?)
 
-    /// Statuses worth retrying later; 429 and 503 say the server is busy.
-    static let transientStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+    /// 5xx statuses that say the request itself cannot work, so retrying it would not help: 501 Not
+    /// Implemented, 505 HTTP Version Not Supported, 506 Variant Also Negotiates, 508 Loop Detected, 510 Not
+    /// Extended, 511 Network Authentication Required (a captive portal: a person must act).
+    static let permanentServerStatuses: Set<Int> = [501, 505, 506, 508, 510, 511]
+
+    /// Whether retrying a request that got `status` later may help: 408, 429 and every 5xx except
+    /// `permanentServerStatuses` (500, 502, 503, 504, 507, 509, 52x from proxies and CDNs, ...). Other 4xx
+    /// (and 3xx that were not followed) are permanent.
+    public static func isTransient(status: Int) -> Bool {
+        if status == 408 || status == 429 { return true }
+        return (500...599).contains(status) && !permanentServerStatuses.contains(status)
+    }
+
+    /// The stable code for a failing status: `serverBusy` (429, 503), `timedOut` (408, 504), else `httpStatus`.
+    public static func errorCode(status: Int) -> String {
+        switch status {
+        case 429, 503: return TaskErrorCode.serverBusy
+        case 408, 504: return TaskErrorCode.timedOut
+        default: return TaskErrorCode.httpStatus
+        }
+    }
 
     public static func decide(requestedOffset: Int64, status: Int, headers: [(String, String)], now: Double) -> ResumeDecision {
         decide(requestedOffset: requestedOffset, status: status, headers: headers, now: now, sentIfRange: nil, url: nil)
@@ -63,8 +82,8 @@ public enum ResumeDecision: Sendable, Equatable {
             let reasonPhrase = HTTPResponseStatus(statusCode: status).reasonPhrase
             var message = "HTTP \(status) \(reasonPhrase)"
             if let url { message += " from \(url)" }
-            let transient = transientStatuses.contains(status)
-            let code = (status == 429 || status == 503) ? TaskErrorCode.serverBusy : TaskErrorCode.httpStatus
+            let transient = isTransient(status: status)
+            let code = errorCode(status: status)
             let retryAfter = header("Retry-After", in: headers).flatMap { RetryAfter.parse($0, now: now) }
             return .fail(TaskError(code: code, message: message, httpStatus: status), transient: transient,
                          retryAfter: retryAfter)

@@ -13,34 +13,8 @@ public struct TaskStateMachine: Sendable, Equatable {
     public private(set) var consecutiveFailures: Int
     /// The task fails with `resourceTimeout` when a retry would start after this time.
     public let resourceDeadline: Double?
-    public let backoff: Backoff
-
-    public struct Backoff: Sendable, Equatable {
-        public var initial: Double
-        public var maximum: Double
-        /// Longest `Retry-After` honoured.
-        public var maximumRetryAfter: Double
-        public init(initial: Double = 1, maximum: Double = 60, maximumRetryAfter: Double = 3600) {
-            self.initial = initial
-            self.maximum = maximum
-            self.maximumRetryAfter = maximumRetryAfter
-        }
-
-        /// Delay before retry number `failures` (1-based): initial·2^(n-1), capped; Retry-After wins when longer.
-        public func delay(failures: Int, retryAfter: Double?) -> Double {
-            let exponent = Double(max(0, min(failures - 1, 30)))
-            let computed = min(maximum, initial * pow2(exponent))
-            guard let retryAfter, retryAfter > 0 else { return computed }
-            return max(computed, min(retryAfter, maximumRetryAfter))
-        }
-
-        private func pow2(_ e: Double) -> Double {
-            var r = 1.0
-            var i = 0.0
-            while i < e { r *= 2; i += 1 }
-            return r
-        }
-    }
+    /// The session's retry policy; the daemon keeps it current (a re-opened session may change it).
+    public var backoff: Backoff
 
     public enum Input: Sendable, Equatable {
         /// Client `task.resume` (also "retry now" for a waiting task).
@@ -53,8 +27,9 @@ public struct TaskStateMachine: Sendable, Equatable {
         case slotGranted
         /// The transfer finished and the file was published.
         case completed
-        /// The transfer failed.
-        case transferFailed(TaskError, transient: Bool, retryAfter: Double?)
+        /// The transfer failed. `jitterSample` is a random number in [0, 1) drawn by the caller (the machine
+        /// itself has no randomness); 0.5 means no jitter.
+        case transferFailed(TaskError, transient: Bool, retryAfter: Double?, jitterSample: Double = 0.5)
         /// The transfer made progress (resets the backoff).
         case madeProgress
         /// The retry timer fired.
@@ -149,10 +124,16 @@ public struct TaskStateMachine: Sendable, Equatable {
         case (.running, .madeProgress):
             consecutiveFailures = 0
             return []
-        case (.running, .transferFailed(let err, let transient, let retryAfter)):
+        case (.running, .transferFailed(let err, let transient, let retryAfter, let sample)):
             if transient {
                 consecutiveFailures += 1
-                let at = now + backoff.delay(failures: consecutiveFailures, retryAfter: retryAfter)
+                if backoff.givesUp(after: consecutiveFailures) {
+                    let attempts = consecutiveFailures == 1 ? "1 attempt" : "\(consecutiveFailures) attempts in a row"
+                    return fail(TaskError(code: err.code, message: "Gave up after \(attempts) without progress "
+                                              + "(retry.maxAttempts is \(consecutiveFailures)): \(err.message)",
+                                          httpStatus: err.httpStatus))
+                }
+                let at = now + backoff.delay(failures: consecutiveFailures, retryAfter: retryAfter, jitterSample: sample)
                 if let deadline = resourceDeadline, at > deadline {
                     return fail(TaskError(code: TaskErrorCode.resourceTimeout,
                                           message: "Gave up: the resource timeout ends before the next retry (last error: \(err.message))"))

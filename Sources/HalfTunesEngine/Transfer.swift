@@ -99,7 +99,8 @@ public final class Transfer: Sendable {
             sentIfRange: requestedOffset > 0 ? ifRange : nil, requestValidators: request.validators,
             expectedLength: request.expectedLength, idleTimeout: Self.amount(request.requestTimeout),
             checkpointInterval: Self.amount(request.checkpointInterval),
-            progressInterval: Self.amount(request.progressInterval))
+            progressInterval: Self.amount(request.progressInterval),
+            allowInsecureRedirects: request.allowInsecureRedirects)
         let delegate = TransferDelegate(eventLoop: eventLoop, config: config, writer: writer, transfer: self,
                                         observer: observer)
         logger.debug("starting transfer", metadata: [

@@ -31,6 +31,8 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         var idleTimeout: TimeAmount
         var checkpointInterval: TimeAmount
         var progressInterval: TimeAmount
+        /// The session's `allowInsecureRedirects` (https → http).
+        var allowInsecureRedirects = false
     }
 
     enum Decided: Sendable {
@@ -45,6 +47,8 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         var task: HTTPClient.Task<Void>?
         var phase = Phase.connecting
         var finalURL: String
+        /// URLs requested in this attempt, the first one first (for `RedirectPolicy`).
+        var visited: [String] = []
         var decided: Decided?
         var start: ResponseStart?
         /// Absolute offset where this response's body should end, when the response says.
@@ -116,12 +120,30 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         }
     }
 
+    /// Called for every response head, redirects included, before AsyncHTTPClient follows one: a redirect
+    /// that `RedirectPolicy` refuses fails the request here, so the refused URL is never requested.
     func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
         let url = request.url.absoluteString
-        box.withValue { s in
+        let refused = box.withValue { s -> Bool in
             s.finalURL = url
             s.lastActivity = .now()
+            if s.visited.isEmpty { s.visited = [url] }
+            let verdict = RedirectPolicy.evaluate(from: url, status: Int(head.status.code),
+                                                  location: head.headers.first(name: "Location"), visited: s.visited,
+                                                  allowInsecure: self.config.allowInsecureRedirects)
+            switch verdict {
+            case .notARedirect:
+                return false
+            case .follow(let target):
+                s.visited.append(target)
+                return false
+            case .refuse(let error):
+                s.decided = .fail(error, transient: false, retryAfter: nil)
+                s.phase = .ignoringBody
+                return true
+            }
         }
+        if refused { task.fail(reason: EngineAbort.decided) }
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {

@@ -47,6 +47,8 @@ public struct TransferRequest: Sendable {
     public var progressInterval: Double
     /// Bandwidth limits the body is metered against (received bytes are held back to the rate); nil: none.
     public var rateLimiter: RateLimiter? = nil
+    /// Follow a redirect from https to http (the session's `allowInsecureRedirects`); refused by default.
+    public var allowInsecureRedirects = false
 
     public init(taskID: Int64, url: String, headers: [(name: String, value: String)] = [], partialPath: String,
                 durableOffset: Int64 = 0, validators: Validators? = nil, expectedLength: Int64? = nil,

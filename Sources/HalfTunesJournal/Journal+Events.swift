@@ -14,7 +14,7 @@ extension Journal {
     /// The session's journaled events with seq > `after`, ascending, with `seq` set.
     public func events(session: String, after: Int64, limit: Int = Int(Int32.max)) throws -> [Event] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT seq, json FROM events WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?",
+            try Row.fetchAll(db, sql: "SELECT seq, session, json FROM events WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?",
                              arguments: [session, after, limit]).map(Event.init(row:))
         }
     }

@@ -144,6 +144,8 @@ extension Event {
         var event = try JSONText.decode(Event.self, try row.decode(String.self, forColumn: "json"),
                                         table: "events", key: String(seq))
         event.seq = seq
+        // The row's session is authoritative (migration v3 qualified it; the JSON keeps the old name).
+        if let session = try? row.decode(String.self, forColumn: "session") { event.session = session }
         self = event
     }
 }

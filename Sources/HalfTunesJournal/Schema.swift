@@ -6,6 +6,7 @@ enum JournalSchema {
     static let migrations: [(identifier: String, sql: String)] = [
         ("v1", v1),
         ("v2", v2),
+        ("v3", v3),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -98,5 +99,18 @@ enum JournalSchema {
             key TEXT PRIMARY KEY NOT NULL,
             value TEXT NOT NULL
         ) WITHOUT ROWID;
+        """
+
+    /// Issue 5: sessions belong to their uid. Identifiers are stored qualified by the owner's uid
+    /// ("1000/com.example.app"), in every table, so two users' sessions of the same name never meet.
+    /// Children first, while the old names still find their session; foreign keys are checked at the end.
+    static let v3 = """
+        UPDATE tasks SET session = (SELECT uid FROM sessions WHERE identifier = tasks.session) || '/' || session
+            WHERE instr(session, '/') = 0;
+        UPDATE events SET session = (SELECT uid FROM sessions WHERE identifier = events.session) || '/' || session
+            WHERE instr(session, '/') = 0;
+        UPDATE resume_tokens SET session = (SELECT uid FROM sessions WHERE identifier = resume_tokens.session) || '/' || session
+            WHERE instr(session, '/') = 0;
+        UPDATE sessions SET identifier = uid || '/' || identifier WHERE instr(identifier, '/') = 0;
         """
 }

@@ -19,7 +19,8 @@ struct HalfTunesCtl: ParsableCommand {
             + "5 illegal state change, 69 daemon not running. See docs/cli.md.",
         version: HalfTunes.version,
         subcommands: [Download.self, Pause.self, Resume.self, Cancel.self, Show.self, List.self, Sessions.self,
-                      Subscribe.self, Watch.self, Status.self, Move.self, SetTask.self, Limits.self]
+                      Subscribe.self, Watch.self, Status.self, Move.self, SetTask.self, Limits.self, Upload.self,
+                      Fetch.self]
     )
 
     static func main() {

@@ -119,6 +119,8 @@ struct Halftunesd: AsyncParsableCommand {
         DaemonLogging.bootstrap(control: logLevel)
         let logger = Logger(label: "halftunesd")
         signal(SIGPIPE, SIG_IGN)
+        // Over RLIMIT_FSIZE a write must fail with EFBIG (the task waits with `fileTooLarge`), not kill the daemon.
+        signal(SIGXFSZ, SIG_IGN)
 
         let loader = ConfigurationLoader(flags: try flagSettings(), configPath: config)
         let settings: ResolvedSettings

@@ -104,13 +104,14 @@ import Testing
         let busy = ResumeDecision.decide(requestedOffset: 0, status: 429, headers: [], now: now)
         #expect(busy == .fail(TaskError(code: TaskErrorCode.serverBusy, message: "HTTP 429 Too Many Requests",
                                         httpStatus: 429), transient: true, retryAfter: nil))
-        for status in [408, 500, 502, 504] {
+        for (status, code) in [(408, TaskErrorCode.timedOut), (500, TaskErrorCode.httpStatus),
+                               (502, TaskErrorCode.httpStatus), (504, TaskErrorCode.timedOut)] {
             guard case .fail(let error, true, nil) = ResumeDecision.decide(requestedOffset: 0, status: status,
                                                                           headers: [], now: now) else {
                 Issue.record("\(status) should be transient")
                 continue
             }
-            #expect(error.code == TaskErrorCode.httpStatus)
+            #expect(error.code == code)
             #expect(error.httpStatus == status)
         }
         guard case .fail(_, false, _) = ResumeDecision.decide(requestedOffset: 0, status: 403, headers: [], now: now) else {

@@ -86,7 +86,7 @@ struct TaskStateMachineTests {
     }
 
     @Test func transientFailureWaitsWithExponentialBackoff() throws {
-        var m = machine(.running)
+        var m = M(state: .running, backoff: Backoff(initial: 1, maximum: 60, jitter: 0.2))
         var delays: [Double] = []
         for _ in 0..<8 {
             let actions = try m.handle(.transferFailed(boom, transient: true, retryAfter: nil), now: 100)

@@ -9,7 +9,7 @@ import Testing
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 2)
+            #expect(journal.schemaVersion == 3)
             #expect(journal.schemaVersion == Journal.latestSchemaVersion)
             #expect(journal.path == path)
             let tables = try journal.dbQueue.read { db in
@@ -35,14 +35,15 @@ import Testing
             try first.close()
 
             let second = try Journal(path: path)
-            #expect(second.schemaVersion == 2)
+            #expect(second.schemaVersion == 3)
             #expect(try second.loadSessions() == [Sample.session()])
             #expect(try second.loadTasks() == [task])
             try second.close()
         }
     }
 
-    /// A journal written by a v1 daemon keeps its tasks, which get the v2 defaults (normal priority).
+    /// A journal written by a v1 daemon keeps its tasks, which get the v2 defaults (normal priority), and
+    /// its sessions, qualified by their owner's uid (v3) everywhere, events included.
     @Test func aVersionOneJournalMigratesWithDefaults() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
@@ -51,16 +52,20 @@ import Testing
             let queue = try DatabaseQueue(path: path)
             try migrator.migrate(queue)
             try queue.write { db in
-                try db.execute(sql: "INSERT INTO sessions (identifier, uid, configuration, state, created_at, acked_through, last_event_seq) VALUES ('s', 0, '{}', 'active', 1, 0, 0)")
+                try db.execute(sql: "INSERT INTO sessions (identifier, uid, configuration, state, created_at, acked_through, last_event_seq) VALUES ('s', 1000, '{}', 'active', 1, 0, 0)")
                 try db.execute(sql: "INSERT INTO tasks (session, kind, url, state, phase, destination, partial_path, headers, bytes_durable, attempts, queue_order, created_at, updated_at) VALUES ('s', 'download', 'http://h/f', 'queued', 'transfer', '/d/f', '/s/1.part', '{}', 5, 0, 1, 1, 1)")
+                try db.execute(sql: #"INSERT INTO events (session, task, type, created_at, json) VALUES ('s', 1, 'stateChanged', 1, '{"previousState":null,"seq":null,"session":"s","state":"queued","task":1,"time":"t","type":"stateChanged"}')"#)
             }
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 2)
+            #expect(journal.schemaVersion == 3)
             let tasks = try journal.loadTasks()
             #expect(tasks.count == 1)
             #expect(tasks.first?.priority == .normal)
+            #expect(tasks.first?.session == "1000/s")
+            #expect(try journal.loadSessions().map(\.identifier) == ["1000/s"])
+            #expect(try journal.events(session: "1000/s", after: 0).map(\.session) == ["1000/s"])
             #expect(tasks.first?.checksum == nil && tasks.first?.response == nil)
             #expect(try journal.settings().isEmpty)
             try journal.setSettings(["bandwidth-limit": "1000", "max-concurrent": "3"])

@@ -31,7 +31,7 @@ extension OriginState {
                 method: head.method.rawValue, path: path, uri: uri,
                 headers: head.headers.map { (name: $0.name, value: $0.value) },
                 range: head.headers.first(name: "range"), ifRange: head.headers.first(name: "if-range"),
-                status: 0, rangeStart: nil, bodyBytesSent: 0, etag: nil, declaredLength: nil, truncated: false))
+                arrivedAt: wallClockSeconds(), status: 0, rangeStart: nil, bodyBytesSent: 0, etag: nil, declaredLength: nil, truncated: false))
         return requests.count - 1
     }
 
@@ -73,7 +73,7 @@ extension OriginState {
             return page(status, behavior.retryAfter.map { [("Retry-After", $0)] } ?? [])
         }
         if let location = behavior.redirectTo {
-            return page(302, [("Location", location)])
+            return page(behavior.redirectStatus, [("Location", location)])
         }
         guard let resource = resources[path] else { return page(404) }
         guard request.method == "GET" || isHead else { return page(405, [("Allow", "GET, HEAD")]) }
@@ -99,7 +99,12 @@ extension OriginState {
                 case .ignore: break
                 case .unsatisfiable:
                     return page(416, [("Content-Range", "bytes */\(size)")])
-                case .range(let r): range = r
+                case .range(let r):
+                    if behavior.refuseRangeTimes > 0 {
+                        behavior.refuseRangeTimes -= 1
+                        return page(416, [("Content-Range", "bytes */\(size)")])
+                    }
+                    range = r
                 }
             }
         }
@@ -126,11 +131,13 @@ extension OriginState {
         var plan = finish(status, .resource(slice), chunked: behavior.omitContentLength)
         guard !isHead else { return plan }
         plan.bytesPerSecond = behavior.bytesPerSecond
-        if let after = behavior.dropAfterBytes, behavior.dropTimes > 0, after < length {
+        if let after = behavior.dropAfterBytes, behavior.dropTimes > 0,
+            after < length || (behavior.omitContentLength && after == length) {
             behavior.dropTimes -= 1
             plan.closeAt = max(0, after)
         }
-        if behavior.shortBody {
+        if behavior.shortBody, behavior.shortBodyTimes > 0 {
+            behavior.shortBodyTimes -= 1
             plan.closeAt = min(plan.closeAt ?? .max, length / 2)
         }
         if let after = behavior.stallAfterBytes, behavior.stallTimes > 0, after < length {

@@ -54,6 +54,13 @@ extension TestOrigin {
     }
 }
 
+/// Seconds since 1970 with sub-second precision (CLOCK_REALTIME), to time requests.
+func wallClockSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
 /// The calling thread's Linux thread id, read from /proc/thread-self; nil where that does not exist.
 func currentThreadID() -> Int? {
     var buffer = [CChar](repeating: 0, count: 64)

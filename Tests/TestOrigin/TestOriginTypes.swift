@@ -7,7 +7,8 @@ extension TestOrigin {
 
         /// Throttle the body of each response to this rate (slices every ~15 ms).
         public var bytesPerSecond: Int? = nil
-        /// Close the connection abruptly (FIN, no end of body) after writing N body bytes of a response...
+        /// Close the connection abruptly (FIN, no end of body) after writing N body bytes of a response (with
+        /// `omitContentLength`, N may be the whole length: every byte is sent, the closing chunk is not)...
         public var dropAfterBytes: Int64? = nil
         /// ...for this many responses (then behave normally).
         public var dropTimes: Int = 1
@@ -25,14 +26,21 @@ extension TestOrigin {
         public var ignoreRange: Bool = false
         /// Answer a Range with a 206 whose Content-Range and body start 1024 bytes before the asked start (or at 0).
         public var wrongContentRange: Bool = false
-        /// Declare the full Content-Length, send half of the body, then close.
+        /// Declare the full Content-Length, send half of the body, then close...
         public var shortBody: Bool = false
+        /// ...for this many responses (then behave normally).
+        public var shortBodyTimes: Int = .max
+        /// Answer this many satisfiable Range requests with `416` and `Content-Range: bytes */<size>` (a server
+        /// that wrongly refuses a range it has).
+        public var refuseRangeTimes: Int = 0
         /// Send no ETag / Last-Modified (If-Range then never matches).
         public var omitValidators: Bool = false
         /// Use chunked transfer encoding instead of Content-Length.
         public var omitContentLength: Bool = false
-        /// Answer 302 with this Location (absolute URL or path).
+        /// Answer `redirectStatus` with this Location (absolute URL or path).
         public var redirectTo: String? = nil
+        /// The status of `redirectTo` answers (301, 302, 303, 307, 308).
+        public var redirectStatus: Int = 302
     }
 
     /// One request as the origin saw it, and what it answered.
@@ -46,6 +54,8 @@ extension TestOrigin {
         public var headers: [(name: String, value: String)]
         public var range: String?
         public var ifRange: String?
+        /// When the request head arrived: seconds since 1970 (CLOCK_REALTIME, sub-second).
+        public var arrivedAt: Double
         /// The status answered; 0 while the request is queued behind another on the same connection.
         public var status: Int
         /// Start of the body sent within the resource (0 for 200); nil when no resource body was answered.

@@ -18,7 +18,7 @@ struct List: ParsableCommand {
         for task in tasks {
             let progress = Formatting.percent(task.bytesReceived, of: task.bytesExpected)
                 ?? Formatting.bytes(task.bytesReceived)
-            table.add(String(task.id), task.state.rawValue, progress, task.bytesExpected.map(Formatting.bytes) ?? "?",
+            table.add(String(task.id), TaskText.shortState(task), progress, task.bytesExpected.map(Formatting.bytes) ?? "?",
                       task.session, task.location ?? task.destination)
         }
         Console.out(table.render())

@@ -17,12 +17,16 @@ struct Show: ParsableCommand {
             ("URL", task.url),
         ]
         if let current = task.currentURL, current != task.url { fields.append(("Current URL", current)) }
-        fields.append(("Destination", task.destination))
-        if let location = task.location { fields.append(("Location", location)) }
-        let expected = task.bytesExpected.map(Formatting.bytes) ?? "unknown size"
-        fields.append(("Received", "\(Formatting.bytes(task.bytesReceived)) of \(expected)"
-            + (Formatting.percent(task.bytesReceived, of: task.bytesExpected).map { " (\($0))" } ?? "")))
-        fields.append(("Durable", "\(Formatting.bytes(task.bytesDurable)) (a restart resumes from here)"))
+        if task.kind == TaskKind.download.rawValue {
+            fields.append(("Destination", task.destination))
+            if let location = task.location { fields.append(("Location", location)) }
+            let expected = task.bytesExpected.map(Formatting.bytes) ?? "unknown size"
+            fields.append(("Received", "\(Formatting.bytes(task.bytesReceived)) of \(expected)"
+                + (Formatting.percent(task.bytesReceived, of: task.bytesExpected).map { " (\($0))" } ?? "")))
+            fields.append(("Durable", "\(Formatting.bytes(task.bytesDurable)) (a restart resumes from here)"))
+        } else {
+            fields += TaskText.exchangeFields(task)
+        }
         if let reason = task.waitingReason { fields.append(("Waiting for", TaskText.errorText(reason))) }
         if let next = task.nextAttemptAt { fields.append(("Next attempt", next)) }
         if let position = task.queuePosition { fields.append(("Queue position", String(position))) }

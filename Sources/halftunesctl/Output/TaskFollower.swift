@@ -8,6 +8,8 @@ struct TaskFollower {
     private var meter = RateMeter()
     private var live = LiveLines()
     private var location: String?
+    /// Uploads and data tasks: the response their `didComplete` carried.
+    private(set) var response: TaskResponse?
     private var lastDraw = 0.0
     /// State events up to the one for the state `task` had when created are history (the subscription
     /// started before the task existed): they are not announced.
@@ -65,12 +67,18 @@ struct TaskFollower {
             if isNews && !state.isTerminal { say("Task \(task.id) \(stateText(state, reason: reason))") }
         case let .didFinishDownloading(path):
             location = path
-        case let .didComplete(error, _):
+        case let .didComplete(error, response):
             live.clear()
+            self.response = response
             guard let error else {
-                if !json { Console.out("Task \(task.id) completed: \(location ?? task.location ?? task.destination)") }
+                if !json, let response {
+                    Console.out("Task \(task.id) completed: HTTP \(TaskText.statusLine(response))")
+                } else if !json {
+                    Console.out("Task \(task.id) completed: \(location ?? task.location ?? task.destination)")
+                }
                 return ExitStatus.ok
             }
+            if !json, let response { Console.error("task \(task.id): HTTP \(TaskText.statusLine(response))") }
             if error.code == TaskErrorCode.canceled {
                 Console.error("task \(task.id) was canceled")
                 return ExitStatus.canceled

@@ -2,15 +2,82 @@ import HalfTunesKit
 
 /// Human-readable descriptions of tasks and events.
 enum TaskText {
-    /// "Task 7 queued: https://… → /path".
+    /// "Task 7 queued: https://… → /path", "Task 8 queued: PUT /path → https://…", "Task 9 queued: GET https://…".
     static func headline(_ task: TaskInfo) -> String {
-        "Task \(task.id) \(task.state.rawValue): \(task.url) → \(task.location ?? task.destination)"
+        switch task.kind {
+        case TaskKind.upload.rawValue:
+            return "Task \(task.id) \(task.state.rawValue): \(task.method ?? "PUT") \(task.file ?? "?") → \(task.url)"
+        case TaskKind.data.rawValue:
+            return "Task \(task.id) \(task.state.rawValue): \(task.method ?? "GET") \(task.url)"
+        default:
+            return "Task \(task.id) \(task.state.rawValue): \(task.url) → \(task.location ?? task.destination)"
+        }
     }
 
-    /// Progress so far: "45.3% of 12.4 MB", "3.1 MB of unknown size", or "12.4 MB" when complete.
+    static func isUpload(_ task: TaskInfo) -> Bool { task.kind == TaskKind.upload.rawValue }
+
+    /// Progress so far: "45.3% of 12.4 MB", "3.1 MB of unknown size", or "12.4 MB" when complete; an upload's
+    /// counts the bytes sent ("sent 45.3% of 12.4 MB").
     static func progress(_ task: TaskInfo) -> String {
+        if isUpload(task) {
+            if task.state == .completed { return "sent " + Formatting.bytes(task.bytesExpectedToSend ?? task.bytesSent ?? 0) }
+            return "sent " + Formatting.progress(received: task.bytesSent ?? 0, expected: task.bytesExpectedToSend)
+        }
         if task.state == .completed { return Formatting.bytes(task.bytesReceived) }
         return Formatting.progress(received: task.bytesReceived, expected: task.bytesExpected)
+    }
+
+    /// `show`'s lines for an upload or data task: method, file, bytes sent or received, the response.
+    static func exchangeFields(_ task: TaskInfo) -> [(String, String)] {
+        var fields: [(String, String)] = [("Method", task.method ?? "?")]
+        if isUpload(task) {
+            fields.append(("File", task.file ?? "?"))
+            let expected = task.bytesExpectedToSend.map(Formatting.bytes) ?? "unknown size"
+            let sent = task.bytesSent ?? (task.state == .completed ? task.bytesExpectedToSend ?? 0 : 0)
+            fields.append(("Sent", "\(Formatting.bytes(sent)) of \(expected)"
+                + (Formatting.percent(sent, of: task.bytesExpectedToSend).map { " (\($0))" } ?? "")
+                + (task.state.isTerminal ? "" : "; every attempt (and a restart) sends from byte 0")))
+        } else {
+            fields.append(("Received", Formatting.progress(received: task.bytesReceived, expected: task.bytesExpected)))
+        }
+        if let response = task.response {
+            fields.append(("Response", "HTTP \(statusLine(response))"))
+            if let preview = bodyPreview(response) { fields.append(("Response body", String(preview.dropFirst(6)))) }
+        }
+        return fields
+    }
+
+    /// "201 Created, 12 B" (the status and the body's length).
+    static func statusLine(_ response: TaskResponse) -> String {
+        let reason = reasonPhrase(response.status)
+        var text = "\(response.status)" + (reason.isEmpty ? "" : " \(reason)")
+        text += ", \(Formatting.bytes(response.bodyBytes)) body" + (response.truncated ? " (truncated)" : "")
+        return text
+    }
+
+    /// The beginning of a response body as text (at most `limit` characters on one line), when it is text;
+    /// nil when there is no body.
+    static func bodyPreview(_ response: TaskResponse, limit: Int = 200) -> String? {
+        guard let bytes = response.bodyBytesDecoded, !bytes.isEmpty else { return nil }
+        let text = String(decoding: bytes.prefix(limit * 4), as: UTF8.self)
+        let printable = text.allSatisfy { !$0.isASCII || $0 == "\n" || $0 == "\t" || ($0.asciiValue ?? 0) >= 0x20 }
+        guard printable, !text.contains("\u{FFFD}") else { return "Body: \(Formatting.bytes(Int64(bytes.count))) of binary data" }
+        let oneLine = text.split(whereSeparator: \.isNewline).joined(separator: " ⏎ ")
+        let cut = oneLine.count > limit ? String(oneLine.prefix(limit)) + "…" : oneLine
+        return "Body: " + cut
+    }
+
+    private static func reasonPhrase(_ status: Int) -> String {
+        let phrases: [Int: String] = [
+            200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 206: "Partial Content",
+            301: "Moved Permanently", 302: "Found", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
+            403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
+            410: "Gone", 411: "Length Required", 412: "Precondition Failed", 413: "Content Too Large",
+            415: "Unsupported Media Type", 416: "Range Not Satisfiable", 422: "Unprocessable Content",
+            429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+            504: "Gateway Timeout",
+        ]
+        return phrases[status] ?? ""
     }
 
     /// What the task is doing, and why it is not running when it is not.
@@ -25,21 +92,41 @@ enum TaskText {
             return text
         case .waiting:
             var text = "waiting"
-            if let reason = task.waitingReason { text += ": \(reason.message)" }
-            if let next = task.nextAttemptAt {
-                let when = Formatting.parseTimestamp(next).map { " (\(Formatting.relative($0, now: now)))" } ?? ""
-                text += "; next attempt at \(next)\(when)"
-            }
-            return text
+            if let reason = task.waitingReason { text += " after a transient failure: \(errorText(reason))" }
+            return text + "; " + retryText(task, now: now) + "; `halftunesctl resume \(task.id)` retries at once"
         case .suspended:
             return "paused; `halftunesctl resume \(task.id)` to continue"
         case .completed:
+            if let response = task.response, task.kind != TaskKind.download.rawValue {
+                return "completed: HTTP \(statusLine(response))"
+            }
             return "completed: \(task.location ?? task.destination)"
         case .failed:
             return "failed: \(task.error.map(errorText) ?? "no reason recorded")"
         case .canceled:
             return "canceled"
         }
+    }
+
+    /// When a waiting task tries again: "retrying in 12s, attempt 3".
+    static func retryText(_ task: TaskInfo, now: Double) -> String {
+        let when: String
+        if let next = task.nextAttemptAt, let at = Formatting.parseTimestamp(next) {
+            when = at - now >= 0.5 ? "retrying \(Formatting.relative(at, now: now))" : "retrying now"
+        } else {
+            when = "retrying soon"
+        }
+        return "\(when), attempt \(task.attempts + 1)"
+    }
+
+    /// The STATE column of `list`: a waiting task says why and when, "waiting (serverBusy, in 12s)".
+    static func shortState(_ task: TaskInfo, now: Double = Timestamp.now()) -> String {
+        guard task.state == .waiting else { return task.state.rawValue }
+        var detail = task.waitingReason.map { [$0.code] } ?? []
+        if let next = task.nextAttemptAt, let at = Formatting.parseTimestamp(next) {
+            detail.append(Formatting.relative(at, now: now))
+        }
+        return detail.isEmpty ? "waiting" : "waiting (\(detail.joined(separator: ", ")))"
     }
 
     /// "message (code, HTTP 404)".
@@ -50,20 +137,21 @@ enum TaskText {
 
     /// One progress line: "  7 [=====>    ]  45.3% of 12.4 MB  3.2 MB/s  ETA 12s  name".
     static func progressLine(_ task: TaskInfo, bytesPerSecond: Double?, width: Int) -> String {
-        let fraction = Formatting.fraction(task.bytesReceived, of: task.bytesExpected)
+        let done = isUpload(task) ? task.bytesSent ?? 0 : task.bytesReceived
+        let total = isUpload(task) ? task.bytesExpectedToSend : task.bytesExpected
+        let fraction = Formatting.fraction(done, of: total)
         var text = "\(task.id) \(Formatting.progressBar(fraction: fraction, width: max(10, min(30, width / 4)))) "
         switch task.state {
         case .running:
             text += progress(task)
             if let rate = bytesPerSecond {
                 text += "  \(Formatting.rate(rate))"
-                if let eta = Formatting.eta(received: task.bytesReceived, expected: task.bytesExpected,
-                                            bytesPerSecond: rate) { text += "  ETA \(eta)" }
+                if let eta = Formatting.eta(received: done, expected: total, bytesPerSecond: rate) { text += "  ETA \(eta)" }
             }
         default:
             text += "\(progress(task))  \(explanation(task))"
         }
-        return text + "  " + (task.description ?? lastComponent(task.destination))
+        return text + "  " + (task.description ?? lastComponent(isUpload(task) ? task.file ?? task.url : task.destination))
     }
 
     /// One line for an event: "#12 task 7 stateChanged: running (was queued)".
@@ -96,8 +184,9 @@ enum TaskText {
             return "sent " + Formatting.progress(received: total, expected: expected)
         case let .didFinishDownloading(location):
             return location
-        case let .didComplete(error, _):
-            return error.map(errorText) ?? "success"
+        case let .didComplete(error, response):
+            let http = response.map { " (HTTP \(statusLine($0)))" } ?? ""
+            return (error.map(errorText) ?? "success") + http
         case let .didFinishEvents(through):
             return "through #\(through)"
         case .didBecomeInvalid:

@@ -6,11 +6,18 @@ struct CLIResult {
     var stderr: String
 }
 
-/// Runs the real `halftunesctl` against a daemon's socket.
-func ctl(_ args: [String], socket: String?, environment extra: [String: String] = [:]) throws -> CLIResult {
+/// Runs the real `halftunesctl` against a daemon's socket; with `asUser`, as that uid and gid (with no
+/// supplementary groups) through setpriv(1), which needs root.
+func ctl(_ args: [String], socket: String?, environment extra: [String: String] = [:],
+         asUser: (uid: UInt32, gid: UInt32)? = nil) throws -> CLIResult {
     let p = Process()
-    p.executableURL = URL(fileURLWithPath: Binaries.ctl)
-    p.arguments = args
+    if let user = asUser {
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        p.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", Binaries.ctl] + args
+    } else {
+        p.executableURL = URL(fileURLWithPath: Binaries.ctl)
+        p.arguments = args
+    }
     var env = ProcessInfo.processInfo.environment
     if let socket { env["HALFTUNES_SOCKET"] = socket } else { env["HALFTUNES_SOCKET"] = nil }
     for (k, v) in extra { env[k] = v }

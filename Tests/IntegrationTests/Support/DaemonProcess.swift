@@ -40,6 +40,9 @@ final class DaemonProcess: @unchecked Sendable {
     let extraArgs: [String]
     /// Extra environment for the daemon process (e.g. test hooks); the test process's own is untouched.
     var environment: [String: String] = [:]
+    /// A command that execs the daemon (its arguments follow), e.g. `["/usr/bin/prlimit", "--fsize=4194304:unlimited"]`
+    /// to start it with a resource limit; it must exec in place so `pid` stays the daemon's.
+    var launcher: [String] = []
     private(set) var process: Process?
     private var logHandle: FileHandle?
     var logPath: String { dir.path + "/daemon.log" }
@@ -59,9 +62,10 @@ final class DaemonProcess: @unchecked Sendable {
 
     func start() throws {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: Binaries.daemon)
-        p.arguments = ["--config", "/dev/null", "--socket", socketPath, "--state-dir", stateDir, "--downloads-dir", downloadsDir,
-                       "--log-level", "debug"] + extraArgs
+        p.executableURL = URL(fileURLWithPath: launcher.first ?? Binaries.daemon)
+        p.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [Binaries.daemon])
+            + ["--config", "/dev/null", "--socket", socketPath, "--state-dir", stateDir, "--downloads-dir", downloadsDir,
+               "--log-level", "debug"] + extraArgs
         var env = ProcessInfo.processInfo.environment
         for (k, v) in environment { env[k] = v }
         p.environment = env

@@ -1,0 +1,91 @@
+import HalfTunesProtocol
+
+/// Sessions belong to the uid that opened them: "com.example.app" opened by uid 1000 is the session
+/// "1000/com.example.app" inside the daemon, so two users' sessions with the same identifier never meet.
+/// Clients only ever see their own identifiers: names are qualified on the way in and unqualified on
+/// the way out, here at the wire boundary. Root may name another user's session as "1000/com.example.app"
+/// and sees other users' sessions in that form.
+enum SessionNames {
+    /// The params fields that name a session, per method.
+    static let fields: [String: String] = [
+        RPCMethod.sessionOpen.rawValue: "identifier",
+        RPCMethod.sessionInvalidate.rawValue: "identifier",
+        RPCMethod.taskCreate.rawValue: "session",
+        RPCMethod.taskList.rawValue: "session",
+        RPCMethod.eventsSubscribe.rawValue: "session",
+        RPCMethod.eventsAck.rawValue: "session",
+    ]
+
+    static func qualified(_ name: String, uid: UInt32) -> String { "\(uid)/\(name)" }
+
+    /// The owner uid of a qualified name.
+    static func owner(of key: String) -> UInt32? {
+        guard let slash = key.firstIndex(of: "/") else { return nil }
+        return UInt32(key[..<slash])
+    }
+
+    /// The identifier the owner chose (without the uid).
+    static func name(of key: String) -> String {
+        key.firstIndex(of: "/").map { String(key[key.index(after: $0)...]) } ?? key
+    }
+
+    /// What `viewer` calls the session `key`: its own sessions without the prefix.
+    static func presented(_ key: String, to viewer: UInt32) -> String {
+        let prefix = "\(viewer)/"
+        return key.hasPrefix(prefix) ? String(key.dropFirst(prefix.count)) : key
+    }
+
+    /// Replaces the session name in `params` (if the method has one) by its qualified form.
+    static func qualify(params: JSONValue, method: String, uid: UInt32) throws(RPCError) -> JSONValue {
+        guard let field = fields[method], case .object(var object) = params,
+              case .string(let name)? = object[field] else { return params }
+        if name.contains("/") {
+            let parts = name.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+            guard uid == 0, parts.count == 2, UInt32(parts[0]) != nil, !parts[1].isEmpty, !parts[1].contains("/") else {
+                throw RPCError.invalidParams("\(field) must not contain '/'")
+            }
+            return params // root naming another user's session
+        }
+        object[field] = .string(qualified(name, uid: uid))
+        return .object(object)
+    }
+
+    /// `value` with every qualified session name of `viewer`'s own sessions unqualified (the fields
+    /// `session` and, in session objects, `identifier`).
+    static func present(_ value: JSONValue, to viewer: UInt32) -> JSONValue {
+        switch value {
+        case .object(var object):
+            for (key, child) in object {
+                if (key == "session" || key == "identifier"), case .string(let name) = child {
+                    object[key] = .string(presented(name, to: viewer))
+                } else {
+                    object[key] = present(child, to: viewer)
+                }
+            }
+            return .object(object)
+        case .array(let items):
+            return .array(items.map { present($0, to: viewer) })
+        default:
+            return value
+        }
+    }
+
+    /// An error message with the viewer's qualified names unqualified (messages quote names as '…').
+    static func present(_ error: RPCError, to viewer: UInt32) -> RPCError {
+        var e = error
+        e.message = e.message.replacingOccurrences(of: "'\(viewer)/", with: "'")
+        return e
+    }
+}
+
+/// The uid of the client whose request is being handled (nil inside the daemon's own work). Set by
+/// the router for the duration of each request; lookups by task id check it.
+enum Caller {
+    @TaskLocal static var uid: UInt32?
+
+    /// Whether the current caller may see and act on something owned by `owner`.
+    static func mayAccess(owner: UInt32) -> Bool {
+        guard let uid else { return true }
+        return uid == 0 || uid == owner
+    }
+}

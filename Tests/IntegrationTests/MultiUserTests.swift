@@ -1,0 +1,87 @@
+import Foundation
+import HalfTunesKit
+import HalfTunesProtocol
+import TestOrigin
+import Testing
+
+/// Two users share one daemon: a client running as uid 65534 (through setpriv) against root's daemon.
+@Suite("Users are isolated from each other", .enabled(if: getuid() == 0, "needs root to run a client as another uid"))
+struct MultiUserTests {
+    static let nobody: (uid: UInt32, gid: UInt32) = (65534, 65534)
+
+    /// Opens the test daemon's socket to everyone (its temporary directory is root's, mode 0700).
+    func shareSocket(_ daemon: DaemonProcess) {
+        chmod(daemon.dir.path, 0o711)
+        chmod(daemon.socketPath, 0o666)
+    }
+
+    @Test func anotherUserCannotSeeOrTouchWhatIsNotTheirs() async throws {
+        try await withDaemon { daemon, origin in
+            shareSocket(daemon)
+            let body = TestOrigin.randomBytes(count: 200_000, seed: 61)
+            origin.put("/mine.bin", body)
+            let root = try daemon.client()
+            _ = try root.openSession("same.name")
+            let rootTask = try root.createTask(TaskCreateParams(session: "same.name", url: origin.url("/mine.bin"), destination: "root.bin"))
+            func asNobody(_ args: [String]) throws -> CLIResult { try ctl(args, socket: daemon.socketPath, asUser: Self.nobody) }
+
+            // Root's task and session do not exist for nobody: the same answers as for things that never existed.
+            let missing = try asNobody(["show", "999999"])
+            let foreign = try asNobody(["show", String(rootTask.id)])
+            #expect(foreign.status == ExitCode.unknown && missing.status == ExitCode.unknown)
+            #expect(foreign.stderr.replacingOccurrences(of: String(rootTask.id), with: "N")
+                == missing.stderr.replacingOccurrences(of: "999999", with: "N"))
+            for verb in ["pause", "resume", "cancel"] {
+                #expect(try asNobody([verb, String(rootTask.id)]).status == ExitCode.unknown, "\(verb)")
+            }
+            #expect(try asNobody(["list", "--session", "same.name"]).status == ExitCode.unknown)
+            #expect(try asNobody(["subscribe", "--session", "same.name", "--after", "0"]).status == ExitCode.unknown)
+            let sessions = try asNobody(["sessions", "--json"])
+            #expect(sessions.status == 0 && !sessions.stdout.contains("same.name"), "\(sessions.stdout)")
+            let all = try asNobody(["list", "--json"])
+            #expect(all.status == 0 && !all.stdout.contains("mine.bin"), "\(all.stdout)")
+            // Only root may name another user's session by its qualified form.
+            #expect(try asNobody(["list", "--session", "0/same.name"]).status == ExitCode.usage)
+            #expect(try root.task(rootTask.id).state == .suspended)
+
+            // Nobody's own session of the same name is another session, and works.
+            let download = try asNobody(["download", origin.url("/mine.bin"), "--session", "same.name", "--wait"])
+            #expect(download.status == 0, "\(download.stdout)\(download.stderr)")
+            let theirs = try asNobody(["list", "--session", "same.name", "--json"])
+            let listed = try WireCoding.decoder.decode(TaskListResult.self, from: Data(theirs.stdout.utf8)).tasks
+            #expect(listed.count == 1 && listed.first?.session == "same.name" && listed.first?.state == .completed)
+            let theirTask = try #require(listed.first)
+            #expect(try sha256(ofFile: theirTask.location ?? "") == TestOrigin.sha256Hex(body))
+            #expect(try root.tasks(session: "same.name").map(\.id) == [rootTask.id])
+
+            // Root sees everyone's sessions, others' by their qualified name, and can act on their tasks.
+            #expect(Set(try root.sessions().map(\.identifier)) == ["same.name", "65534/same.name"])
+            #expect(try root.task(theirTask.id).session == "65534/same.name")
+            #expect(try root.tasks(session: "65534/same.name").map(\.id) == [theirTask.id])
+        }
+    }
+
+    /// Nobody's events never reach root's subscriber of the same-named session, and the reverse.
+    @Test func eventsStayWithTheirOwner() async throws {
+        try await withDaemon { daemon, origin in
+            shareSocket(daemon)
+            origin.put("/e.bin", TestOrigin.randomBytes(count: 1000, seed: 62))
+            let root = try daemon.client()
+            _ = try root.openSession("events.same")
+            let recorder = try EventRecorder(client: root, session: "events.same", after: 0)
+            _ = try recorder.wait(for: "replay done") { $0.isDidFinishEvents }
+            let theirs = try ctl(["download", origin.url("/e.bin"), "--session", "events.same", "--wait"],
+                                 socket: daemon.socketPath, asUser: Self.nobody)
+            #expect(theirs.status == 0, "\(theirs.stderr)")
+            let mine = try root.createTask(TaskCreateParams(session: "events.same", url: origin.url("/e.bin"), destination: "e-root.bin", start: true))
+            _ = try recorder.wait(for: "root's completion") { $0.task == mine.id && $0.completionError != nil }
+            #expect(recorder.all.allSatisfy { $0.task == nil || $0.task == mine.id })
+            #expect(recorder.all.allSatisfy { $0.session == "events.same" })
+        }
+    }
+}
+
+private enum ExitCode {
+    static let usage: Int32 = 2
+    static let unknown: Int32 = 3
+}
