@@ -4,4 +4,7 @@
 #define HALFTUNES_CSYSTEMD_SHIM_H
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-journal.h>
+// Not libsystemd, but also missing from Swift's Glibc module: setxattr(2) for POSIX ACLs on per-user
+// download directories.
+#include <sys/xattr.h>
 #endif

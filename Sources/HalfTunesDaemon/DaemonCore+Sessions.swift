@@ -12,7 +12,7 @@ extension DaemonCore {
         let owner = SessionNames.owner(of: id) ?? uid
         let name = SessionNames.name(of: id)
         if let problem = Self.identifierProblem(name) { throw RPCError.invalidParams(problem) }
-        let config = try resolve(p.configuration)
+        let config = try resolve(p.configuration, owner: owner)
         if var existing = sessions[id] {
             guard existing.record.state == .active else {
                 throw RPCError(.sessionInvalidated,
@@ -48,13 +48,14 @@ extension DaemonCore {
     }
 
     /// Fills in defaults and validates a configuration.
-    func resolve(_ c: SessionConfiguration?) throws(RPCError) -> SessionConfiguration {
+    func resolve(_ c: SessionConfiguration?, owner: UInt32) throws(RPCError) -> SessionConfiguration {
         var config = c ?? SessionConfiguration()
-        let dir = config.destinationDirectory ?? configuration.downloadsDirectory
+        let dir = config.destinationDirectory ?? downloadRoots.defaultDirectory(for: owner)
         guard dir.hasPrefix("/") else {
             throw RPCError.invalidParams("configuration.destinationDirectory must be an absolute path")
         }
         config.destinationDirectory = Destination.normalize(dir)
+        try downloadRoots.confine(config.destinationDirectory!, uid: owner)
         try validateHeaders(config.headers ?? [:])
         config.headers = config.headers ?? [:]
         let request = config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout

@@ -47,7 +47,7 @@ extension DaemonCore {
             throw error
         }
         if let exchange { return try createExchangeTask(p, exchange, url: urlString, in: s) }
-        let directory = s.record.configuration.destinationDirectory ?? configuration.downloadsDirectory
+        let directory = s.record.configuration.destinationDirectory ?? downloadRoots.defaultDirectory(for: s.record.uid)
         var explicit = p.destination
         if explicit == nil, let resume, !FileManager.default.fileExists(atPath: resume.destination),
            !reservedDestinations.contains(resume.destination) {
@@ -55,8 +55,14 @@ extension DaemonCore {
         }
         let destination: String
         do {
+            try downloadRoots.confine(directory, uid: s.record.uid)
+            if let explicit, !explicit.isEmpty { // confined before anything about the path is revealed
+                let path = Destination.normalize(explicit.hasPrefix("/") ? explicit : directory + "/" + explicit)
+                try downloadRoots.confine((path as NSString).deletingLastPathComponent, uid: s.record.uid)
+            }
             destination = try Destination.resolve(explicit: explicit, url: url, directory: directory,
                                                   reserved: reservedDestinations)
+            try downloadRoots.confine((destination as NSString).deletingLastPathComponent, uid: s.record.uid)
         } catch {
             if let resume { try? journal.insertResumeToken(resume) } // not used up by a refused request
             throw error

@@ -161,3 +161,48 @@ struct ParamErrorTests {
                                  "inner": .object(["tags": .object(["X-Any": .string("v")])])])) == nil)
     }
 }
+
+@Suite("Per-user download directories", .enabled(if: getuid() == 0, "needs root to act as other uids"))
+struct PosixACLTests {
+    /// The ACL a daemon without chown rights uses: the granted uid can list the directory and read what
+    /// is created in it later; another uid cannot.
+    @Test func grantedUIDReadsNewFilesOthersDoNot() throws {
+        let dir = NSTemporaryDirectory() + "acl-" + ResumeData.newToken()
+        #expect(mkdir(dir, 0o700) == 0)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(PosixACL.grant(path: dir, uid: 65534) == nil)
+        #expect(FileManager.default.createFile(atPath: dir + "/file", contents: Data("hello".utf8),
+                                               attributes: [.posixPermissions: 0o644]))
+        func cat(as uid: UInt32) throws -> (Int32, String) {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            p.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/cat", dir + "/file"]
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        let granted = try cat(as: 65534)
+        #expect(granted.0 == 0 && granted.1 == "hello")
+        #expect(try cat(as: 65533).0 != 0)
+    }
+
+    @Test func confinementRefusesPathsOutsideAndThroughLinks() throws {
+        let base = NSTemporaryDirectory() + "roots-" + ResumeData.newToken()
+        #expect(mkdir(base, 0o700) == 0)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let roots = DownloadRoots(downloadsDirectory: base, daemonUID: 4242)
+        try roots.confine(base + "/1000", uid: 1000)          // creates the personal directory
+        try roots.confine(base + "/1000/sub/new", uid: 1000)  // missing parts are created later, as real directories
+        #expect(symlink("/etc", base + "/1000/etc") == 0)
+        for bad in [base + "/1000/etc", base + "/1000/etc/x", base + "/1001", base, "/tmp"] {
+            #expect(throws: RPCError.self, "\(bad)") { try roots.confine(bad, uid: 1000) }
+        }
+        try roots.confine("/etc", uid: 0)                     // root may name anything
+        #expect(roots.defaultDirectory(for: 1000) == base + "/1000")
+        #expect(roots.defaultDirectory(for: 4242) == base)
+    }
+}

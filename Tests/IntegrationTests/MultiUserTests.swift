@@ -61,6 +61,44 @@ struct MultiUserTests {
         }
     }
 
+    /// Another user's downloads go to `<downloads>/<uid>/`, owned by them; every way out of it is refused
+    /// and writes nothing.
+    @Test func downloadsStayInsideTheUsersOwnDirectory() async throws {
+        try await withDaemon { daemon, origin in
+            shareSocket(daemon)
+            chmod(daemon.downloadsDir, 0o711)
+            let body = TestOrigin.randomBytes(count: 100_000, seed: 63)
+            origin.put("/f.bin", body)
+            func asNobody(_ args: [String]) throws -> CLIResult { try ctl(args, socket: daemon.socketPath, asUser: Self.nobody) }
+            let done = try asNobody(["download", origin.url("/f.bin"), "--session", "mine", "--wait"])
+            #expect(done.status == 0, "\(done.stderr)")
+            let personal = daemon.downloadsDir + "/65534"
+            var st = stat()
+            #expect(stat(personal, &st) == 0 && st.st_uid == 65534 && st.st_mode & 0o777 == 0o700)
+            #expect(try sha256(ofFile: personal + "/f.bin") == TestOrigin.sha256Hex(body))
+            let read = try runCommand("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/cat", personal + "/f.bin"])
+            #expect(read.status == 0, "uid 65534 cannot read its own download")
+
+            // Ways out: traversal, absolute paths elsewhere, a symlinked directory, another session directory.
+            let elsewhere = daemon.dir.path + "/elsewhere"
+            try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: false)
+            #expect(symlink(elsewhere, personal + "/link") == 0)
+            for destination in [personal + "/../0/x.bin", personal + "/../../state/x.bin", daemon.downloadsDir + "/x.bin",
+                                "/tmp/x.bin", personal + "/link/x.bin"] {
+                let r = try asNobody(["download", origin.url("/f.bin"), "--session", "mine", "--destination", destination])
+                #expect(r.status == 2, "destination \(destination) was not refused: \(r.stdout)\(r.stderr)")
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: daemon.downloadsDir + "/x.bin"))
+            #expect(!FileManager.default.fileExists(atPath: "/tmp/x.bin"))
+            // A symlink planted at the destination is never followed or replaced.
+            #expect(symlink("/etc/hostname", personal + "/planted.bin") == 0)
+            let planted = try asNobody(["download", origin.url("/f.bin"), "--session", "mine", "--destination", personal + "/planted.bin"])
+            #expect(planted.status != 0)
+            #expect(try String(contentsOfFile: "/etc/hostname", encoding: .utf8).utf8.count < 1000)
+        }
+    }
+
     /// Nobody's events never reach root's subscriber of the same-named session, and the reverse.
     @Test func eventsStayWithTheirOwner() async throws {
         try await withDaemon { daemon, origin in

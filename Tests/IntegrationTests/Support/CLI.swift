@@ -9,8 +9,9 @@ struct CLIResult {
 /// Runs the real `halftunesctl` against a daemon's socket; with `asUser`, as that uid and gid (with no
 /// supplementary groups) through setpriv(1), which needs root.
 func ctl(_ args: [String], socket: String?, environment extra: [String: String] = [:],
-         asUser: (uid: UInt32, gid: UInt32)? = nil) throws -> CLIResult {
+         asUser: (uid: UInt32, gid: UInt32)? = nil, cwd: String? = nil) throws -> CLIResult {
     let p = Process()
+    if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
     if let user = asUser {
         p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         p.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", Binaries.ctl] + args

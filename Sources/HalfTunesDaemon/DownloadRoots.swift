@@ -1,0 +1,122 @@
+import CSystemd
+import Foundation
+import HalfTunesProtocol
+
+/// Where each user's downloads may go. Root may name any directory. The daemon's own user (a user-mode
+/// daemon serving its owner) may use the downloads directory and their home. Everyone else (users of the
+/// system service) gets `<downloads-dir>/<uid>/`, created on first use, readable only by them (owned by
+/// them when the daemon runs as root, otherwise through a POSIX ACL granting them access). A directory
+/// is allowed when its real path, with no symlink anywhere below the root, lies inside a root.
+struct DownloadRoots: Sendable {
+    let downloadsDirectory: String
+    let daemonUID: UInt32
+
+    init(downloadsDirectory: String, daemonUID: UInt32 = geteuid()) {
+        self.downloadsDirectory = Destination.normalize(downloadsDirectory)
+        self.daemonUID = daemonUID
+    }
+
+    /// nil: anywhere (root).
+    func roots(for uid: UInt32) -> [String]? {
+        if uid == 0 { return nil }
+        if uid == daemonUID { return [downloadsDirectory] + (Self.home(of: uid).map { [$0] } ?? []) }
+        return [personalDirectory(for: uid)]
+    }
+
+    /// A session's directory when its configuration names none.
+    func defaultDirectory(for uid: UInt32) -> String {
+        uid == 0 || uid == daemonUID ? downloadsDirectory : personalDirectory(for: uid)
+    }
+
+    func personalDirectory(for uid: UInt32) -> String { downloadsDirectory + "/\(uid)" }
+
+    /// Checks that `directory` (absolute, normalized) may receive `uid`'s downloads, creating the
+    /// user's personal directory if that is what it is. Throws a clear `invalidParams` otherwise.
+    func confine(_ directory: String, uid: UInt32) throws(RPCError) {
+        if uid != 0, uid != daemonUID, directory == personalDirectory(for: uid) { try preparePersonalDirectory(for: uid) }
+        guard let roots = roots(for: uid) else { return }
+        for root in roots where directory == root || directory.hasPrefix(root + "/") {
+            if let problem = Self.walk(from: root, to: directory) { throw RPCError.invalidParams(problem) }
+            return
+        }
+        throw RPCError.invalidParams("\(directory) is outside your download directories (\(roots.joined(separator: ", "))); "
+            + "downloads may only go there")
+    }
+
+    /// Creates `<downloads>/<uid>` (and the downloads directory) if missing, accessible to that uid only.
+    func preparePersonalDirectory(for uid: UInt32) throws(RPCError) {
+        let path = personalDirectory(for: uid)
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else {
+                throw RPCError(.ioError, "\(path) exists and is not a directory")
+            }
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: downloadsDirectory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o711])
+        } catch {
+            throw RPCError(.ioError, "Cannot create the download directory \(downloadsDirectory): \(error.localizedDescription)")
+        }
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
+            throw RPCError(.ioError, "Cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        if geteuid() == 0 {
+            guard chown(path, uid, uid) == 0 else {
+                throw RPCError(.ioError, "Cannot give \(path) to uid \(uid): \(String(cString: strerror(errno)))")
+            }
+        } else if let problem = PosixACL.grant(path: path, uid: uid) {
+            throw RPCError(.ioError, "Cannot let uid \(uid) read \(path): \(problem)")
+        }
+    }
+
+    /// nil if every component from `root` (exclusive) down to `directory` is a real directory (no
+    /// symlink, nothing missing), else why not.
+    static func walk(from root: String, to directory: String) -> String? {
+        var st = stat()
+        guard stat(root, &st) == 0 else { return nil } // created on first use, below a trusted root
+        guard (st.st_mode & S_IFMT) == S_IFDIR else { return "The download directory \(root) is not a directory" }
+        var current = root
+        for part in directory.dropFirst(root.count).split(separator: "/") {
+            current += "/" + part
+            guard lstat(current, &st) == 0 else { return nil } // the rest is created as real directories
+            if (st.st_mode & S_IFMT) == S_IFLNK {
+                return "\(current) is a symbolic link; downloads never go through links (name the real directory)"
+            }
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { return "\(current) is not a directory" }
+        }
+        return nil
+    }
+
+    static func home(of uid: UInt32) -> String? {
+        guard let pw = getpwuid(uid), let dir = pw.pointee.pw_dir else { return nil }
+        let home = Destination.normalize(String(cString: dir))
+        return home == "/" ? nil : home
+    }
+}
+
+/// Grants one uid full access to a directory (and, by default ACL, to what is created in it) through
+/// POSIX ACLs, for a daemon that cannot chown (the system service has no capabilities).
+enum PosixACL {
+    /// nil on success, else the error.
+    static func grant(path: String, uid: UInt32) -> String? {
+        // Entries sorted by tag: USER_OBJ rwx, USER(uid) rwx, GROUP_OBJ ---, MASK rwx, OTHER ---.
+        let entries: [(tag: UInt16, perm: UInt16, id: UInt32)] = [
+            (0x01, 7, UInt32.max), (0x02, 7, uid), (0x04, 0, UInt32.max), (0x10, 7, UInt32.max), (0x20, 0, UInt32.max),
+        ]
+        var blob: [UInt8] = []
+        func append<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { blob += $0 } }
+        append(UInt32(2))
+        for e in entries { append(e.tag); append(e.perm); append(e.id) }
+        for name in ["system.posix_acl_access", "system.posix_acl_default"] {
+            let rc = blob.withUnsafeBytes { setxattr(path, name, $0.baseAddress, $0.count, 0) }
+            if rc != 0 { return "\(name): \(String(cString: strerror(errno)))" }
+        }
+        return nil
+    }
+}
+
+extension DaemonCore {
+    var downloadRoots: DownloadRoots { DownloadRoots(downloadsDirectory: configuration.downloadsDirectory) }
+}
