@@ -118,7 +118,7 @@ struct SystemdUnitTests {
                                       ["--root=" + root.path, "--create", Repository.path("systemd/tmpfiles.d/halftunesd.conf")],
                                       environment: SystemdHost.environment())
         #expect(tmpfiles.status == 0, "\(tmpfiles)")
-        for (path, mode) in [("/var/lib/halftunesd", 0o750), ("/var/lib/halftunesd/downloads", 0o2750)] {
+        for (path, mode) in [("/var/lib/halftunesd", 0o711), ("/var/lib/halftunesd/downloads", 0o711)] {
             var st = stat()
             #expect(stat(root.path + path, &st) == 0, "\(path) was not created")
             #expect(st.st_uid == uid && st.st_gid == gid, "\(path) is owned by \(st.st_uid):\(st.st_gid)")
