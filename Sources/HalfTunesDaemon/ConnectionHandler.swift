@@ -15,12 +15,15 @@ struct ClientLimits: Sendable {
     var quota: ConnectionQuota
     /// Subscriptions one connection may hold.
     var maxSubscriptions: Int
+    /// Group of a socket file the daemon binds itself.
+    var socketGroup: gid_t?
 
     init(_ config: DaemonConfiguration) {
         outputBytes = config.maxPendingOutputBytes
         stallTimeout = .nanoseconds(Int64(config.clientTimeout * 1e9))
         quota = ConnectionQuota(maxPerUID: config.maxConnectionsPerUID)
         maxSubscriptions = config.maxSubscriptionsPerConnection
+        socketGroup = config.socketGroup
     }
 }
 

@@ -64,6 +64,12 @@ final class ControlServer: Sendable {
             defer { umask(old) }
             let channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
             chmod(path, 0o660)
+            if let group = limits.socketGroup, chown(path, uid_t.max, group) != 0 {
+                let reason = String(cString: strerror(errno))
+                try? await channel.close()
+                unlink(path)
+                throw ControlServerError.cannotPrepare("cannot give the socket \(path) to group \(group): \(reason)")
+            }
             var st = stat()
             let created = lstat(path, &st) == 0 ? (device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) : nil
             return ControlServer(channel: channel, path: path, createdFile: created)

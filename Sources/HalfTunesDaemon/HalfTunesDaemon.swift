@@ -19,6 +19,8 @@ public struct DaemonConfiguration: Sendable {
     public var maxPendingOutputBytes: Int = 8 << 20
     /// A client that leaves the daemon's output unread this long (seconds) is disconnected.
     public var clientTimeout: Double = 60
+    /// Group of the socket file when halftunesd binds it itself (nil: the daemon's own group).
+    public var socketGroup: gid_t?
     /// Control connections one uid may hold open at once.
     public var maxConnectionsPerUID: Int = 64
     /// Event subscriptions one connection may hold.

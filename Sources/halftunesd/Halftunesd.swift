@@ -76,6 +76,11 @@ struct Halftunesd: AsyncParsableCommand {
         valueName: "seconds"))
     var clientTimeout: String?
 
+    @Option(name: .customLong("socket-group"), help: ArgumentHelp(
+        "Group of the socket file when halftunesd binds it itself (mode 0660); its members may use the daemon.",
+        valueName: "group"))
+    var socketGroup: String?
+
     @Option(name: .customLong("max-connections-per-uid"), help: ArgumentHelp(
         "Control connections one user may hold open at once (default: 64).", valueName: "n"))
     var maxConnectionsPerUID: String?
@@ -94,7 +99,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.socket, socket), (.stateDir, stateDir), (.downloadsDir, downloadsDir), (.maxConcurrent, maxConcurrent),
             (.maxConnectionsPerHost, maxConnectionsPerHost), (.bandwidthLimit, bandwidthLimit),
             (.logLevel, logLevel), (.exitWhenIdle, exitWhenIdle), (.checkpointInterval, checkpointInterval),
-            (.maxPendingOutput, maxPendingOutput), (.clientTimeout, clientTimeout),
+            (.maxPendingOutput, maxPendingOutput), (.clientTimeout, clientTimeout), (.socketGroup, socketGroup),
             (.maxConnectionsPerUID, maxConnectionsPerUID), (.maxTasksPerSession, maxTasksPerSession),
             (.maxPendingEvents, maxPendingEvents),
         ]

@@ -52,7 +52,7 @@ struct ConfigFileTests {
         #expect(e.message.contains("did you mean 'max-concurrent'?"))
         let other = try #require(error("\n\nbandwidth = 3"))
         #expect(other.line == 3)
-        #expect(other.message.contains("known keys: socket, state-dir"))
+        #expect(other.message.contains("known keys: socket, socket-group, state-dir"))
     }
 
     @Test(arguments: [

@@ -99,6 +99,17 @@ struct MultiUserTests {
         }
     }
 
+    /// A socket the daemon binds itself gets the configured group, mode 0660; an unknown group is refused.
+    @Test func theSocketGetsTheConfiguredGroup() async throws {
+        try await withDaemon(["--socket-group", "65534"]) { daemon, origin in
+            var st = stat()
+            #expect(lstat(daemon.socketPath, &st) == 0)
+            #expect(st.st_gid == 65534 && st.st_mode & 0o777 == 0o660)
+        }
+        let refused = try runCommand(Binaries.daemon, ["--socket-group", "no-such-group-here", "--config", "/dev/null"])
+        #expect(refused.status != 0 && refused.stderr.contains("socket-group"), "\(refused)")
+    }
+
     /// Nobody's events never reach root's subscriber of the same-named session, and the reverse.
     @Test func eventsStayWithTheirOwner() async throws {
         try await withDaemon { daemon, origin in

@@ -3,6 +3,7 @@ import Logging
 /// The settings in effect: built-in defaults, overridden by the configuration file, overridden by flags.
 public struct ResolvedSettings: Sendable, Equatable {
     public var socket: String
+    public var socketGroup: String?
     public var stateDirectory: String
     public var downloadsDirectory: String
     public var maxConcurrent: Int
@@ -31,6 +32,7 @@ public struct ResolvedSettings: Sendable, Equatable {
 
     public init(_ s: DaemonSettings) {
         socket = s.socket ?? DefaultPaths.socketPath()
+        socketGroup = s.socketGroup
         stateDirectory = s.stateDirectory ?? DefaultPaths.stateDirectory()
         downloadsDirectory = s.downloadsDirectory ?? DefaultPaths.downloadsDirectory()
         maxConcurrent = s.maxConcurrent ?? Self.defaultMaxConcurrent
@@ -49,6 +51,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var daemonConfiguration: DaemonConfiguration {
         var config = DaemonConfiguration(socketPath: socket, stateDirectory: stateDirectory,
                                          downloadsDirectory: downloadsDirectory, maxConcurrent: maxConcurrent)
+        config.socketGroup = socketGroup.flatMap(SocketGroup.gid(of:))
         config.checkpointInterval = checkpointInterval
         config.maxConnectionsPerHost = maxConnectionsPerHost
         config.bandwidthLimit = bandwidthLimit
@@ -64,6 +67,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var asSettings: DaemonSettings {
         var s = DaemonSettings()
         s.socket = socket
+        s.socketGroup = socketGroup
         s.stateDirectory = stateDirectory
         s.downloadsDirectory = downloadsDirectory
         s.maxConcurrent = maxConcurrent

@@ -5,6 +5,8 @@ import Logging
 /// nil was not given here, so another source (or the built-in default) decides.
 public struct DaemonSettings: Sendable, Equatable {
     public var socket: String?
+    /// Group (name or number) of the socket file halftunesd binds itself.
+    public var socketGroup: String?
     public var stateDirectory: String?
     public var downloadsDirectory: String?
     public var maxConcurrent: Int?
@@ -39,6 +41,7 @@ public struct DaemonSettings: Sendable, Equatable {
     public func text(for key: SettingKey) -> String? {
         switch key {
         case .socket: return socket
+        case .socketGroup: return socketGroup
         case .stateDir: return stateDirectory
         case .downloadsDir: return downloadsDirectory
         case .maxConcurrent: return maxConcurrent.map(String.init)
@@ -64,6 +67,7 @@ public struct SettingValueError: Error, Sendable, Equatable {
 /// The settings, named as in the configuration file; each flag is `--` followed by the same name.
 public enum SettingKey: String, CaseIterable, Sendable {
     case socket
+    case socketGroup = "socket-group"
     case stateDir = "state-dir"
     case downloadsDir = "downloads-dir"
     case maxConcurrent = "max-concurrent"
@@ -92,6 +96,11 @@ public enum SettingKey: String, CaseIterable, Sendable {
     public func assign(_ text: String, to settings: inout DaemonSettings) throws(SettingValueError) {
         switch self {
         case .socket: settings.socket = try Self.absolutePath(text)
+        case .socketGroup:
+            guard SocketGroup.gid(of: text) != nil else {
+                throw SettingValueError(message: "must name an existing group or be a group number (got '\(text)')\(Self.commentHint(text))")
+            }
+            settings.socketGroup = text
         case .stateDir: settings.stateDirectory = try Self.absolutePath(text)
         case .downloadsDir: settings.downloadsDirectory = try Self.absolutePath(text)
         case .maxConcurrent: settings.maxConcurrent = try Self.integer(text, in: 1...1000)
@@ -122,6 +131,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     func copy(from source: DaemonSettings, to target: inout DaemonSettings) {
         switch self {
         case .socket: if let v = source.socket { target.socket = v }
+        case .socketGroup: if let v = source.socketGroup { target.socketGroup = v }
         case .stateDir: if let v = source.stateDirectory { target.stateDirectory = v }
         case .downloadsDir: if let v = source.downloadsDirectory { target.downloadsDirectory = v }
         case .maxConcurrent: if let v = source.maxConcurrent { target.maxConcurrent = v }
