@@ -68,7 +68,9 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         let backlog = self.backlog
         let channel = context.channel
         Task {
-            let uid = (try? await credentials?.get())?.uid ?? UInt32.max
+            let peer = try? await credentials?.get()
+            let uid = peer?.uid ?? UInt32.max
+            let groups = peer.map { PeerAccess.groups(pid: $0.pid, primary: $0.gid) } ?? []
             guard quota.admit(uid) else {
                 outbox.send(response: RPCResponse(id: nil, error: RPCError(
                     .limitExceeded, "Too many connections from uid \(uid) (at most \(quota.maxPerUID) at once); close some and retry")))
@@ -79,7 +81,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             // Counted until every request read from it is handled (the stream ends after the channel closed).
             defer { quota.release(uid) }
             for await line in lines {
-                if let response = await router.handle(line: line, connectionID: id, uid: uid, outbox: outbox) {
+                if let response = await router.handle(line: line, connectionID: id, uid: uid, groups: groups, outbox: outbox) {
                     outbox.send(response: response)
                 }
                 let resume = backlog.withLockedValue { b -> Bool in

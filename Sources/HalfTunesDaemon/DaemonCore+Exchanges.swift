@@ -49,6 +49,10 @@ extension DaemonCore {
             guard let file = p.file else {
                 throw RPCError.invalidParams("file is required for an upload: the absolute path of the file to send")
             }
+            // Never send a file the client itself could not read (the daemon may have more rights).
+            if let problem = Caller.readProblem(file) {
+                throw RPCError.invalidParams("file: \(problem); uploads send only files you can read")
+            }
             do {
                 fields.fileBytes = try UploadSource.inspect(path: file)
             } catch {

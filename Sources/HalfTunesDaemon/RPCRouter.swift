@@ -76,7 +76,7 @@ struct RPCRouter: Sendable {
     }
 
     /// Handles one request line; returns the response line to send, if any.
-    func handle(line: [UInt8], connectionID: UInt64, uid: UInt32, outbox: Outbox) async -> RPCResponse? {
+    func handle(line: [UInt8], connectionID: UInt64, uid: UInt32, groups: [gid_t] = [], outbox: Outbox) async -> RPCResponse? {
         let value: JSONValue
         do {
             value = try WireCoding.decoder.decode(JSONValue.self, from: Data(line))
@@ -112,7 +112,9 @@ struct RPCRouter: Sendable {
         let ctx = RPCContext(connectionID: connectionID, uid: uid, outbox: outbox, requestID: id)
         do {
             let qualified = try SessionNames.qualify(params: params, method: method, uid: uid)
-            let reply = try await Caller.$uid.withValue(uid) { try await handler(ctx, qualified) }
+            let reply = try await Caller.$uid.withValue(uid) {
+                try await Caller.$groups.withValue(groups) { try await handler(ctx, qualified) }
+            }
             switch reply {
             case .result(let result): return id == nil ? nil : RPCResponse(id: id, result: result)
             case .alreadySent: return nil

@@ -1,3 +1,4 @@
+import Foundation
 import HalfTunesProtocol
 
 /// Sessions belong to the uid that opened them: "com.example.app" opened by uid 1000 is the session
@@ -82,6 +83,14 @@ enum SessionNames {
 /// the router for the duration of each request; lookups by task id check it.
 enum Caller {
     @TaskLocal static var uid: UInt32?
+    /// The caller's groups (primary first), for access checks made on its behalf.
+    @TaskLocal static var groups: [gid_t] = []
+
+    /// nil if the caller may read `path` (always, inside the daemon's own work), else why not.
+    static func readProblem(_ path: String) -> String? {
+        guard let uid else { return nil }
+        return PeerAccess.readProblem(path: path, uid: uid, groups: groups)
+    }
 
     /// Whether the current caller may see and act on something owned by `owner`.
     static func mayAccess(owner: UInt32) -> Bool {

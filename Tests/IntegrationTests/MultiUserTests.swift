@@ -99,6 +99,32 @@ struct MultiUserTests {
         }
     }
 
+    /// The daemon (root here) never uploads a file its client could not read itself; a file the client
+    /// can read goes out intact.
+    @Test func uploadsSendOnlyFilesTheClientCanRead() async throws {
+        try await withDaemon { daemon, origin in
+            shareSocket(daemon)
+            origin.acceptUploads("/up")
+            let secret = daemon.dir.path + "/secret.bin"          // inside root's 0711 directory, mode 0600
+            let open = daemon.dir.path + "/public/open.bin"       // world-readable, in a world-searchable directory
+            try FileManager.default.createDirectory(atPath: daemon.dir.path + "/public", withIntermediateDirectories: false,
+                                                    attributes: [.posixPermissions: 0o755])
+            let body = TestOrigin.randomBytes(count: 300_000, seed: 64)
+            #expect(FileManager.default.createFile(atPath: secret, contents: Data(body), attributes: [.posixPermissions: 0o600]))
+            #expect(FileManager.default.createFile(atPath: open, contents: Data(body), attributes: [.posixPermissions: 0o644]))
+            func asNobody(_ args: [String]) throws -> CLIResult { try ctl(args, socket: daemon.socketPath, asUser: Self.nobody) }
+            let refused = try asNobody(["upload", secret, origin.url("/up"), "--session", "up"])
+            #expect(refused.status == 2 && refused.stderr.contains("may not read"), "\(refused.stdout)\(refused.stderr)")
+            #expect(origin.uploads("/up").isEmpty)
+            let sent = try asNobody(["upload", open, origin.url("/up"), "--session", "up", "--wait"])
+            #expect(sent.status == 0, "\(sent.stdout)\(sent.stderr)")
+            #expect(origin.uploads("/up").last?.sha256 == TestOrigin.sha256Hex(body))
+            // Root's own client may upload the secret file.
+            let root = try ctl(["upload", secret, origin.url("/up"), "--session", "up", "--wait"], socket: daemon.socketPath)
+            #expect(root.status == 0, "\(root.stderr)")
+        }
+    }
+
     /// A socket the daemon binds itself gets the configured group, mode 0660; an unknown group is refused.
     @Test func theSocketGetsTheConfiguredGroup() async throws {
         try await withDaemon(["--socket-group", "65534"]) { daemon, origin in

@@ -1,0 +1,42 @@
+import Foundation
+
+/// Whether a client may read a file, judged with its own uid and groups, so the daemon (which may run
+/// with more rights) never uploads a file its client could not read. Mode bits only: an ACL that would
+/// grant more access is not consulted, so the check errs on the side of refusing.
+enum PeerAccess {
+    /// The peer's groups (primary and supplementary) from /proc/<pid>/status at connect time; just the
+    /// primary group if the process is gone.
+    static func groups(pid: Int32, primary: gid_t) -> [gid_t] {
+        guard pid > 0, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") })
+        else { return [primary] }
+        return [primary] + line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { gid_t($0) }
+    }
+
+    /// nil when `uid` (with `groups`) may read `path`: search permission on every directory of its real
+    /// path and read permission on the file; otherwise a sentence saying why not.
+    static func readProblem(path: String, uid: uid_t, groups: [gid_t]) -> String? {
+        if uid == 0 { return nil }
+        guard let resolved = realpath(path, nil) else {
+            return "\(path) cannot be opened: \(String(cString: strerror(errno)))"
+        }
+        let real = String(cString: resolved)
+        free(resolved)
+        func allowed(_ st: stat, _ owner: mode_t, _ group: mode_t, _ other: mode_t) -> Bool {
+            if st.st_uid == uid { return st.st_mode & owner != 0 }
+            if groups.contains(st.st_gid) { return st.st_mode & group != 0 }
+            return st.st_mode & other != 0
+        }
+        var st = stat()
+        var directory = ""
+        for part in real.split(separator: "/").dropLast() {
+            directory += "/" + part
+            guard stat(directory, &st) == 0 else { return "\(directory) cannot be read: \(String(cString: strerror(errno)))" }
+            if !allowed(st, S_IXUSR, S_IXGRP, S_IXOTH) { return "you (uid \(uid)) may not enter \(directory)" }
+        }
+        if directory.isEmpty { directory = "/" }
+        guard stat(real, &st) == 0 else { return "\(real) cannot be read: \(String(cString: strerror(errno)))" }
+        if !allowed(st, S_IRUSR, S_IRGRP, S_IROTH) { return "you (uid \(uid)) may not read \(real)" }
+        return nil
+    }
+}
