@@ -41,6 +41,12 @@ struct HostileClientTests {
             #expect(try code(#""just a string""#) == -32600)
             #expect(try code("null") == -32600)
             #expect(try code(#"{"jsonrpc":"2.0","id":14,"method":"task.list","params":{"state":"exploded"}}"#) == -32602)
+            _ = try code(#"{"jsonrpc":"2.0","id":15,"method":"session.open","params":{"identifier":"battery"}}"#)
+            for url in ["file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://h/x", "http:///nohost", "javascript:alert(1)"] {
+                #expect(try code(#"{"jsonrpc":"2.0","id":16,"method":"task.create","params":{"session":"battery","url":"\#(url)"}}"#) == -32602, "\(url)")
+            }
+            #expect(try code(#"{"jsonrpc":"2.0","id":17,"method":"task.create","params":{"session":"battery","url":"http://h/f","headers":{"X-A":"1\r\nX-Injected: 2"}}}"#) == -32602)
+            #expect(try code(#"{"jsonrpc":"2.0","id":18,"method":"task.create","params":{"session":"battery","url":"http://h/f","headers":{"X\nB":"1"}}}"#) == -32602)
             // The connection is still in order: a normal request is answered.
             try s.send(#"{"jsonrpc":"2.0","id":"ok","method":"daemon.status"}"# + "\n")
             #expect(try s.readObject()?["id"] as? String == "ok")

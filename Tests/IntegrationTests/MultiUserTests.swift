@@ -99,6 +99,49 @@ struct MultiUserTests {
         }
     }
 
+    /// A user who swaps their paused download's partial file for a symlink gets a failed task; the
+    /// daemon never writes through the link. Another user's resume data is refused.
+    @Test func partialSymlinksAndForeignResumeDataAreRefused() async throws {
+        try await withDaemon { daemon, origin in
+            shareSocket(daemon)
+            chmod(daemon.downloadsDir, 0o711)
+            let body = TestOrigin.randomBytes(count: 4 * MiB, seed: 65)
+            origin.put("/slow.bin", body)
+            origin.setBehavior("/slow.bin", .throttled(1 * MiB))
+            func asNobody(_ args: [String]) throws -> CLIResult { try ctl(args, socket: daemon.socketPath, asUser: Self.nobody) }
+            let started = try asNobody(["download", origin.url("/slow.bin"), "--session", "swap", "--json"])
+            #expect(started.status == 0, "\(started.stderr)")
+            let id = try JSONDecoder().decode(TaskInfo.self, from: Data(started.stdout.utf8)).id
+            let root = try daemon.client()
+            try eventually("some bytes durable") { try root.task(id).bytesDurable > 0 ? true : nil }
+            #expect(try asNobody(["pause", String(id)]).status == 0)
+            let personal = daemon.downloadsDir + "/65534"
+            let partial = personal + "/" + (try #require(partialFiles(in: personal).first))
+            let victim = daemon.dir.path + "/victim"
+            #expect(FileManager.default.createFile(atPath: victim, contents: Data("untouched".utf8)))
+            #expect(unlink(partial) == 0 && symlink(victim, partial) == 0)
+            #expect(try asNobody(["resume", String(id)]).status == 0)
+            let ended = try eventually("the task to stop") { () -> TaskInfo? in
+                let t = try root.task(id)
+                return t.state == .failed || t.state == .waiting ? t : nil
+            }
+            #expect(ended.state != .completed)
+            #expect(try String(contentsOfFile: victim, encoding: .utf8) == "untouched")
+
+            // Root's resume data, leaked to another user, is refused in their session.
+            origin.setBehavior("/slow.bin", .throttled(1 * MiB))
+            let mine = try root.startDownload(origin.url("/slow.bin"), session: "rootdata", destination: "rd.bin")
+            try eventually("root's bytes durable") { try root.task(mine.id).bytesDurable > 0 ? true : nil }
+            let data = try #require(try root.cancel(mine.id, produceResumeData: true).resumeData)
+            let stolen = try asNobody(["download", "--session", "swap", "--resume-data", data])
+            #expect(stolen.status != 0 && stolen.stderr.contains("Resume data"), "\(stolen.stdout)\(stolen.stderr)")
+            // Still good for its owner.
+            let back = try root.createTask(TaskCreateParams(session: "rootdata", resumeData: data, start: true))
+            origin.setBehavior("/slow.bin", TestOrigin.Behavior())
+            #expect(try root.waitFor(task: back.id, state: .completed).bytesReceived == Int64(body.count))
+        }
+    }
+
     /// The daemon (root here) never uploads a file its client could not read itself; a file the client
     /// can read goes out intact.
     @Test func uploadsSendOnlyFilesTheClientCanRead() async throws {
