@@ -197,7 +197,12 @@ final class ExchangeDelegate: HTTPClientResponseDelegate {
         }
         if stopRequested { return .stopped }
         if let refused = s.refused {
-            let response = s.status.map { s.collector.response(status: $0, headers: s.headers) }
+            var response = s.status.map { s.collector.response(status: $0, headers: s.headers) }
+            if refused.code == TaskErrorCode.responseTooLarge {
+                // Refused at the head (Content-Length) or while reading: no body is kept either way.
+                response?.body = nil
+                response?.truncated = true
+            }
             return .failed(TransferFailure(error: refused, isTransient: false, durableBytes: 0), response: response)
         }
         if s.timedOut {

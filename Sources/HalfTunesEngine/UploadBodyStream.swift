@@ -8,7 +8,8 @@ import NIOCore
 /// was accepted, and AsyncHTTPClient holds writes back while the socket is not writable. So at most one
 /// chunk is in memory per upload, and a slow server slows the reading down. Bandwidth limits delay each
 /// chunk before it is written. Each call of the stream closure (a 307/308 redirect calls it again) sends the
-/// file from byte 0. After the last byte the file is checked for changes (`UploadSource.verifyUnchanged`).
+/// file from byte 0. Before the last chunk is written the file is checked for changes
+/// (`UploadSource.verifyUnchanged`), so a server never receives a whole body of a file that changed.
 final class UploadBodyStream: Sendable {
     static let chunkSize = 256 << 10
 
@@ -60,10 +61,13 @@ final class UploadBodyStream: Sendable {
             let result: Result<ByteBuffer?, UploadSourceError>
             do throws(UploadSourceError) {
                 if offset >= source.size {
-                    try source.verifyUnchanged()
+                    if source.size == 0 { try source.verifyUnchanged() }
                     result = .success(nil)
                 } else {
-                    result = .success(try source.read(at: offset, count: Self.chunkSize))
+                    let chunk = try source.read(at: offset, count: Self.chunkSize)
+                    // Checked before the last chunk goes out: the server never sees a whole body of a changed file.
+                    if offset + Int64(chunk.readableBytes) >= source.size { try source.verifyUnchanged() }
+                    result = .success(chunk)
                 }
             } catch {
                 result = .failure(error)

@@ -195,3 +195,16 @@ final class SilentListener {
 
     deinit { close(fd) }
 }
+
+/// `waitUntil`, but on a timeout the transfer is stopped and awaited before the error is thrown, so it
+/// never outlives the fixture's event loop (which would crash the whole test process).
+func waitUntil(_ what: String, seconds: Double = 30, stopping transfer: Transfer,
+               _ running: Task<TransferOutcome, Never>, _ condition: () -> Bool) async throws {
+    do {
+        try await waitUntil(what, seconds: seconds, condition)
+    } catch {
+        transfer.stop()
+        _ = await running.value
+        throw error
+    }
+}

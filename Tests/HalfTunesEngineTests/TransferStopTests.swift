@@ -16,7 +16,7 @@ import Testing
                                                       validators: Validators(etag: "\"e\"", lastModified: nil)),
                                       observer: observer)
             let running = Task { await transfer.run() }
-            try await waitUntil("a connection") { silent.hasPendingConnection }
+            try await waitUntil("a connection", stopping: transfer, running) { silent.hasPendingConnection }
             transfer.stop()
             #expect(await running.value == .stopped(durableBytes: 5))
             #expect(try readFile(partial) == [1, 2, 3, 4, 5])
@@ -50,7 +50,7 @@ import Testing
             let transfer = f.transfer(TransferRequest(taskID: 8, url: f.origin.url("/p.bin"), partialPath: partial,
                                                       checkpointInterval: 60), observer: observer)
             let running = Task { await transfer.run() }
-            try await waitUntil("777,777 bytes received") { transfer.bytesReceived == 777_777 }
+            try await waitUntil("777,777 bytes received", stopping: transfer, running) { transfer.bytesReceived == 777_777 }
             transfer.stop()
             // With no periodic checkpoint due, stop() itself flushes, fsyncs and checkpoints.
             #expect(await running.value == .stopped(durableBytes: 777_777))

@@ -58,7 +58,7 @@ import Testing
                                       observer: observer)
             #expect(transfer.taskID == 7)
             let running = Task { await transfer.run() }
-            try await waitUntil("1,500,000 bytes received") { transfer.bytesReceived >= 1_500_000 }
+            try await waitUntil("1,500,000 bytes received", stopping: transfer, running) { transfer.bytesReceived >= 1_500_000 }
             transfer.stop()
             transfer.stop()  // idempotent
             let outcome = await running.value

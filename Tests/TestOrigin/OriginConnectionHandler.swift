@@ -57,11 +57,17 @@ final class OriginConnectionHandler: ChannelInboundHandler {
         case .head(let head):
             let index = core.recordArrival(head)
             current = (index, head.isKeepAlive, head.version.major == 1 && head.version.minor == 0)
-        case .body:
-            break
+            core.beginUpload(request: index, head: head)
+        case .body(let buffer):
+            // Upload endpoints (OriginUploads.swift) receive the body; a configured drop closes the connection.
+            if let request = current, !closed, core.receiveUploadBody(request: request.index, buffer) {
+                closed = true
+                context.close(promise: nil)
+            }
         case .end:
             guard let request = current else { return }
             current = nil
+            core.finishUpload(request: request.index)
             queue.append(request)
             startNextIfIdle()
         }

@@ -72,6 +72,10 @@ extension OriginState {
             behavior.failTimes -= 1
             return page(status, behavior.retryAfter.map { [("Retry-After", $0)] } ?? [])
         }
+        if let reply = uploadReply(request: index) {  // a PUT/POST body received by an upload endpoint
+            headers += reply.headers
+            return finish(reply.status, .page(reply.body))
+        }
         if let location = behavior.redirectTo {
             return page(behavior.redirectStatus, [("Location", location)])
         }

@@ -31,6 +31,8 @@ struct OriginState {
     var stalls: [String: [Int: @Sendable () -> Void]] = [:]
     var channels: [ObjectIdentifier: any Channel] = [:]
     var isShutDown = false
+    /// PUT/POST endpoints and the bodies they received (OriginUploads.swift).
+    var uploads = OriginUploads()
 
     mutating func makeID() -> Int {
         nextID += 1

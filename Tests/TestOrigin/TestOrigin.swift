@@ -8,7 +8,7 @@ import NIOPosix
 public final class TestOrigin: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let serverChannel: any Channel
-    private let core: OriginCore
+    let core: OriginCore
     public let port: Int
     /// Linux thread id of the server's event loop thread (nil elsewhere), for leak checks after `shutdown()`.
     public let eventLoopThreadID: Int?

@@ -82,7 +82,20 @@ struct Fetch: ParsableCommand {
             Console.error("cannot write \(path): \(String(cString: strerror(errno)))")
             throw ExitCode(ExitStatus.failure)
         }
-        defer { close(fd) }
-        Console.write(body, to: fd)
+        var offset = 0
+        var failure: Int32 = 0
+        body.withUnsafeBytes { raw in
+            while offset < raw.count {
+                let n = writeBytes(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n > 0 { offset += n } else if n < 0, errno == EINTR { continue } else { failure = errno; return }
+            }
+        }
+        if close(fd) != 0, failure == 0 { failure = errno }
+        guard failure == 0 else {
+            Console.error("cannot write \(path): \(String(cString: strerror(failure)))")
+            throw ExitCode(ExitStatus.failure)
+        }
     }
 }
+
+private func writeBytes(_ fd: Int32, _ pointer: UnsafeRawPointer, _ count: Int) -> Int { write(fd, pointer, count) }

@@ -16,10 +16,8 @@ struct List: ParsableCommand {
         if tasks.isEmpty { return Console.out("No tasks.") }
         var table = Table("ID", "STATE", "PROGRESS", "SIZE", "SESSION", "DESTINATION")
         for task in tasks {
-            let progress = Formatting.percent(task.bytesReceived, of: task.bytesExpected)
-                ?? Formatting.bytes(task.bytesReceived)
-            table.add(String(task.id), TaskText.shortState(task), progress, task.bytesExpected.map(Formatting.bytes) ?? "?",
-                      task.session, task.location ?? task.destination)
+            let (progress, size, target) = TaskText.listColumns(task)
+            table.add(String(task.id), TaskText.shortState(task), progress, size, task.session, target)
         }
         Console.out(table.render())
     }

@@ -27,6 +27,21 @@ enum TaskText {
         return Formatting.progress(received: task.bytesReceived, expected: task.bytesExpected)
     }
 
+    /// `list`'s PROGRESS, SIZE and DESTINATION: a download's file; "PUT → <url>" (the bytes sent) for an
+    /// upload; "GET <url>" (the bytes received) for a data task.
+    static func listColumns(_ task: TaskInfo) -> (progress: String, size: String, target: String) {
+        let upload = isUpload(task)
+        let done = upload ? (task.state == .completed ? task.bytesExpectedToSend ?? 0 : task.bytesSent ?? 0) : task.bytesReceived
+        let total = upload ? task.bytesExpectedToSend : task.bytesExpected
+        let progress = Formatting.percent(done, of: total) ?? Formatting.bytes(done)
+        let size = total.map(Formatting.bytes) ?? "?"
+        switch task.kind {
+        case TaskKind.upload.rawValue: return (progress, size, "\(task.method ?? "PUT") → \(task.url)")
+        case TaskKind.data.rawValue: return (progress, size, "\(task.method ?? "GET") \(task.url)")
+        default: return (progress, size, task.location ?? task.destination)
+        }
+    }
+
     /// `show`'s lines for an upload or data task: method, file, bytes sent or received, the response.
     static func exchangeFields(_ task: TaskInfo) -> [(String, String)] {
         var fields: [(String, String)] = [("Method", task.method ?? "?")]

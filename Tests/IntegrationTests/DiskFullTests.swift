@@ -1,0 +1,152 @@
+// A full disk (ENOSPC, a small tmpfs) and a file size limit (EFBIG, RLIMIT_FSIZE) through the real daemon.
+import Foundation
+import HalfTunesKit
+import HalfTunesProtocol
+import TestOrigin
+import Testing
+
+@Suite("Disk full and file too large", .serialized)
+struct DiskFullTests {
+    /// halftunesd runs under `prlimit --fsize` (soft limit 4 MiB, above its journal, below the 10 MiB download):
+    /// the task waits with `fileTooLarge` and keeps its durable prefix, the journal and other tasks go on, and
+    /// once the limit is raised on the live process `halftunesctl resume` finishes the file from that prefix.
+    @Test func overTheFileSizeLimitTheTaskWaitsAndCompletesOnceRaised() async throws {
+        let limit = 4 * MiB
+        let origin = try await TestOrigin.start()
+        let daemon = try DaemonProcess(start: false)
+        daemon.launcher = ["/usr/bin/prlimit", "--fsize=\(limit):unlimited"]
+        try await run(daemon, origin) {
+            try daemon.start()
+            let body = TestOrigin.randomBytes(count: 10 * MiB + 5, seed: 601)
+            let small = TestOrigin.randomBytes(count: 200_000, seed: 602)
+            origin.put("/big.bin", body)
+            origin.put("/small.bin", small)
+            let client = try daemon.client()
+            _ = try client.openSession("fsize", configuration: SessionConfiguration(
+                retry: RetryPolicy(initialDelay: 3600, jitter: 0)))
+            let t = try client.startTask(origin.url("/big.bin"), session: "fsize")
+            let waiting = try client.waitFor(task: t.id, state: .waiting)
+            #expect(waiting.waitingReason?.code == TaskErrorCode.fileTooLarge, "\(String(describing: waiting.waitingReason))")
+            #expect(waiting.waitingReason?.message.contains("File too large") == true)
+            #expect(waiting.bytesDurable == Int64(limit))
+            try expectPartial(in: daemon.downloadsDir, isPrefixOf: body, length: limit)
+
+            // Nothing else is harmed: the journal (below the limit) records, other tasks run, the CLI answers.
+            let s = try client.startTask(origin.url("/small.bin"), session: "fsize")
+            let smallDone = try client.waitFor(task: s.id, state: .completed)
+            #expect(try sha256(ofFile: smallDone.location!) == TestOrigin.sha256Hex(small))
+            let journalSizes = try stateFileSizes(daemon.stateDir)
+            #expect(journalSizes.values.allSatisfy { $0 < limit }, "journal files must stay below the limit: \(journalSizes)")
+            let show = try ctl(["show", String(t.id)], socket: daemon.socketPath)
+            #expect(show.stdout.contains("fileTooLarge") && show.stdout.contains("retrying in"), "\(show.stdout)")
+
+            let raised = try runTool("/usr/bin/prlimit", ["--pid", String(daemon.pid), "--fsize=unlimited:unlimited"])
+            #expect(raised == 0)
+            let resumed = try ctl(["resume", String(t.id)], socket: daemon.socketPath)
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            let done = try client.waitFor(task: t.id, state: .completed)
+            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            let requests = origin.requests("/big.bin")
+            #expect(requests.count == 2)
+            #expect(requests.last?.range == "bytes=\(limit)-")
+            #expect(requests.last?.status == 206)
+            #expect(daemon.isRunning)
+        }
+    }
+
+    /// The downloads directory is a 3 MiB tmpfs in the daemon's own mount namespace: the task waits with
+    /// `diskFull`, keeps its data, other tasks (elsewhere) complete, and after the tmpfs is grown
+    /// `halftunesctl resume` completes the file from the durable prefix.
+    @Test(.enabled(if: DiskFullTests.canMountTmpfs, "needs unshare --mount and tmpfs mounts (root)"))
+    func onAFullDiskTheTaskWaitsAndCompletesOnceSpaceIsFreed() async throws {
+        let origin = try await TestOrigin.start()
+        let daemon = try DaemonProcess(start: false)
+        let downloads = daemon.downloadsDir
+        daemon.launcher = ["/usr/bin/unshare", "--mount", "/bin/sh", "-c",
+                           "mount -t tmpfs -o size=3m tmpfs \"$0\" && exec \"$@\"", downloads]
+        try await run(daemon, origin) {
+            try daemon.start()
+            let inDaemon = "/proc/\(daemon.pid)/root" + downloads // the daemon's view of its tmpfs
+            let body = TestOrigin.randomBytes(count: 8 * MiB + 1, seed: 603)
+            let small = TestOrigin.randomBytes(count: 100_000, seed: 604)
+            origin.put("/huge.bin", body)
+            origin.put("/small.bin", small)
+            let elsewhere = daemon.dir.path + "/elsewhere"
+            try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+            let client = try daemon.client()
+            _ = try client.openSession("full", configuration: SessionConfiguration(
+                retry: RetryPolicy(initialDelay: 3600, jitter: 0)))
+            let t = try client.startTask(origin.url("/huge.bin"), session: "full")
+            let waiting = try client.waitFor(task: t.id, state: .waiting)
+            #expect(waiting.waitingReason?.code == TaskErrorCode.diskFull, "\(String(describing: waiting.waitingReason))")
+            let kept = Int(waiting.bytesDurable)
+            #expect(kept > MiB && kept <= 3 * MiB)
+            try expectPartial(in: inDaemon, isPrefixOf: body, length: kept)
+
+            let s = try client.createTask(TaskCreateParams(session: "full", url: origin.url("/small.bin"),
+                                                           destination: elsewhere + "/small.bin", start: true))
+            let smallDone = try client.waitFor(task: s.id, state: .completed)
+            #expect(try sha256(ofFile: smallDone.location!) == TestOrigin.sha256Hex(small))
+            let list = try ctl(["list"], socket: daemon.socketPath)
+            #expect(list.stdout.contains("waiting (diskFull, in "), "\(list.stdout)")
+
+            let grown = try runTool("/usr/bin/nsenter", ["--target", String(daemon.pid), "--mount",
+                                                          "mount", "-o", "remount,size=64m", downloads])
+            #expect(grown == 0)
+            let resumed = try ctl(["resume", String(t.id)], socket: daemon.socketPath)
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            let done = try client.waitFor(task: t.id, state: .completed)
+            #expect(done.location == downloads + "/huge.bin")
+            #expect(try sha256(ofFile: "/proc/\(daemon.pid)/root" + done.location!) == TestOrigin.sha256Hex(body))
+            #expect(origin.requests("/huge.bin").last?.range == "bytes=\(kept)-")
+            #expect(!FileManager.default.fileExists(atPath: downloads + "/huge.bin"), "the tmpfs is the daemon's alone")
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// Whether this process may mount a tmpfs in a private mount namespace.
+    static let canMountTmpfs: Bool = {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare"),
+              FileManager.default.isExecutableFile(atPath: "/usr/bin/nsenter"),
+              let dir = try? TempDir() else { return false }
+        defer { dir.remove() }
+        let status = try? runTool("/usr/bin/unshare", ["--mount", "/bin/sh", "-c",
+                                                       "mount -t tmpfs -o size=64k tmpfs \"$0\"", dir.path])
+        return status == 0
+    }()
+
+    /// Runs `body`, printing the daemon's log if it throws; always stops both and removes the directories.
+    private func run(_ daemon: DaemonProcess, _ origin: TestOrigin, _ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            print("---- halftunesd log ----\n\(daemon.log())\n------------------------")
+            daemon.kill9()
+            try? await origin.shutdown()
+            daemon.dir.remove()
+            throw error
+        }
+        daemon.kill9()
+        try await origin.shutdown()
+        daemon.dir.remove()
+    }
+
+    private func expectPartial(in dir: String, isPrefixOf body: [UInt8], length: Int) throws {
+        let names = partialFiles(in: dir)
+        #expect(names.count == 1, "\(names)")
+        let name = try #require(names.first)
+        let data = try #require(FileManager.default.contents(atPath: dir + "/" + name))
+        #expect(data.count == length)
+        #expect(Array(data) == Array(body.prefix(length)), "the kept partial data is the file's prefix")
+    }
+
+    private func stateFileSizes(_ dir: String) throws -> [String: Int] {
+        var sizes: [String: Int] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: dir) {
+            let attributes = try FileManager.default.attributesOfItem(atPath: dir + "/" + name)
+            sizes[name] = (attributes[.size] as? NSNumber)?.intValue ?? 0
+        }
+        return sizes
+    }
+}
