@@ -1,4 +1,5 @@
 // Daemon-wide limits: configured (file, flags, reloads), overridden by daemon.setLimits (journaled), applied live.
+import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
@@ -59,7 +60,14 @@ extension DaemonCore {
     }
 
     /// `daemon.setLimits`: checks every given value, journals them, applies them to running transfers.
-    func setLimits(_ p: DaemonSetLimitsParams) throws(RPCError) -> DaemonLimits {
+    /// The limits are shared by every user of the daemon, so only root and the daemon's own user may
+    /// change them.
+    func setLimits(_ p: DaemonSetLimitsParams, uid: UInt32) throws(RPCError) -> DaemonLimits {
+        let daemonUID = UInt32(geteuid())
+        guard uid == 0 || uid == daemonUID else {
+            throw RPCError(.permissionDenied, "Only root\(daemonUID == 0 ? "" : " and uid \(daemonUID), the daemon's user,") "
+                + "may change the daemon-wide limits; they apply to every user of this daemon")
+        }
         if let v = p.maxConcurrent, !Self.limitRange.contains(v) {
             throw RPCError.invalidParams("maxConcurrent must be from 1 to \(Self.limitRange.upperBound) (got \(v))")
         }

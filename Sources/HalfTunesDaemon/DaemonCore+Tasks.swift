@@ -55,7 +55,7 @@ extension DaemonCore {
         }
         let destination: String
         do {
-            try downloadRoots.confine(directory, uid: s.record.uid)
+            try downloadRoots.confine(directory, uid: s.record.uid, creating: true)
             if let explicit, !explicit.isEmpty { // confined before anything about the path is revealed
                 let path = Destination.normalize(explicit.hasPrefix("/") ? explicit : directory + "/" + explicit)
                 try downloadRoots.confine((path as NSString).deletingLastPathComponent, uid: s.record.uid)

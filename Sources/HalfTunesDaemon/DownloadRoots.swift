@@ -30,20 +30,44 @@ struct DownloadRoots: Sendable {
 
     func personalDirectory(for uid: UInt32) -> String { downloadsDirectory + "/\(uid)" }
 
-    /// Checks that `directory` (absolute, normalized) may receive `uid`'s downloads, creating the
-    /// user's personal directory if that is what it is. Throws a clear `invalidParams` otherwise.
-    func confine(_ directory: String, uid: UInt32) throws(RPCError) {
-        if uid != 0, uid != daemonUID, directory == personalDirectory(for: uid) { try preparePersonalDirectory(for: uid) }
+    /// Checks that `directory` (absolute, normalized) may receive `uid`'s downloads. A path in a user's
+    /// personal directory first makes sure that directory exists as theirs (whatever the first path they
+    /// name in it), and with `creating` the missing directories below it are made, theirs too. Throws a
+    /// clear `invalidParams` otherwise.
+    func confine(_ directory: String, uid: UInt32, creating: Bool = false) throws(RPCError) {
+        let personal = personalDirectory(for: uid)
+        let isPersonal = uid != 0 && uid != daemonUID && (directory == personal || directory.hasPrefix(personal + "/"))
+        if isPersonal { try preparePersonalDirectory(for: uid) }
         guard let roots = roots(for: uid) else { return }
         for root in roots where directory == root || directory.hasPrefix(root + "/") {
             if let problem = Self.walk(from: root, to: directory) { throw RPCError.invalidParams(problem) }
+            if isPersonal && creating { try createBelow(personal, to: directory, for: uid) }
             return
         }
         throw RPCError.invalidParams("\(directory) is outside your download directories (\(roots.joined(separator: ", "))); "
             + "downloads may only go there")
     }
 
-    /// Creates `<downloads>/<uid>` (and the downloads directory) if missing, accessible to that uid only.
+    /// Makes the missing directories from `root` (exclusive) down to `directory`, owned by `uid` when the
+    /// daemon runs as root (a system service without that right grants access by the inherited default ACL).
+    private func createBelow(_ root: String, to directory: String, for uid: UInt32) throws(RPCError) {
+        var current = root
+        for part in directory.dropFirst(root.count).split(separator: "/") {
+            current += "/" + part
+            guard mkdir(current, 0o755) == 0 else {
+                if errno == EEXIST { continue }
+                throw RPCError(.ioError, "Cannot create the download directory \(current): \(String(cString: strerror(errno)))")
+            }
+            if geteuid() == 0 {
+                guard chown(current, uid, Self.primaryGroup(of: uid)) == 0 else {
+                    throw RPCError(.ioError, "Cannot give \(current) to uid \(uid): \(String(cString: strerror(errno)))")
+                }
+            }
+        }
+    }
+
+    /// Creates `<downloads>/<uid>` (and the downloads directory) if missing, accessible to that uid only;
+    /// one that exists with another owner or open to others (made by an older version) is repaired.
     func preparePersonalDirectory(for uid: UInt32) throws(RPCError) {
         let path = personalDirectory(for: uid)
         var st = stat()
@@ -51,6 +75,9 @@ struct DownloadRoots: Sendable {
             guard (st.st_mode & S_IFMT) == S_IFDIR else {
                 throw RPCError(.ioError, "\(path) exists and is not a directory")
             }
+            let asRoot = geteuid() == 0
+            let wrong = asRoot ? st.st_uid != uid || st.st_mode & 0o077 != 0 : st.st_mode & 0o007 != 0
+            if wrong { try restrict(path, to: uid) }
             return
         }
         do {
@@ -62,13 +89,26 @@ struct DownloadRoots: Sendable {
         guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
             throw RPCError(.ioError, "Cannot create \(path): \(String(cString: strerror(errno)))")
         }
+        try restrict(path, to: uid)
+    }
+
+    /// Mode 0700 and owned by `uid` (as root), or granted to `uid` by ACL (otherwise).
+    private func restrict(_ path: String, to uid: UInt32) throws(RPCError) {
+        guard chmod(path, 0o700) == 0 else {
+            throw RPCError(.ioError, "Cannot restrict \(path) to its owner: \(String(cString: strerror(errno)))")
+        }
         if geteuid() == 0 {
-            guard chown(path, uid, uid) == 0 else {
+            guard chown(path, uid, Self.primaryGroup(of: uid)) == 0 else {
                 throw RPCError(.ioError, "Cannot give \(path) to uid \(uid): \(String(cString: strerror(errno)))")
             }
         } else if let problem = PosixACL.grant(path: path, uid: uid) {
             throw RPCError(.ioError, "Cannot let uid \(uid) read \(path): \(problem)")
         }
+    }
+
+    /// The user's primary group, or a group of the same number when the uid has no passwd entry.
+    static func primaryGroup(of uid: UInt32) -> gid_t {
+        getpwuid(uid).map { $0.pointee.pw_gid } ?? gid_t(uid)
     }
 
     /// nil if every component from `root` (exclusive) down to `directory` is a real directory (no

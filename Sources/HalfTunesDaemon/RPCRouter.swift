@@ -36,7 +36,7 @@ struct RPCRouter: Sendable {
         route(.taskList) { (p: TaskListParams, _) in try await core.listTasks(p) }
         route(.taskUpdate) { (p: TaskUpdateParams, _) in try await core.updateTask(p) }
         route(.taskMove) { (p: TaskMoveParams, _) in try await core.moveTask(p) }
-        route(.daemonSetLimits) { (p: DaemonSetLimitsParams, _) in try await core.setLimits(p) }
+        route(.daemonSetLimits) { (p: DaemonSetLimitsParams, ctx) in try await core.setLimits(p, uid: ctx.uid) }
         route(.eventsAck) { (p: EventsAckParams, _) in try await core.ack(p) }
         routes[RPCMethod.eventsSubscribe.rawValue] = { ctx, params in
             let p: EventsSubscribeParams = try Self.decodeParams(params)

@@ -67,6 +67,17 @@ public enum PartialFile {
             guard (st.st_mode & S_IFMT) == S_IFREG else {
                 throw FileIOError(operation: "use as a partial file (not a regular file)", path: path, errno: EINVAL)
             }
+            // Only a file the daemon made is written: a hard link planted at the partial path (to a file
+            // elsewhere, even one the daemon owns) or a file someone else put there is refused before a
+            // byte of it is cut or written.
+            guard st.st_nlink == 1 else {
+                throw FileIOError(operation: "use as a partial file (it has \(st.st_nlink) hard links; something replaced it)",
+                                  path: path, errno: EPERM)
+            }
+            guard st.st_uid == geteuid() else {
+                throw FileIOError(operation: "use as a partial file (owned by uid \(st.st_uid), not the daemon; something replaced it)",
+                                  path: path, errno: EPERM)
+            }
             let length = Int64(st.st_size)
             let kept = max(0, min(length, durableOffset))
             if kept != length {

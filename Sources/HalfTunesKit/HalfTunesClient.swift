@@ -88,6 +88,12 @@ public final class HalfTunesClient: @unchecked Sendable {
         }
     }
 
+    /// Any method by name with untyped params (`halftunesctl call`): for methods this version does not
+    /// wrap, and for scripts.
+    public func callRaw(_ method: String, params: JSONValue?) throws -> JSONValue {
+        try lock.withLock { try usableConnection().callRaw(method, params: params) }
+    }
+
     func call<P: Encodable, R: Decodable>(_ method: RPCMethod, _ params: P) throws -> R {
         try lock.withLock { try usableConnection().call(method, params, as: R.self) }
     }

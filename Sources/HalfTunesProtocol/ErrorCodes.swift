@@ -25,6 +25,9 @@ public enum RPCErrorCode: Int, Sendable, CaseIterable, Codable {
     /// A resource cap was reached (connections per uid, subscriptions per connection, tasks per session,
     /// unacknowledged events per session); the message names the cap and what frees it.
     case limitExceeded = -32009
+    /// The caller may not do this at all (e.g. change the daemon-wide limits without being root or the
+    /// daemon's own user).
+    case permissionDenied = -32010
 
     public var name: String {
         switch self {
@@ -42,6 +45,7 @@ public enum RPCErrorCode: Int, Sendable, CaseIterable, Codable {
         case .shuttingDown: return "shuttingDown"
         case .ioError: return "ioError"
         case .limitExceeded: return "limitExceeded"
+        case .permissionDenied: return "permissionDenied"
         }
     }
 }

@@ -61,6 +61,62 @@ struct MultiUserTests {
         }
     }
 
+    /// Every method, sent raw as another uid: root's session and task answer exactly as things that never
+    /// existed, nothing of root's changes, `daemon.status` shows root's activity only as totals, and the
+    /// daemon-wide limits (shared by everyone) are refused.
+    @Test func everyMethodAnswersAnotherUserAsIfNothingExisted() async throws {
+        try await withDaemon { daemon, origin in
+            shareSocket(daemon)
+            let root = try daemon.client()
+            _ = try root.openSession("root.only")
+            let task = try root.createTask(TaskCreateParams(session: "root.only", url: origin.url("/never.bin"), destination: "n.bin"))
+            let before = try root.session("root.only")
+            func call(_ method: String, _ params: String) throws -> CLIResult {
+                try ctl(["call", method, params], socket: daemon.socketPath, asUser: Self.nobody)
+            }
+            /// The answer for root's thing equals the answer for a thing that never existed, but for its name.
+            func same(_ method: String, _ real: String, _ fake: String, _ template: String) throws {
+                let a = try call(method, template.replacingOccurrences(of: "@", with: real))
+                let b = try call(method, template.replacingOccurrences(of: "@", with: fake))
+                #expect(a.status == ExitCode.unknown && a.stdout.contains("\"error\""), "\(method): \(a.stdout)\(a.stderr)")
+                #expect(a.stdout.replacingOccurrences(of: real, with: "X") == b.stdout.replacingOccurrences(of: fake, with: "X"),
+                        "\(method) tells root's \(real) from a missing one: \(a.stdout) vs \(b.stdout)")
+            }
+            let id = String(task.id)
+            for method in ["task.get", "task.resume", "task.suspend", "task.cancel"] {
+                try same(method, id, "987654", #"{"id":@}"#)
+            }
+            try same("task.update", id, "987654", #"{"id":@,"priority":"high"}"#)
+            try same("task.move", id, "987654", #"{"id":@,"to":"front"}"#)
+            try same("task.list", "root.only", "not.a.session", #"{"session":"@"}"#)
+            try same("session.invalidate", "root.only", "not.a.session", #"{"identifier":"@","cancelTasks":true}"#)
+            try same("events.ack", "root.only", "not.a.session", #"{"session":"@","through":1}"#)
+            try same("events.subscribe", "root.only", "not.a.session", #"{"session":"@","after":0}"#)
+
+            // daemon.status: root's task counts in the totals, nothing that names it.
+            let status = try call("daemon.status", "{}")
+            #expect(status.status == 0)
+            let decoded = try WireCoding.decoder.decode(DaemonStatus.self, from: Data(status.stdout.utf8))
+            #expect(decoded.tasks["suspended"] == 1 && decoded.sessions == 1)
+            #expect(!status.stdout.contains("root.only") && !status.stdout.contains("never.bin"))
+
+            // The daemon-wide limits are everyone's: only root (and the daemon's own user) may change them.
+            let limits = try ctl(["limits", "--max-concurrent", "1", "--bandwidth", "1k"], socket: daemon.socketPath, asUser: Self.nobody)
+            #expect(limits.status == 1 && limits.stderr.contains("Only root"), "\(limits.stdout)\(limits.stderr)")
+            let raw = try call("daemon.setLimits", #"{"maxConnectionsPerHost":1}"#)
+            #expect(raw.stdout.contains("\(RPCErrorCode.permissionDenied.rawValue)"), "\(raw.stdout)")
+            #expect(try ctl(["limits"], socket: daemon.socketPath, asUser: Self.nobody).status == 0, "reading them is fine")
+            let after = try root.status().limits
+            #expect(after?.maxConcurrent != 1 && after?.bandwidthLimit == 0 && after?.maxConnectionsPerHost == 6)
+
+            // Nothing of root's changed.
+            let t = try root.task(task.id)
+            #expect(t.state == .suspended && t.priority == .normal)
+            let s = try root.session("root.only")
+            #expect(s.state == .active && s.ackedThrough == before.ackedThrough && s.lastEventSeq == before.lastEventSeq)
+        }
+    }
+
     /// Another user's downloads go to `<downloads>/<uid>/`, owned by them; every way out of it is refused
     /// and writes nothing.
     @Test func downloadsStayInsideTheUsersOwnDirectory() async throws {
@@ -139,6 +195,74 @@ struct MultiUserTests {
             let back = try root.createTask(TaskCreateParams(session: "rootdata", resumeData: data, start: true))
             origin.setBehavior("/slow.bin", TestOrigin.Behavior())
             #expect(try root.waitFor(task: back.id, state: .completed).bytesReceived == Int64(body.count))
+        }
+    }
+
+    /// A user whose first session names a directory deep inside their personal directory still gets that
+    /// directory as their own (0700, owned by them), and the directories below it are theirs too.
+    @Test func aFirstSessionInASubdirectoryStillMakesThePersonalDirectoryTheirs() async throws {
+        try await withDaemon { daemon, origin in
+            shareSocket(daemon)
+            chmod(daemon.downloadsDir, 0o711)
+            let body = TestOrigin.randomBytes(count: 50_000, seed: 66)
+            origin.put("/deep.bin", body)
+            let personal = daemon.downloadsDir + "/65534"
+            #expect(!FileManager.default.fileExists(atPath: personal))
+            func asNobody(_ args: [String]) throws -> CLIResult { try ctl(args, socket: daemon.socketPath, asUser: Self.nobody) }
+            let opened = try asNobody(["session", "open", "deep", "--directory", personal + "/a/b"])
+            #expect(opened.status == 0, "\(opened.stdout)\(opened.stderr)")
+            let done = try asNobody(["download", origin.url("/deep.bin"), "--session", "deep", "--wait"])
+            #expect(done.status == 0, "\(done.stdout)\(done.stderr)")
+            for (path, mode) in [(personal, 0o700 as mode_t), (personal + "/a", 0o755), (personal + "/a/b", 0o755)] {
+                var st = stat()
+                #expect(lstat(path, &st) == 0 && st.st_uid == 65534 && st.st_mode & 0o777 == mode, "\(path): uid \(st.st_uid) mode \(String(st.st_mode & 0o777, radix: 8))")
+            }
+            #expect(try sha256(ofFile: personal + "/a/b/deep.bin") == TestOrigin.sha256Hex(body))
+            // The owner can tidy up after themselves: the download and its directories are theirs to delete.
+            let removed = try runCommand("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                                              "/usr/bin/rm", "-r", personal + "/a"])
+            #expect(removed.status == 0, "\(removed.stderr)")
+
+            // A personal directory left open to others (as an older version could) is closed again on next use.
+            chmod(personal, 0o755)
+            #expect(try asNobody(["session", "open", "deep"]).status == 0)
+            #expect(try asNobody(["download", origin.url("/deep.bin"), "--session", "deep", "--destination", personal + "/again.bin", "--wait"]).status == 0)
+            var st = stat()
+            #expect(stat(personal, &st) == 0 && st.st_mode & 0o777 == 0o700)
+        }
+    }
+
+    /// A paused download whose partial file was replaced by a hard link to another file (which the daemon
+    /// may own), or by a file of another user, fails: the daemon neither cuts nor writes that file.
+    @Test func aHardLinkOrForeignFileAtThePartialPathIsNeverWritten() async throws {
+        try await withDaemon { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 4 * MiB, seed: 67)
+            origin.put("/hl.bin", body)
+            let client = try daemon.client()
+            for (index, plant) in ["hardlink", "foreign"].enumerated() {
+                origin.setBehavior("/hl.bin", .throttled(1 * MiB))
+                let task = try client.startDownload(origin.url("/hl.bin"), session: "hl", destination: "hl\(index).bin")
+                try eventually("some bytes durable") { try client.task(task.id).bytesDurable > 0 ? true : nil }
+                _ = try client.suspend(task.id)
+                let partial = daemon.downloadsDir + "/" + (try #require(partialFiles(in: daemon.downloadsDir).first))
+                let victim = daemon.dir.path + "/victim-\(plant)"
+                let original = Data("precious, and longer than nothing: ".utf8 + Array(repeating: UInt8(ascii: "x"), count: 10_000))
+                #expect(FileManager.default.createFile(atPath: victim, contents: original))
+                #expect(unlink(partial) == 0)
+                if plant == "hardlink" {
+                    #expect(link(victim, partial) == 0)
+                } else {
+                    #expect(FileManager.default.createFile(atPath: partial, contents: original) && chown(partial, 65534, 65534) == 0)
+                }
+                origin.setBehavior("/hl.bin", TestOrigin.Behavior())
+                _ = try client.resume(task.id)
+                let ended = try client.waitFor(task: task.id, state: .failed)
+                #expect(ended.error?.code == TaskErrorCode.ioError && ended.error?.message.contains("something replaced it") == true,
+                        "\(String(describing: ended.error))")
+                #expect(FileManager.default.contents(atPath: victim) == original, "\(plant): the victim was changed")
+                #expect(!FileManager.default.fileExists(atPath: daemon.downloadsDir + "/hl\(index).bin"))
+                unlink(partial)
+            }
         }
     }
 
