@@ -11,6 +11,8 @@ struct ExchangeFields: Sendable, Equatable {
     /// Uploads: the source file (absolute path) and its length at creation.
     var file: String?
     var fileBytes: Int64?
+    /// Uploads: the file that was checked and opened, which every attempt must open again.
+    var fileID: FileID?
     /// Data tasks: the response body cap.
     var maxResponseBytes: Int64?
 }
@@ -49,12 +51,19 @@ extension DaemonCore {
             guard let file = p.file else {
                 throw RPCError.invalidParams("file is required for an upload: the absolute path of the file to send")
             }
-            // Never send a file the client itself could not read (the daemon may have more rights).
-            if let problem = Caller.readProblem(file) {
-                throw RPCError.invalidParams("file: \(problem); uploads send only files you can read")
+            // Never send a file the client itself could not read (the daemon may have more rights): the
+            // file judged is the file opened (a path swapped in between is refused), and every attempt
+            // must open that same file again.
+            var checked: FileID?
+            switch Caller.readCheck(file) {
+            case .refused(let problem): throw RPCError.invalidParams("file: \(problem); uploads send only files you can read")
+            case .allowed(let id): checked = id
             }
             do {
-                fields.fileBytes = try UploadSource.inspect(path: file)
+                let source = try UploadSource.open(path: file, expected: checked)
+                defer { source.close() }
+                fields.fileBytes = source.size
+                fields.fileID = source.fileID
             } catch {
                 throw RPCError.invalidParams(error.message)
             }
@@ -82,6 +91,7 @@ extension DaemonCore {
             partialPath: "", headers: p.headers ?? [:], description: p.description, createdAt: now, updatedAt: now,
             resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout),
             method: fields.method, file: fields.file, maxResponseBytes: fields.maxResponseBytes)
+        record.fileID = fields.fileID?.description
         applyControls(p, to: &record)
         let created = try insertNewTask(record, start: p.start == true)
         guard var t = tasks[created.id], fields.kind == .upload else { return created }
@@ -104,6 +114,7 @@ extension DaemonCore {
             uploadFile: isUpload ? t.record.file : nil,
             responseLimit: isUpload ? .upload : .data(maxBytes: t.record.maxResponseBytes),
             requestTimeout: config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout)
+        request.uploadFileID = t.record.fileID.flatMap(FileID.init(text:))
         request.rateLimiter = makeRateLimiter(for: &t)
         request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
         let runtime = TaskRuntime(taskID: id, journal: journal, durableBytes: 0)

@@ -1,4 +1,5 @@
 import Foundation
+import HalfTunesEngine
 
 /// Whether a client may read a file, judged with its own uid and groups, so the daemon (which may run
 /// with more rights) never uploads a file its client could not read. Mode bits only: an ACL that would
@@ -13,12 +14,18 @@ enum PeerAccess {
         return [primary] + line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { gid_t($0) }
     }
 
-    /// nil when `uid` (with `groups`) may read `path`: search permission on every directory of its real
-    /// path and read permission on the file; otherwise a sentence saying why not.
-    static func readProblem(path: String, uid: uid_t, groups: [gid_t]) -> String? {
-        if uid == 0 { return nil }
+    enum Verdict: Equatable {
+        /// The caller may read it; `checked` is the file that was judged (nil for root: nothing judged).
+        case allowed(checked: FileID?)
+        case refused(String)
+    }
+
+    /// Whether `uid` (with `groups`) may read `path`: search permission on every directory of its real
+    /// path and read permission on the file; when refused, a sentence saying why not.
+    static func check(path: String, uid: uid_t, groups: [gid_t]) -> Verdict {
+        if uid == 0 { return .allowed(checked: nil) }
         guard let resolved = realpath(path, nil) else {
-            return "\(path) cannot be opened: \(String(cString: strerror(errno)))"
+            return .refused("\(path) cannot be opened: \(String(cString: strerror(errno)))")
         }
         let real = String(cString: resolved)
         free(resolved)
@@ -31,12 +38,12 @@ enum PeerAccess {
         var directory = ""
         for part in real.split(separator: "/").dropLast() {
             directory += "/" + part
-            guard stat(directory, &st) == 0 else { return "\(directory) cannot be read: \(String(cString: strerror(errno)))" }
-            if !allowed(st, S_IXUSR, S_IXGRP, S_IXOTH) { return "you (uid \(uid)) may not enter \(directory)" }
+            guard stat(directory, &st) == 0 else { return .refused("\(directory) cannot be read: \(String(cString: strerror(errno)))") }
+            if !allowed(st, S_IXUSR, S_IXGRP, S_IXOTH) { return .refused("you (uid \(uid)) may not enter \(directory)") }
         }
         if directory.isEmpty { directory = "/" }
-        guard stat(real, &st) == 0 else { return "\(real) cannot be read: \(String(cString: strerror(errno)))" }
-        if !allowed(st, S_IRUSR, S_IRGRP, S_IROTH) { return "you (uid \(uid)) may not read \(real)" }
-        return nil
+        guard stat(real, &st) == 0 else { return .refused("\(real) cannot be read: \(String(cString: strerror(errno)))") }
+        if !allowed(st, S_IRUSR, S_IRGRP, S_IROTH) { return .refused("you (uid \(uid)) may not read \(real)") }
+        return .allowed(checked: FileID(st))
     }
 }

@@ -86,10 +86,10 @@ enum Caller {
     /// The caller's groups (primary first), for access checks made on its behalf.
     @TaskLocal static var groups: [gid_t] = []
 
-    /// nil if the caller may read `path` (always, inside the daemon's own work), else why not.
-    static func readProblem(_ path: String) -> String? {
-        guard let uid else { return nil }
-        return PeerAccess.readProblem(path: path, uid: uid, groups: groups)
+    /// Whether the caller may read `path` (always, inside the daemon's own work).
+    static func readCheck(_ path: String) -> PeerAccess.Verdict {
+        guard let uid else { return .allowed(checked: nil) }
+        return PeerAccess.check(path: path, uid: uid, groups: groups)
     }
 
     /// Whether the current caller may see and act on something owned by `owner`.

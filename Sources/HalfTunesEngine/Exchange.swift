@@ -60,7 +60,7 @@ public final class Exchange: Sendable {
         if let path = request.uploadFile {
             let source: UploadSource
             do {
-                source = try UploadSource.open(path: path)
+                source = try UploadSource.open(path: path, expected: request.uploadFileID)
             } catch {
                 logger.warning("cannot open the file to upload", metadata: ["error": "\(error)"])
                 return .failed(TransferFailure(error: error.taskError, isTransient: false, durableBytes: 0), response: nil)

@@ -13,6 +13,8 @@ public struct ExchangeRequest: Sendable {
     public var headers: [(name: String, value: String)]
     /// Uploads: the file sent as the body (opened by `UploadSource.open` when the attempt starts).
     public var uploadFile: String?
+    /// Uploads: the file every attempt must open (pinned when the task was created; nil: not pinned).
+    public var uploadFileID: FileID? = nil
     /// How much of the response body is kept, and what a longer one means.
     public var responseLimit: ResponseLimit
     /// Idle timeout in seconds, reset by every byte sent or received.

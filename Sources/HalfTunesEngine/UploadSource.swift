@@ -20,6 +20,30 @@ public struct UploadSourceError: Error, Sendable, Equatable, CustomStringConvert
     public var taskError: TaskError { TaskError(code: TaskErrorCode.sourceUnreadable, message: message) }
 }
 
+/// Which file a path named when it was checked: its device and inode, stored as "<device>:<inode>".
+/// An upload is pinned to the file its client was allowed to read when the task was created: every
+/// attempt must open that same file, whatever its path points to by then.
+public struct FileID: Sendable, Equatable, CustomStringConvertible {
+    public var device: UInt64
+    public var inode: UInt64
+
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+
+    public init(_ st: stat) { self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) }
+
+    /// From "<device>:<inode>"; nil for anything else.
+    public init?(text: String) {
+        let parts = text.split(separator: ":")
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return nil }
+        self.init(device: device, inode: inode)
+    }
+
+    public var description: String { "\(device):\(inode)" }
+}
+
 /// An open source file. Every attempt of an upload opens the file afresh (so an attempt after a change sends
 /// the file as it is then, whole) and reads it from byte 0; the size is fixed when it is opened, and a file
 /// that grows, shrinks or is modified while it is sent fails the attempt.
@@ -62,9 +86,14 @@ public final class UploadSource: Sendable {
         return source.size
     }
 
+    /// The file's device and inode.
+    public var fileID: FileID { FileID(device: identity.device, inode: identity.inode) }
+
     /// Opens `path` for reading. It must be absolute and name (possibly through symlinks) a regular file;
-    /// anything else (directories, FIFOs, devices) is refused before it is opened.
-    public static func open(path: String) throws(UploadSourceError) -> UploadSource {
+    /// anything else (directories, FIFOs, devices) is refused before it is opened. With `expected`, the
+    /// opened file must be that one (same device and inode): a path that now leads to another file (a
+    /// replaced file, a link pointed elsewhere) is refused, nothing of it is read.
+    public static func open(path: String, expected: FileID? = nil) throws(UploadSourceError) -> UploadSource {
         guard path.hasPrefix("/") else {
             throw UploadSourceError("The file to upload must be given as an absolute path (got '\(path)')")
         }
@@ -87,6 +116,11 @@ public final class UploadSource: Sendable {
         } catch {
             systemClose(fd)
             throw error
+        }
+        if let expected, FileID(st) != expected {
+            systemClose(fd)
+            throw UploadSourceError("\(path) is no longer the file this upload was created with (it was replaced, or "
+                + "a link on its path now leads elsewhere); nothing of it was sent. Create a new upload to send it")
         }
         return UploadSource(path: path, fd: fd, identity: identity(of: st))
     }

@@ -70,6 +70,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var maxResponseBytes: Int64?
     /// Uploads and data tasks, once ended: the response (JSON text in the row).
     public var response: TaskResponse?
+    /// Uploads: "<device>:<inode>" of the file checked at creation; every attempt must open that file.
+    public var fileID: String?
 
     public init(id: Int64? = nil, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, phase: TaskPhase = .transfer, waitingReason: TaskError? = nil,
@@ -79,7 +81,7 @@ public struct TaskRecord: Codable, Sendable, Equatable {
                 error: TaskError? = nil, attempts: Int = 0, queueOrder: Int64 = 0, createdAt: Double,
                 updatedAt: Double, resourceDeadline: Double? = nil, priority: TaskPriority = .normal,
                 checksum: String? = nil, bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil,
-                maxResponseBytes: Int64? = nil, response: TaskResponse? = nil) {
+                maxResponseBytes: Int64? = nil, response: TaskResponse? = nil, fileID: String? = nil) {
         self.id = id
         self.session = session
         self.kind = kind
@@ -111,6 +113,7 @@ public struct TaskRecord: Codable, Sendable, Equatable {
         self.file = file
         self.maxResponseBytes = maxResponseBytes
         self.response = response
+        self.fileID = fileID
     }
 }
 

@@ -7,6 +7,7 @@ enum JournalSchema {
         ("v1", v1),
         ("v2", v2),
         ("v3", v3),
+        ("v4", v4),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -112,5 +113,11 @@ enum JournalSchema {
         UPDATE resume_tokens SET session = (SELECT uid FROM sessions WHERE identifier = resume_tokens.session) || '/' || session
             WHERE instr(session, '/') = 0;
         UPDATE sessions SET identifier = uid || '/' || identifier WHERE instr(identifier, '/') = 0;
+        """
+
+    /// Issue 5: an upload is pinned to the file its client was allowed to read at creation
+    /// ("<device>:<inode>"); every attempt must open that same file.
+    static let v4 = """
+        ALTER TABLE tasks ADD COLUMN file_id TEXT;
         """
 }

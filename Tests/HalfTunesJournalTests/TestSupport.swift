@@ -45,7 +45,8 @@ enum Sample {
                    priority: .high, checksum: "sha256:" + String(repeating: "ab", count: 32), bandwidthLimit: 65536,
                    method: "PUT", file: "/home/u/up load.bin", maxResponseBytes: 4096,
                    response: TaskResponse(status: 201, headers: [["ETag", "\"x\""]], body: "b2s=", bodyBytes: 2,
-                                          truncated: false))
+                                          truncated: false),
+                   fileID: "2049:18446744073709551615")
     }
 
     static func stateChanged(session: String = "com.example.app", task: Int64? = nil, to state: TaskState,

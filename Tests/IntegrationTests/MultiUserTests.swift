@@ -292,6 +292,56 @@ struct MultiUserTests {
         }
     }
 
+    /// An upload is pinned to the file its client could read when it was created: a user who points the
+    /// path (here a symlink of theirs) at a file only the daemon can read before a retry gets a failed
+    /// upload, and not a byte of that file leaves the machine.
+    @Test func aRetriedUploadNeverFollowsASwappedPathToAnotherFile() async throws {
+        try await withDaemon { daemon, origin in
+            shareSocket(daemon)
+            origin.acceptUploads("/swap")
+            var busy = TestOrigin.Behavior()
+            busy.failStatus = 503
+            busy.retryAfter = "3600"
+            origin.setBehavior("/swap", busy)
+            let secretBody = TestOrigin.randomBytes(count: 200_000, seed: 68)
+            let secret = daemon.dir.path + "/secret.key"
+            #expect(FileManager.default.createFile(atPath: secret, contents: Data(secretBody), attributes: [.posixPermissions: 0o600]))
+            let home = daemon.dir.path + "/nobody-home"
+            try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false)
+            #expect(chown(home, 65534, 65534) == 0)
+            let mine = home + "/mine.bin"
+            #expect(FileManager.default.createFile(atPath: mine, contents: Data(TestOrigin.randomBytes(count: 1000, seed: 69))))
+            #expect(chown(mine, 65534, 65534) == 0)
+            let link = home + "/upload-me"
+            #expect(symlink(mine, link) == 0)
+            func asNobody(_ args: [String]) throws -> CLIResult { try ctl(args, socket: daemon.socketPath, asUser: Self.nobody) }
+            let created = try asNobody(["upload", link, origin.url("/swap"), "--session", "swapper", "--json"])
+            #expect(created.status == 0, "\(created.stdout)\(created.stderr)")
+            let id = try JSONDecoder().decode(TaskInfo.self, from: Data(created.stdout.utf8)).id
+            let root = try daemon.client()
+            let waiting = try eventually("the 503 to make it wait") { () -> TaskInfo? in
+                let t = try root.task(id)
+                return t.state == .waiting ? t : nil
+            }
+            #expect(waiting.waitingReason?.httpStatus == 503)
+
+            // The link now leads to root's secret; the retry must not send it.
+            #expect(unlink(link) == 0 && symlink(secret, link) == 0)
+            origin.setBehavior("/swap", TestOrigin.Behavior())
+            #expect(try asNobody(["resume", String(id)]).status == 0)
+            let failed = try root.waitFor(task: id, state: .failed)
+            #expect(failed.error?.code == TaskErrorCode.sourceUnreadable && failed.error?.message.contains("no longer the file") == true,
+                    "\(String(describing: failed.error))")
+            #expect(!origin.uploads("/swap").contains { $0.sha256 == TestOrigin.sha256Hex(secretBody) })
+            #expect(origin.uploads("/swap").allSatisfy { $0.bytes == 0 || $0.bytes == 1000 })
+
+            // The same file rewritten in place (same inode) is still the user's file: a new upload of it works.
+            #expect(unlink(link) == 0 && symlink(mine, link) == 0)
+            let again = try asNobody(["upload", link, origin.url("/swap"), "--session", "swapper", "--wait"])
+            #expect(again.status == 0, "\(again.stdout)\(again.stderr)")
+        }
+    }
+
     /// A socket the daemon binds itself gets the configured group, mode 0660; an unknown group is refused.
     @Test func theSocketGetsTheConfiguredGroup() async throws {
         try await withDaemon(["--socket-group", "65534"]) { daemon, origin in

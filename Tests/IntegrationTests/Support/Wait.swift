@@ -2,13 +2,16 @@ import Foundation
 import HalfTunesKit
 import HalfTunesProtocol
 
-/// Polls `body` until it returns a value (a condition wait with a deadline, not a timing guess).
+/// Polls `body` until it returns a value (a condition wait with a deadline, not a timing guess). Other
+/// errors are retried; a `TestFailure` from `body` means the wait is hopeless and ends it at once.
 func eventually<T>(_ what: String, timeout: Double = 60, _ body: () throws -> T?) throws -> T {
     let deadline = Date().addingTimeInterval(timeout)
     var lastError: Error?
     while Date() < deadline {
         do {
             if let value = try body() { return value }
+        } catch let failure as TestFailure {
+            throw failure
         } catch {
             lastError = error
         }
