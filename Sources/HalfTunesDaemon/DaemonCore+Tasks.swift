@@ -108,7 +108,7 @@ extension DaemonCore {
     /// simply starts from zero (like URLSession when resume data cannot be used).
     private func adoptResumeData(_ token: ResumeTokenRecord, into record: inout TaskRecord) {
         guard let length = PartialFile.length(path: token.partialPath), length > 0,
-              rename(token.partialPath, record.partialPath) == 0
+              PartialFile.move(from: token.partialPath, to: record.partialPath)
         else {
             logger.notice("resume data's partial data is gone; starting from zero", metadata: ["url": "\(token.url)"])
             PartialFile.remove(path: token.partialPath)

@@ -54,8 +54,18 @@ public struct Checksum: Sendable, Equatable, CustomStringConvertible {
 
     /// The SHA-256 of a whole file, read in 1 MiB chunks. Blocks: run it off the daemon's actor.
     public static func sha256(ofFile path: String) throws(FileIOError) -> Checksum {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileIOError(operation: "open", path: path, errno: errno) }
+        let fd: Int32
+        do {
+            fd = try SafePath.inParent(of: path) { dir, name in
+                let fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                guard fd >= 0 else { throw FileIOError(operation: "open", path: path, errno: errno) }
+                return fd
+            }
+        } catch let error as FileIOError {
+            throw error
+        } catch {
+            throw FileIOError(operation: "open", path: path, errno: EIO)
+        }
         defer { close(fd) }
         var hasher = SHA256()
         let size = 1 << 20

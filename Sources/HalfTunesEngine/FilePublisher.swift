@@ -27,14 +27,27 @@ public enum FilePublisher {
             if e.errno == ENOENT { throw PublishError.partialMissing(partialPath) }
             throw PublishError.io(e.description, e.errno)
         }
-        if link(partialPath, destination) == 0 {
-            if unlink(partialPath) != 0, errno != ENOENT {
-                let e = errno
-                throw PublishError.io("Cannot remove '\(partialPath)' after linking it to '\(destination)': "
-                    + POSIX.describe(e), e)
+        // Both names are used relative to their safely reached directories (`SafePath`).
+        let linked: (result: Int32, errno: Int32)
+        do {
+            linked = try SafePath.inParent(of: partialPath) { fromDir, fromName in
+                try SafePath.inParent(of: destination) { toDir, toName in
+                    guard linkat(fromDir, fromName, toDir, toName, 0) == 0 else { return (-1, errno) }
+                    guard unlinkat(fromDir, fromName, 0) == 0 || errno == ENOENT else { return (1, errno) }
+                    return (0, 0)
+                }
             }
-        } else {
-            let e = errno
+        } catch let e as FileIOError {
+            throw PublishError.io(e.description, e.errno)
+        }
+        switch linked.result {
+        case 0:
+            break
+        case 1:
+            throw PublishError.io("Cannot remove '\(partialPath)' after linking it to '\(destination)': "
+                + POSIX.describe(linked.errno), linked.errno)
+        default:
+            let e = linked.errno
             switch e {
             case EEXIST:
                 throw PublishError.destinationExists(destination)
@@ -62,7 +75,7 @@ public enum FilePublisher {
         switch (partial, dest) {
         case let (p?, d?):
             guard p == d else { return .conflict }
-            _ = unlink(partialPath)
+            PartialFile.remove(path: partialPath)
             try? syncDirectories(partialPath, destination)
             return .published
         case (nil, _?):
@@ -105,8 +118,15 @@ public enum FilePublisher {
 
     private static func renameWithoutOverwriting(_ from: String, _ to: String) throws {
         guard !POSIX.exists(to) else { throw PublishError.destinationExists(to) }
-        guard rename(from, to) == 0 else {
-            let e = errno
+        let e: Int32
+        do {
+            e = try SafePath.inParent(of: from) { fromDir, fromName in
+                try SafePath.inParent(of: to) { toDir, toName in renameat(fromDir, fromName, toDir, toName) == 0 ? 0 : errno }
+            }
+        } catch let error as FileIOError {
+            throw PublishError.io(error.description, error.errno)
+        }
+        guard e == 0 else {
             throw PublishError.io("Cannot rename '\(from)' to '\(to)': " + POSIX.describe(e), e)
         }
     }

@@ -46,16 +46,23 @@ public enum PartialFile {
         return kept
     }
 
-    /// unlink, ignoring ENOENT.
+    /// unlink (through `SafePath`), ignoring ENOENT and a way to it that cannot be taken safely.
     public static func remove(path: String) {
-        _ = unlink(path)
+        _ = try? SafePath.inParent(of: path) { dir, name in unlinkat(dir, name, 0) }
     }
 
-    /// The file's length, nil if it does not exist (symlinks are not followed).
+    /// The file's length, nil if it does not exist (symlinks are not followed, on the way either).
     public static func length(path: String) -> Int64? {
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return nil }
-        return Int64(st.st_size)
+        SafePath.lstatSafely(path).map { Int64($0.st_size) }
+    }
+
+    /// Moves kept partial data to another partial path (resume data adopted by a new task): a regular file,
+    /// renamed within the safely reached directories; false if that is not possible.
+    public static func move(from source: String, to target: String) -> Bool {
+        guard let st = SafePath.lstatSafely(source), (st.st_mode & S_IFMT) == S_IFREG else { return false }
+        return (try? SafePath.inParent(of: source) { fromDir, fromName in
+            try SafePath.inParent(of: target) { toDir, toName in renameat(fromDir, fromName, toDir, toName) == 0 }
+        }) ?? false
     }
 
     /// `prepare`, keeping the descriptor open for writing (O_WRONLY, not O_APPEND).
@@ -101,22 +108,25 @@ enum POSIX {
         return "\(String(cString: s)) (errno \(code))"
     }
 
-    /// Opens `path` write-only without following a symlink, creating it (0644) if needed.
+    /// Opens `path` write-only without following a symlink (at the file or on the way to it, see
+    /// `SafePath`), creating it (0644) if needed.
     static func openForWriting(_ path: String) throws -> (fd: Int32, created: Bool) {
         let base = O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
-        for _ in 0..<8 {
-            let fd = open(path, base)
-            if fd >= 0 { return (fd, false) }
-            let e = errno
-            if e == EINTR { continue }
-            guard e == ENOENT else { throw FileIOError(operation: "open", path: path, errno: e) }
-            let created = open(path, base | O_CREAT | O_EXCL, 0o644)
-            if created >= 0 { return (created, true) }
-            let e2 = errno
-            if e2 == EEXIST || e2 == EINTR { continue }  // lost a race with another creator: open it
-            throw FileIOError(operation: "create", path: path, errno: e2)
+        return try SafePath.inParent(of: path) { dir, name in
+            for _ in 0..<8 {
+                let fd = openat(dir, name, base)
+                if fd >= 0 { return (fd, false) }
+                let e = errno
+                if e == EINTR { continue }
+                guard e == ENOENT else { throw FileIOError(operation: "open", path: path, errno: e) }
+                let created = openat(dir, name, base | O_CREAT | O_EXCL, 0o644)
+                if created >= 0 { return (created, true) }
+                let e2 = errno
+                if e2 == EEXIST || e2 == EINTR { continue }  // lost a race with another creator: open it
+                throw FileIOError(operation: "create", path: path, errno: e2)
+            }
+            throw FileIOError(operation: "open", path: path, errno: EAGAIN)
         }
-        throw FileIOError(operation: "open", path: path, errno: EAGAIN)
     }
 
     static func directory(of path: String) -> String {
@@ -127,8 +137,7 @@ enum POSIX {
 
     static func fsyncDirectory(containing path: String) throws {
         let dir = directory(of: path)
-        let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileIOError(operation: "open directory", path: dir, errno: errno) }
+        let fd = try SafePath.openDirectory(dir)
         defer { close(fd) }
         // Some filesystems cannot fsync a directory (EINVAL); their metadata is then as durable as it gets.
         if fsync(fd) != 0, errno != EINVAL {
@@ -137,17 +146,18 @@ enum POSIX {
     }
 
     static func fsyncFile(_ path: String) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { throw FileIOError(operation: "open", path: path, errno: errno) }
+        let fd = try SafePath.inParent(of: path) { dir, name in
+            let fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { throw FileIOError(operation: "open", path: path, errno: errno) }
+            return fd
+        }
         defer { close(fd) }
         guard fsync(fd) == 0 else { throw FileIOError(operation: "fsync", path: path, errno: errno) }
     }
 
-    /// (device, inode) of a path, nil if it does not exist; symlinks are not followed.
+    /// (device, inode) of a path, nil if it does not exist; symlinks are not followed (see `SafePath`).
     static func identity(_ path: String) -> (dev: UInt64, ino: UInt64)? {
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return nil }
-        return (UInt64(st.st_dev), UInt64(st.st_ino))
+        SafePath.lstatSafely(path).map { (UInt64($0.st_dev), UInt64($0.st_ino)) }
     }
 
     static func exists(_ path: String) -> Bool {
