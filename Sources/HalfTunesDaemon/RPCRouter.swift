@@ -81,7 +81,7 @@ struct RPCRouter: Sendable {
         do {
             value = try WireCoding.decoder.decode(JSONValue.self, from: Data(line))
         } catch {
-            return RPCResponse(id: nil, error: .parse("the line is not valid JSON"))
+            return RPCResponse(id: nil, error: .parse("the line is not valid JSON (or nests arrays and objects too deeply)"))
         }
         guard case .object(let object) = value else {
             if case .array = value {
@@ -101,6 +101,12 @@ struct RPCRouter: Sendable {
         }
         guard case .string(let method)? = object["method"] else {
             return RPCResponse(id: id, error: .invalidRequest("\"method\" must be a string"))
+        }
+        let unknown = object.keys.filter { !Self.requestMembers.contains($0) }.sorted()
+        if !unknown.isEmpty {
+            let list = unknown.map { "'\($0.prefix(64))'" }.joined(separator: ", ")
+            return RPCResponse(id: id, error: .invalidRequest(
+                "unknown member\(unknown.count == 1 ? "" : "s") \(list); a request has only jsonrpc, id, method and params"))
         }
         let params = object["params"] ?? .object([:])
         guard params.isObject else {
@@ -125,6 +131,8 @@ struct RPCRouter: Sendable {
             return id == nil ? nil : RPCResponse(id: id, error: RPCError(.internalError, "Internal error: \(error)"))
         }
     }
+
+    static let requestMembers: Set<String> = ["jsonrpc", "id", "method", "params"]
 
     static func describe(_ error: DecodingError) -> String {
         func path(_ ctx: DecodingError.Context) -> String {

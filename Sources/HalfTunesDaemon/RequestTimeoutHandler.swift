@@ -13,6 +13,8 @@ final class RequestTimeoutHandler: ChannelInboundHandler, RemovableChannelHandle
     /// When the currently unfinished line began (nil: nothing pending).
     private var pendingSince: NIODeadline?
     private var connectedAt = NIODeadline.now()
+    /// The line being received has a non-blank byte (until the first request is complete).
+    private var lineHasContent = false
     private var timer: Scheduled<Void>?
 
     init(timeout: TimeAmount) { self.timeout = timeout }
@@ -25,8 +27,15 @@ final class RequestTimeoutHandler: ChannelInboundHandler, RemovableChannelHandle
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = unwrapInboundIn(data).readableBytesView
+        // Only a line with something in it counts as a request: blank lines do not keep a client around.
+        for byte in bytes where !hasSentRequest {
+            switch byte {
+            case UInt8(ascii: "\n"): if lineHasContent { hasSentRequest = true }; lineHasContent = false
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"): break
+            default: lineHasContent = true
+            }
+        }
         if let lastNewline = bytes.lastIndex(of: UInt8(ascii: "\n")) {
-            hasSentRequest = true
             let trailing = bytes.endIndex - lastNewline - 1
             pendingSince = trailing > 0 ? .now() : nil
         } else if !bytes.isEmpty, pendingSince == nil {

@@ -42,7 +42,9 @@ enum SessionNames {
               case .string(let name)? = object[field] else { return params }
         if name.contains("/") {
             let parts = name.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-            guard uid == 0, parts.count == 2, UInt32(parts[0]) != nil, !parts[1].isEmpty, !parts[1].contains("/") else {
+            // Root names another user's session by the canonical decimal uid ("1000/x", not "+1000/x" or "01000/x").
+            guard uid == 0, parts.count == 2, let owner = UInt32(parts[0]), String(owner) == parts[0],
+                  !parts[1].isEmpty, !parts[1].contains("/") else {
                 throw RPCError.invalidParams("\(field) must not contain '/'")
             }
             return params // root naming another user's session

@@ -19,8 +19,13 @@ struct HostileClientTests {
             func code(_ frame: String) throws -> Int? { try code(Array(frame.utf8)) }
             #expect(try code([0xFF, 0xFE, 0x7B, 0x7D]) == -32700)                        // invalid UTF-8
             #expect(try code(#"{"jsonrpc":"2.0","id":1,"method":"daemon.status","x":"\#u{FFFD}"#) == -32700) // unterminated
-            #expect(try code(String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)) != nil)
-            #expect(try code(String(repeating: #"{"a":"#, count: 50_000) + "1" + String(repeating: "}", count: 50_000)) != nil)
+            #expect(try code(String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)) == -32700)
+            #expect(try code(String(repeating: #"{"a":"#, count: 50_000) + "1" + String(repeating: "}", count: 50_000)) == -32700)
+            #expect(try code(#"{"jsonrpc":"2.0","id":1,"method":"task.list","params":{"session":"#
+                + String(repeating: "[", count: 5_000) + String(repeating: "]", count: 5_000) + "}}") == -32700)
+            // Members a request does not have are refused, like unknown params fields.
+            #expect(try code(#"{"jsonrpc":"2.0","id":1,"method":"daemon.status","extra":1}"#) == -32600)
+            #expect(try code(#"{"jsonrpc":"2.0","id":1,"method":"daemon.status","Params":{}}"#) == -32600)
             // A number no JSON parser can represent is a parse error; a representable non-integer id is invalid.
             #expect(try [-32700, -32600].contains(code(#"{"jsonrpc":"2.0","id":1e999,"method":"daemon.status"}"#)))
             #expect(try code(#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"daemon.status"}"#) == -32600)
@@ -41,6 +46,17 @@ struct HostileClientTests {
             #expect(try code(#""just a string""#) == -32600)
             #expect(try code("null") == -32600)
             #expect(try code(#"{"jsonrpc":"2.0","id":14,"method":"task.list","params":{"state":"exploded"}}"#) == -32602)
+            // Session identifiers: 1-255 ASCII letters, digits and . _ - @ + :, starting with a letter or digit.
+            func open(_ identifier: String) throws -> Int? {
+                try code(#"{"jsonrpc":"2.0","id":19,"method":"session.open","params":{"identifier":"\#(identifier)"}}"#)
+            }
+            for bad in ["", String(repeating: "a", count: 256), ".hidden", "-dash", "a b", "tab\\tname", "ünï", "semi;colon",
+                        "quote'", "nul\\u0000", "+1000/x", "01000/x", "0/", "/x", "1/2/3"] {
+                #expect(try open(bad) == -32602, "identifier '\(bad)' was accepted")
+            }
+            for good in [String(repeating: "a", count: 255), "9lives", "com.example.app_1-2@host+x:y", "0/root.named"] {
+                #expect(try open(good) == nil, "identifier '\(good)' was refused")
+            }
             _ = try code(#"{"jsonrpc":"2.0","id":15,"method":"session.open","params":{"identifier":"battery"}}"#)
             for url in ["file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://h/x", "http:///nohost", "javascript:alert(1)"] {
                 #expect(try code(#"{"jsonrpc":"2.0","id":16,"method":"task.create","params":{"session":"battery","url":"\#(url)"}}"#) == -32602, "\(url)")
@@ -110,28 +126,49 @@ struct HostileClientTests {
         }
     }
 
-    /// A client that connects and sends nothing, and one that sends a byte at a time without ever
-    /// finishing its line, are dropped after the client timeout; a normal client is served meanwhile.
-    @Test func silentAndSlowLorisClientsAreDroppedWithoutDelayingOthers() async throws {
-        try await withDaemon(["--client-timeout", "1"]) { daemon, origin in
+    /// While a client that sends nothing, one that sends only blank lines, one that sends a byte at a time
+    /// without ever finishing its line, and one that never reads its replies are all connected, a normal
+    /// client's calls stay fast: each answered well within a small bound (far below the client timeout, so
+    /// a daemon that stalled until the slow clients were dropped would fail). Then the silent ones are
+    /// dropped after the client timeout and the greedy one once its output piles up.
+    @Test func silentSlowLorisAndNonReadingClientsDoNotDelayOthers() async throws {
+        try await withDaemon(["--client-timeout", "5", "--max-pending-output", "65536"]) { daemon, origin in
+            let client = try daemon.client()
+            _ = try client.openSession("busy")
+            for i in 0..<100 { _ = try client.createTask(TaskCreateParams(session: "busy", url: "http://127.0.0.1:9/\(i)", destination: "b\(i)")) }
             let silent = try RawSocket(path: daemon.socketPath)
+            let blank = try RawSocket(path: daemon.socketPath)
             let slow = try RawSocket(path: daemon.socketPath)
+            let greedy = try RawSocket(path: daemon.socketPath)
+            let started = Date()
             let dripping = Task.detached {
                 for byte in Array(#"{"jsonrpc":"2.0","id":1,"method":"daemon.status"}"#.utf8) {
                     guard (try? slow.send([byte])) != nil else { return }
-                    try? await Task.sleep(for: .milliseconds(150))
+                    try? blank.send(Array("\n".utf8))
+                    try? await Task.sleep(for: .milliseconds(100))
                 }
             }
             defer { dripping.cancel() }
-            let client = try daemon.client()
-            var slowest = 0.0
-            for _ in 0..<40 {
+            // The greedy client asks for ~50 KiB answers and never reads them.
+            let list = Array((#"{"jsonrpc":"2.0","id":1,"method":"task.list"}"# + "\n").utf8)
+            var calls: [Double] = []
+            var greedySent = 0
+            // Measure for 3 s: every slow client is still connected (the timeout is 5 s).
+            while Date().timeIntervalSince(started) < 3 {
+                if greedySent < 400, (try? greedy.send(list)) != nil { greedySent += 1 }
                 let start = Date()
                 _ = try client.status()
-                slowest = max(slowest, Date().timeIntervalSince(start))
+                _ = try client.tasks(session: "busy")
+                calls.append(Date().timeIntervalSince(start))
             }
-            #expect(slowest < 2, "a status call took \(slowest) s while slow clients were connected")
+            #expect(!silent.peerClosed(within: 0) && !blank.peerClosed(within: 0) && !slow.peerClosed(within: 0),
+                    "the slow clients were dropped before the measurement ended; it measured nothing")
+            let slowest = calls.max() ?? .infinity
+            #expect(calls.count > 20 && slowest < 0.5,
+                    "\(calls.count) calls, slowest \(slowest) s, while silent, blank-line, slow-loris and non-reading clients were connected")
+            #expect(greedy.peerClosed(within: 30), "the client that never reads was not dropped")
             #expect(silent.peerClosed(within: 30))
+            #expect(blank.peerClosed(within: 30), "blank lines kept a client that asks nothing connected")
             #expect(slow.peerClosed(within: 30))
             // A client that asked something may then stay idle; the Kit client reconnects if needed.
             #expect(try client.status().pid == daemon.pid)
