@@ -146,13 +146,26 @@ public final class DaemonService: Service {
         return reason
     }
 
-    /// Creates the state directory (0700) and takes an exclusive lock so two daemons never share it.
+    /// Creates the state directory (0700) and takes an exclusive lock so two daemons never share it. An
+    /// existing one must belong to the daemon's user; read or write access for others is taken away (search
+    /// access stays: the system unit makes it 0711 so users reach their own `downloads/<uid>/`).
     static func prepareStateDirectory(_ config: DaemonConfiguration) throws -> Int32 {
         do {
             try FileManager.default.createDirectory(atPath: config.stateDirectory, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
         } catch {
             throw DaemonError.stateDirectory("cannot create the state directory \(config.stateDirectory): \(error.localizedDescription)")
+        }
+        var st = stat()
+        guard stat(config.stateDirectory, &st) == 0 else {
+            throw DaemonError.stateDirectory("cannot inspect \(config.stateDirectory): \(String(cString: strerror(errno)))")
+        }
+        guard st.st_uid == geteuid() else {
+            throw DaemonError.stateDirectory("the state directory \(config.stateDirectory) belongs to uid \(st.st_uid), not to "
+                + "this daemon's user (uid \(geteuid())); whoever owns it could change the journal. Use a directory of your own")
+        }
+        if st.st_mode & 0o066 != 0, chmod(config.stateDirectory, st.st_mode & 0o7711) != 0 {
+            throw DaemonError.stateDirectory("cannot take others' access to \(config.stateDirectory) away: \(String(cString: strerror(errno)))")
         }
         let fd = open(config.lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
