@@ -14,4 +14,14 @@ extension DaemonCore {
             throw RPCError(.limitExceeded, "Session '\(identifier)' has \(pending) unacknowledged events (at most \(configuration.maxPendingEventsPerSession)); acknowledge delivered events with events.ack to create more tasks")
         }
     }
+
+    /// Refuses a new session when its owner already holds `maxSessionsPerUID` (each session may hold its
+    /// own tasks and events, so the per-session caps would otherwise multiply without bound).
+    func checkCapsForNewSession(owner: UInt32) throws(RPCError) {
+        let held = sessions.values.reduce(0) { $0 + ($1.record.uid == owner ? 1 : 0) }
+        guard held < configuration.maxSessionsPerUID else {
+            throw RPCError(.limitExceeded, "uid \(owner) already has \(held) sessions (at most \(configuration.maxSessionsPerUID)); "
+                + "invalidate sessions you no longer use (halftunesctl session invalidate ID)")
+        }
+    }
 }

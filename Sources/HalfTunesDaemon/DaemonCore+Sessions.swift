@@ -26,6 +26,7 @@ extension DaemonCore {
             }
             return SessionOpenResult(session: sessionInfo(existing), reattached: true)
         }
+        try checkCapsForNewSession(owner: owner)
         let record = SessionRecord(identifier: id, uid: owner, configuration: config, state: .active, createdAt: clock())
         try journaled { try journal.upsertSession(record) }
         let s = ManagedSession(record: record, lastEventSeq: (try? journal.lastEventSeq(session: id)) ?? 0)

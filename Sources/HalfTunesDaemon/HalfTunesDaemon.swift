@@ -27,6 +27,8 @@ public struct DaemonConfiguration: Sendable {
     public var maxSubscriptionsPerConnection: Int = 16
     /// Unfinished tasks one session may hold.
     public var maxTasksPerSession: Int = 10_000
+    /// Sessions one uid may hold (`session.open` of a new one fails with `limitExceeded` past it).
+    public var maxSessionsPerUID: Int = 1000
     /// Unacknowledged journaled events past which a session accepts no new tasks.
     public var maxPendingEventsPerSession: Int = 100_000
     /// Resume data (and the partial data it keeps) expires after this many seconds.

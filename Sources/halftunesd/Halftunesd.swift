@@ -89,6 +89,10 @@ struct Halftunesd: AsyncParsableCommand {
         "Unfinished tasks one session may hold (default: 10000).", valueName: "n"))
     var maxTasksPerSession: String?
 
+    @Option(name: .customLong("max-sessions-per-uid"), help: ArgumentHelp(
+        "Sessions one user may hold (default: 1000).", valueName: "n"))
+    var maxSessionsPerUID: String?
+
     @Option(name: .customLong("max-pending-events"), help: ArgumentHelp(
         "Unacknowledged events past which a session accepts no new tasks (default: 100000).", valueName: "n"))
     var maxPendingEvents: String?
@@ -101,7 +105,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.logLevel, logLevel), (.exitWhenIdle, exitWhenIdle), (.checkpointInterval, checkpointInterval),
             (.maxPendingOutput, maxPendingOutput), (.clientTimeout, clientTimeout), (.socketGroup, socketGroup),
             (.maxConnectionsPerUID, maxConnectionsPerUID), (.maxTasksPerSession, maxTasksPerSession),
-            (.maxPendingEvents, maxPendingEvents),
+            (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
         ]
         var settings = DaemonSettings()
         for case let (key, value?) in given {

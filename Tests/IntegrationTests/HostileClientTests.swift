@@ -316,6 +316,24 @@ struct ResourceCapTests {
         }
     }
 
+    /// One uid may hold at most `max-sessions-per-uid` sessions; re-attaching to one it has is fine, and
+    /// invalidating one makes room.
+    @Test func sessionsPerUIDAreCapped() async throws {
+        try await withDaemon(["--max-sessions-per-uid", "3"]) { daemon, origin in
+            let client = try daemon.client()
+            for i in 0..<3 { _ = try client.openSession("s\(i)") }
+            do {
+                _ = try client.openSession("s3")
+                Issue.record("a fourth session was accepted")
+            } catch HalfTunesClientError.rpc(let e) {
+                #expect(e.code == RPCErrorCode.limitExceeded.rawValue && e.message.contains("3 sessions"), "\(e)")
+            }
+            #expect(try client.openSession("s1").reattached)
+            #expect(try client.invalidateSession("s0", cancelTasks: true).invalidated)
+            #expect(try client.openSession("s3").reattached == false)
+        }
+    }
+
     /// One connection may hold at most 16 subscriptions.
     @Test func subscriptionsPerConnectionAreCapped() async throws {
         try await withDaemon { daemon, origin in

@@ -19,6 +19,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var maxConnectionsPerUID: Int
     public var maxTasksPerSession: Int
     public var maxPendingEvents: Int
+    public var maxSessionsPerUID: Int
 
     public static let defaultMaxConcurrent = 6
     public static let defaultMaxConnectionsPerHost = 6
@@ -29,6 +30,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public static let defaultMaxConnectionsPerUID = 64
     public static let defaultMaxTasksPerSession = 10_000
     public static let defaultMaxPendingEvents = 100_000
+    public static let defaultMaxSessionsPerUID = 1000
 
     public init(_ s: DaemonSettings) {
         socket = s.socket ?? DefaultPaths.socketPath()
@@ -46,6 +48,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         maxConnectionsPerUID = s.maxConnectionsPerUID ?? Self.defaultMaxConnectionsPerUID
         maxTasksPerSession = s.maxTasksPerSession ?? Self.defaultMaxTasksPerSession
         maxPendingEvents = s.maxPendingEvents ?? Self.defaultMaxPendingEvents
+        maxSessionsPerUID = s.maxSessionsPerUID ?? Self.defaultMaxSessionsPerUID
     }
 
     public var daemonConfiguration: DaemonConfiguration {
@@ -60,6 +63,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.maxConnectionsPerUID = maxConnectionsPerUID
         config.maxTasksPerSession = maxTasksPerSession
         config.maxPendingEventsPerSession = maxPendingEvents
+        config.maxSessionsPerUID = maxSessionsPerUID
         return config
     }
 
@@ -81,6 +85,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.maxConnectionsPerUID = maxConnectionsPerUID
         s.maxTasksPerSession = maxTasksPerSession
         s.maxPendingEvents = maxPendingEvents
+        s.maxSessionsPerUID = maxSessionsPerUID
         return s
     }
 

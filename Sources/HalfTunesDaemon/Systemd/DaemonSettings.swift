@@ -27,6 +27,8 @@ public struct DaemonSettings: Sendable, Equatable {
     public var maxTasksPerSession: Int?
     /// Unacknowledged events past which a session accepts no new tasks.
     public var maxPendingEvents: Int?
+    /// Sessions one uid may hold.
+    public var maxSessionsPerUID: Int?
 
     public init() {}
 
@@ -55,6 +57,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .maxConnectionsPerUID: return maxConnectionsPerUID.map(String.init)
         case .maxTasksPerSession: return maxTasksPerSession.map(String.init)
         case .maxPendingEvents: return maxPendingEvents.map(String.init)
+        case .maxSessionsPerUID: return maxSessionsPerUID.map(String.init)
         }
     }
 }
@@ -81,6 +84,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case maxConnectionsPerUID = "max-connections-per-uid"
     case maxTasksPerSession = "max-tasks-per-session"
     case maxPendingEvents = "max-pending-events"
+    case maxSessionsPerUID = "max-sessions-per-uid"
 
     public var flag: String { "--" + rawValue }
 
@@ -125,6 +129,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxConnectionsPerUID: settings.maxConnectionsPerUID = try Self.integer(text, in: 1...100_000)
         case .maxTasksPerSession: settings.maxTasksPerSession = try Self.integer(text, in: 1...10_000_000)
         case .maxPendingEvents: settings.maxPendingEvents = try Self.integer(text, in: 1...100_000_000)
+        case .maxSessionsPerUID: settings.maxSessionsPerUID = try Self.integer(text, in: 1...1_000_000)
         }
     }
 
@@ -145,6 +150,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxConnectionsPerUID: if let v = source.maxConnectionsPerUID { target.maxConnectionsPerUID = v }
         case .maxTasksPerSession: if let v = source.maxTasksPerSession { target.maxTasksPerSession = v }
         case .maxPendingEvents: if let v = source.maxPendingEvents { target.maxPendingEvents = v }
+        case .maxSessionsPerUID: if let v = source.maxSessionsPerUID { target.maxSessionsPerUID = v }
         }
     }
 
