@@ -74,7 +74,8 @@ extension DaemonCore {
         guard p.through <= s.lastEventSeq else {
             throw RPCError.invalidParams("through (\(p.through)) is beyond the session's last event (\(s.lastEventSeq))")
         }
-        let pruned = try journaled { try journal.ack(session: p.session, through: p.through) }
+        let (pruned, droppedBodies) = try journaled { try journal.ack(session: p.session, through: p.through) }
+        for id in droppedBodies { tasks[id]?.record.response?.body = nil } // delivered: kept nowhere now
         s.record.ackedThrough = max(s.record.ackedThrough, p.through)
         sessions[p.session] = s
         return EventsAckResult(ackedThrough: s.record.ackedThrough, pruned: pruned)

@@ -37,13 +37,27 @@ extension Journal {
 
     /// Sets the session's `acked_through` to max(old, through) and deletes its events with seq <= through,
     /// in one transaction. Returns the number of events deleted. Throws `unknownSession`.
-    public func ack(session: String, through: Int64) throws -> Int {
+    /// Acknowledges (deletes) the session's events through `through`. A data task whose `didComplete` event
+    /// goes with them loses its body in the same transaction: the body is journaled for its completion only,
+    /// and once that was delivered and acknowledged nothing of it is kept (status, headers and `bodyBytes`
+    /// stay). Returns the number of events deleted and the tasks whose body was dropped.
+    public func ack(session: String, through: Int64) throws -> (pruned: Int, droppedBodies: [Int64]) {
         try write { db in
             try db.execute(sql: "UPDATE sessions SET acked_through = max(acked_through, ?) WHERE identifier = ?",
                            arguments: [through, session])
             guard db.changesCount == 1 else { throw JournalError.unknownSession(session) }
             try db.execute(sql: "DELETE FROM events WHERE session = ? AND seq <= ?", arguments: [session, through])
-            return db.changesCount
+            let pruned = db.changesCount
+            let dropped = try Int64.fetchAll(db, sql: """
+                SELECT id FROM tasks WHERE session = ? AND kind = 'data' AND response IS NOT NULL
+                    AND json_extract(response, '$.body') IS NOT NULL
+                    AND state IN ('completed', 'failed', 'canceled')
+                    AND NOT EXISTS (SELECT 1 FROM events WHERE events.task = tasks.id AND events.type = 'didComplete')
+                """, arguments: [session])
+            for id in dropped {
+                try db.execute(sql: "UPDATE tasks SET response = json_remove(response, '$.body') WHERE id = ?", arguments: [id])
+            }
+            return (pruned, dropped)
         }
     }
 

@@ -113,17 +113,17 @@ import Testing
             let other = try journal.appendEvents([Sample.stateChanged(session: Self.b, to: .queued, from: nil)])
             let last = events.last!.seq!
 
-            #expect(try journal.ack(session: Self.a, through: events[2].seq!) == 3)
+            #expect(try journal.ack(session: Self.a, through: events[2].seq!).pruned == 3)
             #expect(try journal.events(session: Self.a, after: 0) == Array(events[3...]))
             #expect(try journal.loadSessions().first { $0.identifier == Self.a }?.ackedThrough == events[2].seq!)
             // Acking an older seq neither lowers acked_through nor deletes anything.
-            #expect(try journal.ack(session: Self.a, through: events[0].seq!) == 0)
+            #expect(try journal.ack(session: Self.a, through: events[0].seq!).pruned == 0)
             #expect(try journal.loadSessions().first { $0.identifier == Self.a }?.ackedThrough == events[2].seq!)
             // The stale in-memory copy of the session (ackedThrough 0) must not undo the ack.
             try journal.upsertSession(Sample.session(Self.a))
             #expect(try journal.loadSessions().first { $0.identifier == Self.a }?.ackedThrough == events[2].seq!)
 
-            #expect(try journal.ack(session: Self.a, through: last) == 2)
+            #expect(try journal.ack(session: Self.a, through: last).pruned == 2)
             #expect(try journal.events(session: Self.a, after: 0).isEmpty)
             #expect(try journal.lastEventSeq(session: Self.a) == last)
             #expect(try journal.events(session: Self.b, after: 0) == other)
