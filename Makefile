@@ -3,7 +3,7 @@ SWIFT        ?= swift
 BUILD_DIR    ?= .build
 DEBUG_BIN    := $(BUILD_DIR)/debug
 RELEASE_BIN  := $(BUILD_DIR)/release
-APT_PACKAGES := libsystemd-dev libsqlite3-dev pkg-config systemd util-linux
+APT_PACKAGES := libsystemd-dev libsqlite3-dev pkg-config systemd util-linux openssl
 ARGS         ?=
 
 .PHONY: all deps build release run test unit-test clean bench

@@ -15,10 +15,11 @@ public enum DaemonError: Error, CustomStringConvertible {
     case locked(String)
     case journal(String)
     case socketActivation(String)
+    case configuration(String)
 
     public var description: String {
         switch self {
-        case .stateDirectory(let s), .locked(let s), .journal(let s), .socketActivation(let s): return s
+        case .stateDirectory(let s), .locked(let s), .journal(let s), .socketActivation(let s), .configuration(let s): return s
         }
     }
 }
@@ -75,7 +76,13 @@ public final class DaemonService: Service {
             throw DaemonError.journal("cannot load the resume-data key: \(error)")
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let httpClient = HTTPClientFactory.make(eventLoopGroup: group)
+        let httpClient: HTTPClient
+        do {
+            httpClient = try HTTPClientFactory.make(eventLoopGroup: group, caFile: config.caFile)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw DaemonError.configuration("ca-file \(config.caFile ?? ""): cannot load certificate authorities from it: \(error)")
+        }
         let core = DaemonCore(configuration: config, journal: journal, httpClient: httpClient, logger: logger,
                               resumeKey: resumeKey)
         do {

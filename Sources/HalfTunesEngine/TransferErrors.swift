@@ -11,6 +11,7 @@ import HalfTunesProtocol
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// Why the engine itself cut a request short (the cause is kept in the transfer's state).
 enum EngineAbort: Error {
@@ -53,6 +54,17 @@ enum ErrorMapping {
                 }
                 return (TaskError(code: TaskErrorCode.invalidResponse, message: "HTTP error from \(target): \(e)"), true)
             }
+        }
+        if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
+            return (tlsFailure(target, detail: "it is not valid for this host (\(e))"), false)
+        }
+        if let e = error as? NIOSSLError {
+            let text = "\(e)"
+            // A certificate that does not verify will not verify on the next attempt either: fail, say why.
+            if text.contains("CERTIFICATE_VERIFY_FAILED") || text.lowercased().contains("certificate verify failed") {
+                return (tlsFailure(target, detail: "it could not be verified (\(text))"), false)
+            }
+            return lost("TLS failed: \(text)")
         }
         if let e = error as? NIOConnectionError {
             if e.connectionErrors.isEmpty, let dns = e.dnsAError ?? e.dnsAAAAError {
@@ -102,6 +114,11 @@ enum ErrorMapping {
 
     static func invalidURL(_ url: String, detail: String) -> TaskError {
         TaskError(code: TaskErrorCode.invalidResponse, message: "Invalid URL '\(url)': \(detail)")
+    }
+
+    static func tlsFailure(_ target: String, detail: String) -> TaskError {
+        TaskError(code: TaskErrorCode.tlsFailure, message: "The TLS certificate of \(target) was refused: \(detail). If the "
+            + "server uses an internal certificate authority, trust it with the daemon's ca-file setting")
     }
 
     static func dnsFailure(host: String, detail: String) -> (TaskError, Bool) {

@@ -54,6 +54,8 @@ public enum TaskErrorCode {
     public static let sourceUnreadable = "sourceUnreadable"
     /// A data task's response body is longer than its `maxResponseBytes` (permanent; the body is not kept).
     public static let responseTooLarge = "responseTooLarge"
+    /// The server's TLS certificate could not be verified (untrusted issuer, expired, or for another host).
+    public static let tlsFailure = "tlsFailure"
 }
 
 public struct TaskInfo: Codable, Sendable, Equatable {

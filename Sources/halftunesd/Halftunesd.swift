@@ -89,6 +89,10 @@ struct Halftunesd: AsyncParsableCommand {
         "Unfinished tasks one session may hold (default: 10000).", valueName: "n"))
     var maxTasksPerSession: String?
 
+    @Option(name: .customLong("ca-file"), help: ArgumentHelp(
+        "PEM certificate authorities trusted besides the system's, for https (an internal CA).", valueName: "path"))
+    var caFile: String?
+
     @Option(name: .customLong("max-sessions-per-uid"), help: ArgumentHelp(
         "Sessions one user may hold (default: 1000).", valueName: "n"))
     var maxSessionsPerUID: String?
@@ -106,6 +110,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.maxPendingOutput, maxPendingOutput), (.clientTimeout, clientTimeout), (.socketGroup, socketGroup),
             (.maxConnectionsPerUID, maxConnectionsPerUID), (.maxTasksPerSession, maxTasksPerSession),
             (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
+            (.caFile, caFile),
         ]
         var settings = DaemonSettings()
         for case let (key, value?) in given {

@@ -112,7 +112,7 @@ struct EngineFixture {
     static func with(_ body: (EngineFixture) async throws -> Void) async throws {
         let origin = try await TestOrigin.start()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let client = HTTPClientFactory.make(eventLoopGroup: group)
+        let client = try HTTPClientFactory.make(eventLoopGroup: group)
         let fixture = EngineFixture(origin: origin, client: client, dir: try TempDir())
         var failure: Error?
         do { try await body(fixture) } catch { failure = error }

@@ -3,6 +3,7 @@ import Crypto
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// An in-process HTTP/1.1 server (SwiftNIO) serving in-memory resources on 127.0.0.1, with an ephemeral port.
 public final class TestOrigin: Sendable {
@@ -10,12 +11,16 @@ public final class TestOrigin: Sendable {
     private let serverChannel: any Channel
     let core: OriginCore
     public let port: Int
+    /// "https" when started with TLS, else "http".
+    public let scheme: String
     /// Linux thread id of the server's event loop thread (nil elsewhere), for leak checks after `shutdown()`.
     public let eventLoopThreadID: Int?
 
     private init(
-        group: MultiThreadedEventLoopGroup, serverChannel: any Channel, core: OriginCore, port: Int, threadID: Int?
+        group: MultiThreadedEventLoopGroup, serverChannel: any Channel, core: OriginCore, port: Int, threadID: Int?,
+        scheme: String
     ) {
+        self.scheme = scheme
         self.group = group
         self.serverChannel = serverChannel
         self.core = core
@@ -23,11 +28,27 @@ public final class TestOrigin: Sendable {
         self.eventLoopThreadID = threadID
     }
 
-    /// Starts a server on its own one-thread event loop group, bound to 127.0.0.1:0.
-    public static func start() async throws -> TestOrigin {
+    /// A certificate chain and its private key (PEM files) for serving https.
+    public struct TLSFiles: Sendable {
+        public var certificate: String
+        public var privateKey: String
+        public init(certificate: String, privateKey: String) {
+            self.certificate = certificate
+            self.privateKey = privateKey
+        }
+    }
+
+    /// Starts a server on its own one-thread event loop group, bound to 127.0.0.1:0; with `tls`, it speaks
+    /// https (TLS in front of the same HTTP/1.1 handling, faults included).
+    public static func start(tls: TLSFiles? = nil) async throws -> TestOrigin {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let core = OriginCore()
         do {
+            let sslContext = try tls.map { files in
+                try NIOSSLContext(configuration: .makeServerConfiguration(
+                    certificateChain: try NIOSSLCertificate.fromPEMFile(files.certificate).map { .certificate($0) },
+                    privateKey: .privateKey(try NIOSSLPrivateKey(file: files.privateKey, format: .pem))))
+            }
             let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -45,6 +66,7 @@ public final class TestOrigin: Sendable {
                     }
                     return channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
+                        if let sslContext { try sync.addHandler(NIOSSLServerHandler(context: sslContext)) }
                         try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
                         try sync.addHandler(OriginConnectionHandler(core: core))
                     }
@@ -55,16 +77,17 @@ public final class TestOrigin: Sendable {
                 throw WaitError(description: "TestOrigin: listener has no local port")
             }
             let threadID = try await channel.eventLoop.submit { currentThreadID() }.get()
-            return TestOrigin(group: group, serverChannel: channel, core: core, port: port, threadID: threadID)
+            return TestOrigin(group: group, serverChannel: channel, core: core, port: port, threadID: threadID,
+                              scheme: tls == nil ? "http" : "https")
         } catch {
             try? await group.shutdownGracefully()
             throw error
         }
     }
 
-    /// "http://127.0.0.1:<port><path>"; `path` starts with "/".
+    /// "http://127.0.0.1:<port><path>" ("https://…" with TLS); `path` starts with "/".
     public func url(_ path: String) -> String {
-        "http://127.0.0.1:\(port)\(path)"
+        "\(scheme)://127.0.0.1:\(port)\(path)"
     }
 
     /// Closes the listener and every connection, fails pending waits, and shuts the event loop group down.

@@ -20,6 +20,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var maxTasksPerSession: Int
     public var maxPendingEvents: Int
     public var maxSessionsPerUID: Int
+    public var caFile: String?
 
     public static let defaultMaxConcurrent = 6
     public static let defaultMaxConnectionsPerHost = 6
@@ -49,6 +50,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         maxTasksPerSession = s.maxTasksPerSession ?? Self.defaultMaxTasksPerSession
         maxPendingEvents = s.maxPendingEvents ?? Self.defaultMaxPendingEvents
         maxSessionsPerUID = s.maxSessionsPerUID ?? Self.defaultMaxSessionsPerUID
+        caFile = s.caFile
     }
 
     public var daemonConfiguration: DaemonConfiguration {
@@ -64,6 +66,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.maxTasksPerSession = maxTasksPerSession
         config.maxPendingEventsPerSession = maxPendingEvents
         config.maxSessionsPerUID = maxSessionsPerUID
+        config.caFile = caFile
         return config
     }
 
@@ -86,6 +89,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.maxTasksPerSession = maxTasksPerSession
         s.maxPendingEvents = maxPendingEvents
         s.maxSessionsPerUID = maxSessionsPerUID
+        s.caFile = caFile
         return s
     }
 

@@ -29,6 +29,8 @@ public struct DaemonSettings: Sendable, Equatable {
     public var maxPendingEvents: Int?
     /// Sessions one uid may hold.
     public var maxSessionsPerUID: Int?
+    /// PEM certificate authorities trusted besides the system's.
+    public var caFile: String?
 
     public init() {}
 
@@ -58,6 +60,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .maxTasksPerSession: return maxTasksPerSession.map(String.init)
         case .maxPendingEvents: return maxPendingEvents.map(String.init)
         case .maxSessionsPerUID: return maxSessionsPerUID.map(String.init)
+        case .caFile: return caFile
         }
     }
 }
@@ -85,6 +88,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case maxTasksPerSession = "max-tasks-per-session"
     case maxPendingEvents = "max-pending-events"
     case maxSessionsPerUID = "max-sessions-per-uid"
+    case caFile = "ca-file"
 
     public var flag: String { "--" + rawValue }
 
@@ -130,6 +134,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxTasksPerSession: settings.maxTasksPerSession = try Self.integer(text, in: 1...10_000_000)
         case .maxPendingEvents: settings.maxPendingEvents = try Self.integer(text, in: 1...100_000_000)
         case .maxSessionsPerUID: settings.maxSessionsPerUID = try Self.integer(text, in: 1...1_000_000)
+        case .caFile: settings.caFile = try Self.absolutePath(text)
         }
     }
 
@@ -151,6 +156,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxTasksPerSession: if let v = source.maxTasksPerSession { target.maxTasksPerSession = v }
         case .maxPendingEvents: if let v = source.maxPendingEvents { target.maxPendingEvents = v }
         case .maxSessionsPerUID: if let v = source.maxSessionsPerUID { target.maxSessionsPerUID = v }
+        case .caFile: if let v = source.caFile { target.caFile = v }
         }
     }
 
