@@ -48,8 +48,11 @@ public enum ResumeDecision: Sendable, Equatable {
     ///   - sentIfRange: the If-Range value that was sent, if known. A 200 carrying that same validator means the
     ///     server ignored the Range ("rangeNotHonored"); otherwise a 200 means the resource changed.
     ///   - url: named in failure messages ("HTTP 404 Not Found from <url>").
+    ///   - knownTotal: the resource's length as an earlier response gave it. A 416 without `Content-Range` to a
+    ///     request that carried `If-Range` (so the resource is unchanged: a changed one is answered 200) means
+    ///     everything is already here when that length is the requested offset.
     public static func decide(requestedOffset: Int64, status: Int, headers: [(String, String)], now: Double,
-                              sentIfRange: String?, url: String?) -> ResumeDecision {
+                              sentIfRange: String?, url: String?, knownTotal: Int64? = nil) -> ResumeDecision {
         let contentLength = contentLength(headers)
         switch status {
         case 206:
@@ -75,6 +78,9 @@ public enum ResumeDecision: Sendable, Equatable {
             if let value = header("Content-Range", in: headers), let range = ContentRange.parse(value),
                range.start == nil, let total = range.total, total == requestedOffset {
                 return .alreadyComplete(total: total)
+            }
+            if header("Content-Range", in: headers) == nil, sentIfRange != nil, knownTotal == requestedOffset {
+                return .alreadyComplete(total: requestedOffset)
             }
             let got = header("Content-Range", in: headers).map { "'\($0)'" } ?? "no Content-Range"
             return .discardAndRetry(reason: "416 Range Not Satisfiable (\(got)) for offset \(requestedOffset)")

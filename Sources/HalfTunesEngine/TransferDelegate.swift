@@ -238,7 +238,8 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         let headers = head.headers.map { ($0.name, $0.value) }
         let status = Int(head.status.code)
         let decision = ResumeDecision.decide(requestedOffset: config.requestedOffset, status: status, headers: headers,
-                                             now: POSIX.wallClock(), sentIfRange: config.sentIfRange, url: s.finalURL)
+                                             now: POSIX.wallClock(), sentIfRange: config.sentIfRange, url: s.finalURL,
+                                             knownTotal: config.expectedLength)
         let received = Validators(etag: head.headers.first(name: "ETag"),
                                   lastModified: head.headers.first(name: "Last-Modified"))
         let transfer = self.transfer, observer = self.observer
@@ -403,6 +404,13 @@ final class TransferDelegate: HTTPClientResponseDelegate {
 
     private func checkpointTick() {
         let release = box.withValue { s -> EventLoopPromise<Void>? in
+            // Progress is otherwise reported only when a body part arrives: without this, the bytes received
+            // just before a stall (or a slow trickle) would stay unreported, and bytesReceived would lag behind
+            // the bytesDurable this checkpoint is about to make them.
+            let now = NIODeadline.now()
+            if s.phase == .streaming, s.received != s.reportedBytes, now - s.lastProgressAt >= self.config.progressInterval {
+                self.emitProgress(&s, now: now)
+            }
             guard s.phase == .streaming, !s.syncInFlight, s.pendingBytes > 0 || s.unsynced else { return nil }
             guard s.writesInFlight == 0 else {
                 s.syncRequested = true  // one batch in flight at a time: writeDone submits it

@@ -68,6 +68,18 @@ import Testing
             Issue.record("expected discardAndRetry, got \(bare)")
             return
         }
+        // A bare 416 to an If-Range request whose known length is what we hold: everything is here.
+        #expect(ResumeDecision.decide(requestedOffset: 500, status: 416, headers: [], now: now, sentIfRange: "\"e\"",
+                                      url: nil, knownTotal: 500) == .alreadyComplete(total: 500))
+        // ...but not without the validator (the resource may have changed), nor with another known length.
+        for (ifRange, known) in [(nil, 500), ("\"e\"", 600), ("\"e\"", nil)] as [(String?, Int64?)] {
+            let other = ResumeDecision.decide(requestedOffset: 500, status: 416, headers: [], now: now, sentIfRange: ifRange,
+                                              url: nil, knownTotal: known)
+            guard case .discardAndRetry = other else {
+                Issue.record("expected discardAndRetry for If-Range \(String(describing: ifRange)), known \(String(describing: known)), got \(other)")
+                return
+            }
+        }
         // Without a Range there is nothing to discard: a plain permanent HTTP error.
         let atZero = ResumeDecision.decide(requestedOffset: 0, status: 416, headers: [], now: now)
         guard case .fail(let error, let transient, _) = atZero else {
