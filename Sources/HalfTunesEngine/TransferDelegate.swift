@@ -68,6 +68,8 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         var idleTimer: Scheduled<Void>?
         var checkpointTimer: RepeatedTask?
         var lastProgressAt = NIODeadline.now()
+        /// Reports bytes left unreported by the interval even if no further body part comes (a stall).
+        var progressTimer: Scheduled<Void>?
         var reportedBytes: Int64
         var timedOut = false
         var ended = false
@@ -170,6 +172,8 @@ final class TransferDelegate: HTTPClientResponseDelegate {
             self.transfer.setBytesReceived(s.received)
             if now - s.lastProgressAt >= self.config.progressInterval {
                 self.emitProgress(&s, now: now)
+            } else if s.progressTimer == nil {
+                self.scheduleTrailingProgress(&s)
             }
             guard s.pendingBytes >= Self.batchSize else { return self.eventLoop.makeSucceededVoidFuture() }
             if s.writesInFlight == 0 {
@@ -202,6 +206,7 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         let (waiting, batch, info) = box.withValue { s -> (EventLoopPromise<Void>?, [ByteBuffer], FinishInfo) in
             s.idleTimer?.cancel()
             s.checkpointTimer?.cancel()
+            s.progressTimer?.cancel()
             let streamed = s.phase == .streaming
             s.phase = .finished
             let waiting = s.waiting
@@ -402,15 +407,21 @@ final class TransferDelegate: HTTPClientResponseDelegate {
 
     // MARK: - Timers
 
-    private func checkpointTick() {
-        let release = box.withValue { s -> EventLoopPromise<Void>? in
-            // Progress is otherwise reported only when a body part arrives: without this, the bytes received
-            // just before a stall (or a slow trickle) would stay unreported, and bytesReceived would lag behind
-            // the bytesDurable this checkpoint is about to make them.
-            let now = NIODeadline.now()
-            if s.phase == .streaming, s.received != s.reportedBytes, now - s.lastProgressAt >= self.config.progressInterval {
+    /// Else the bytes received just before a stall stayed unreported (bytesReceived behind even bytesDurable).
+    private func scheduleTrailingProgress(_ s: inout LoopState) {
+        s.progressTimer = eventLoop.scheduleTask(deadline: s.lastProgressAt + config.progressInterval) {
+            self.box.withValue { s in
+                s.progressTimer = nil
+                guard s.phase == .streaming, s.received != s.reportedBytes else { return }
+                let now = NIODeadline.now()
+                if now - s.lastProgressAt < self.config.progressInterval { return self.scheduleTrailingProgress(&s) }
                 self.emitProgress(&s, now: now)
             }
+        }
+    }
+
+    private func checkpointTick() {
+        let release = box.withValue { s -> EventLoopPromise<Void>? in
             guard s.phase == .streaming, !s.syncInFlight, s.pendingBytes > 0 || s.unsynced else { return nil }
             guard s.writesInFlight == 0 else {
                 s.syncRequested = true  // one batch in flight at a time: writeDone submits it

@@ -152,10 +152,15 @@ final class OriginConnectionHandler: ChannelInboundHandler {
             if let closeAt = s.plan.closeAt, s.queued >= closeAt {
                 s.finishing = true
                 context.flush()
+                let reset = s.plan.reset
                 s.lastWrite.assumeIsolated().whenComplete { _ in
                     core.markTruncated(request: index)
                     self.closed = true
                     self.sending = nil
+                    if reset, let socket = context.channel as? SocketOptionProvider {
+                        // SO_LINGER {on, 0 s}: close(2) then sends RST instead of FIN (set synchronously on the loop).
+                        _ = socket.setSoLinger(NIOLinger(l_onoff: 1, l_linger: 0))
+                    }
                     context.close(promise: nil)
                 }
                 return

@@ -18,6 +18,8 @@ struct ResponsePlan: Sendable {
     var chunked = false
     var stallAt: Int64? = nil
     var closeAt: Int64? = nil
+    /// Close at `closeAt` with a TCP reset instead of a FIN.
+    var reset = false
     var bytesPerSecond: Int? = nil
     var keepAlive: Bool
 }
@@ -139,6 +141,13 @@ extension OriginState {
             after < length || (behavior.omitContentLength && after == length) {
             behavior.dropTimes -= 1
             plan.closeAt = max(0, after)
+        }
+        if let after = behavior.resetAfterBytes, behavior.resetTimes > 0, after < length {
+            behavior.resetTimes -= 1
+            if max(0, after) <= plan.closeAt ?? .max {
+                plan.closeAt = max(0, after)
+                plan.reset = true
+            }
         }
         if behavior.shortBody, behavior.shortBodyTimes > 0 {
             behavior.shortBodyTimes -= 1

@@ -12,6 +12,11 @@ extension TestOrigin {
         public var dropAfterBytes: Int64? = nil
         /// ...for this many responses (then behave normally).
         public var dropTimes: Int = 1
+        /// Reset the connection (TCP RST: SO_LINGER {1, 0}, then close) after writing N body bytes of a response;
+        /// bytes still unsent in the origin's socket buffer are discarded by the reset...
+        public var resetAfterBytes: Int64? = nil
+        /// ...for this many responses (then behave normally).
+        public var resetTimes: Int = 1
         /// Write N body bytes of a response, then stop writing (connection stays open) until `releaseStall`.
         public var stallAfterBytes: Int64? = nil
         /// How many responses stall (each needs its own `releaseStall`); default: every response.

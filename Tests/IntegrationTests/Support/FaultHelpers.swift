@@ -26,6 +26,12 @@ extension HalfTunesClient {
 }
 
 extension EventRecorder {
+    /// Waits until the task's `didComplete` has been recorded, so later reads of `all` include its whole history
+    /// (polling the task's state can see the end before the subscription has delivered the events).
+    func waitForDidComplete(_ task: Int64, timeout: Double = 30) throws {
+        try wait(for: "didComplete of task \(task)", timeout: timeout) { $0.task == task && $0.isDidComplete }
+    }
+
     /// The reasons of the task's moves to `waiting`, in order.
     func waitingReasons(task: Int64) -> [TaskError] {
         all.compactMap { event in
