@@ -110,6 +110,7 @@ let package = Package(
             name: "HalfTunesDaemonTests",
             dependencies: [
                 "HalfTunesDaemon",
+                "HalfTunesEngine",
                 "HalfTunesProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -68,9 +68,15 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         let backlog = self.backlog
         let channel = context.channel
         Task {
-            let peer = try? await credentials?.get()
-            let uid = peer?.uid ?? UInt32.max
-            let groups = peer.map { PeerAccess.groups(pid: $0.pid, primary: $0.gid) } ?? []
+            // Everything a client may do depends on who it is: one that cannot be identified is turned away.
+            guard let peer = try? await credentials?.get() else {
+                outbox.send(response: RPCResponse(id: nil, error: RPCError(
+                    .internalError, "Internal error: halftunesd cannot read this connection's credentials (SO_PEERCRED)")))
+                outbox.closeWhenFlushed()
+                return
+            }
+            let uid = peer.uid
+            let groups = PeerAccess.groups(pid: peer.pid, uid: peer.uid, primary: peer.gid)
             guard quota.admit(uid) else {
                 outbox.send(response: RPCResponse(id: nil, error: RPCError(
                     .limitExceeded, "Too many connections from uid \(uid) (at most \(quota.maxPerUID) at once); close some and retry")))

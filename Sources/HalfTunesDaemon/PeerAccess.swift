@@ -6,10 +6,15 @@ import HalfTunesEngine
 /// grant more access is not consulted, so the check errs on the side of refusing.
 enum PeerAccess {
     /// The peer's groups (primary and supplementary) from /proc/<pid>/status at connect time; just the
-    /// primary group if the process is gone.
-    static func groups(pid: Int32, primary: gid_t) -> [gid_t] {
-        guard pid > 0, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") })
+    /// primary group if the process is gone, or if that pid is now a process of another uid (reused).
+    static func groups(pid: Int32, uid: uid_t, primary: gid_t) -> [gid_t] {
+        guard pid > 0, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return [primary] }
+        let lines = status.split(separator: "\n")
+        // "Uid:\t<real>\t<effective>\t<saved>\t<fs>": SO_PEERCRED reports the effective uid at connect.
+        guard let uids = lines.first(where: { $0.hasPrefix("Uid:") })?.dropFirst("Uid:".count)
+                .split(whereSeparator: { $0 == " " || $0 == "\t" }),
+              uids.count >= 2, uid_t(uids[1]) == uid,
+              let line = lines.first(where: { $0.hasPrefix("Groups:") })
         else { return [primary] }
         return [primary] + line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { gid_t($0) }
     }

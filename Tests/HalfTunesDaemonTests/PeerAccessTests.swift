@@ -1,0 +1,42 @@
+import Foundation
+import HalfTunesEngine
+import Testing
+@testable import HalfTunesDaemon
+
+@Suite("Peer groups and read checks")
+struct PeerAccessTests {
+    /// The groups come from the peer process, but only while that pid is still a process of the peer's uid.
+    @Test func groupsAreReadOnlyFromAProcessOfThePeersUID() {
+        let me = getpid(), uid = geteuid(), gid = getegid()
+        var supplementary = [gid_t](repeating: 0, count: 256)
+        let n = getgroups(Int32(supplementary.count), &supplementary)
+        let mine = PeerAccess.groups(pid: me, uid: uid, primary: gid)
+        #expect(mine.first == gid)
+        #expect(Set(mine) == Set([gid] + supplementary.prefix(Int(max(n, 0)))))
+        // The same pid claimed for another uid (a reused pid): only the primary group is trusted.
+        #expect(PeerAccess.groups(pid: me, uid: uid &+ 4242, primary: 77) == [77])
+        #expect(PeerAccess.groups(pid: 0, uid: uid, primary: 5) == [5])
+        #expect(PeerAccess.groups(pid: Int32.max, uid: uid, primary: 6) == [6])
+    }
+
+    /// A file is judged by its real path with the caller's uid; an allowed verdict names the very file judged.
+    @Test func readChecksJudgeTheFileAsTheCallerAndNameIt() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("peer-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/f"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8), attributes: [.posixPermissions: 0o600]))
+        // The owner: the daemon's own uid, or (as root) a user the file is given to.
+        let owner: uid_t = geteuid() == 0 ? 65534 : geteuid()
+        if geteuid() == 0 { #expect(chown(file, owner, 65534) == 0) }
+        var st = stat()
+        #expect(stat(file, &st) == 0)
+        #expect(PeerAccess.check(path: file, uid: owner, groups: []) == .allowed(checked: FileID(st)))
+        guard case .refused(let why) = PeerAccess.check(path: file, uid: owner &+ 1, groups: []) else {
+            Issue.record("another uid may read a 0600 file")
+            return
+        }
+        #expect(why.contains("may not read"))
+        #expect(PeerAccess.check(path: file, uid: 0, groups: []) == .allowed(checked: nil))
+    }
+}
