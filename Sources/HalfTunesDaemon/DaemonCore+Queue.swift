@@ -11,16 +11,29 @@ extension DaemonCore {
         sortQueue()
         for (id, decision) in plan(startsOnly: true) where decision == .start {
             queue.removeAll { $0 == id }
+            if let t = tasks[id] {
+                servedSerial += 1
+                lastServed[owner(of: t)] = servedSerial
+            }
             _ = try? apply(.slotGranted, to: id)
         }
     }
 
-    /// Puts the queue in start order: priority class, then queue order, then id.
+    /// Puts the queue in start order: priority class, then queue order, then id; then shared fairly between
+    /// the users who own the tasks (`QueuePlanner.fairOrder`).
     func sortQueue() {
         queue.sort { a, b in
             guard let ta = tasks[a]?.record, let tb = tasks[b]?.record else { return a < b }
             return QueuePlanner.precedes((ta.priority, ta.queueOrder, a), (tb.priority, tb.queueOrder, b))
         }
+        var running: [UInt32: Int] = [:]
+        for t in tasks.values where t.machine.state == .running { running[owner(of: t), default: 0] += 1 }
+        queue = QueuePlanner.fairOrder(queue.compactMap { id in tasks[id].map { (id, owner(of: $0)) } }, running: running,
+                                       lastServed: lastServed)
+    }
+
+    private func owner(of t: ManagedTask) -> UInt32 {
+        sessions[t.record.session]?.record.uid ?? SessionNames.owner(of: t.record.session) ?? 0
     }
 
     /// Gives a task that enters the queue its place: the back of its priority class, unless it was moved to

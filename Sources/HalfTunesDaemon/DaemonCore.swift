@@ -58,6 +58,10 @@ actor DaemonCore {
     /// Queued task ids in start order: by priority, then `queueOrder` (see DaemonCore+Queue.swift).
     var queue: [Int64] = []
     var nextQueueOrder: Int64 = 1
+    /// When each uid was last given a transfer slot (a serial number): between users with as many transfers
+    /// running, the one served longest ago goes first (`QueuePlanner.fairOrder`).
+    var lastServed: [UInt32: Int64] = [:]
+    var servedSerial: Int64 = 0
     var subscribers: [String: [UInt64: Outbox]] = [:]
     var rateMeter = RateMeter()
     /// Upload request bodies sent (`DaemonStatus.uploadRate`).

@@ -2,7 +2,7 @@
 import HalfTunesProtocol
 
 /// The scheduler's decisions, without I/O. The queue is ordered by priority (high, normal, low), then by
-/// queue order (FIFO, or the place `task.move` gave). Tasks are considered in that order; a task whose
+/// queue order (FIFO, or the place `task.move` gave), and shared fairly between users (`fairOrder`). Tasks are considered in that order; a task whose
 /// session or host is at its limit is held and the next one may start (it does not block the whole queue),
 /// while the daemon-wide limit holds everything behind it.
 enum QueuePlanner {
@@ -37,6 +37,47 @@ enum QueuePlanner {
     static func precedes(_ a: (priority: TaskPriority, order: Int64, id: Int64),
                          _ b: (priority: TaskPriority, order: Int64, id: Int64)) -> Bool {
         (a.priority.rank, a.order, a.id) < (b.priority.rank, b.order, b.id)
+    }
+
+    /// Shares the queue fairly between users: `ordered` (by priority and queue order) is interleaved by owner,
+    /// each next place going to the owner with the fewest transfers running or placed before it; between
+    /// equals, to the one served longest ago (`lastServed`: serial numbers of their last slot; never served
+    /// first), then to the one whose next task came first. One user's order, priorities included, is kept
+    /// among their own tasks, but a user with many `high` tasks cannot keep another user's tasks from their
+    /// share of the slots. With one user the order is unchanged.
+    static func fairOrder(_ ordered: [(id: Int64, owner: UInt32)], running: [UInt32: Int],
+                          lastServed: [UInt32: Int64] = [:]) -> [Int64] {
+        var queues: [UInt32: [Int64]] = [:]
+        var firstSeen: [UInt32] = []
+        var rank: [Int64: Int] = [:]
+        for (index, entry) in ordered.enumerated() {
+            if queues[entry.owner] == nil { firstSeen.append(entry.owner) }
+            queues[entry.owner, default: []].append(entry.id)
+            rank[entry.id] = index
+        }
+        guard firstSeen.count > 1 else { return ordered.map(\.id) }
+        var heads: [UInt32: Int] = [:]
+        var load = running
+        var served = lastServed
+        var serial = (lastServed.values.max() ?? 0) + 1
+        var result: [Int64] = []
+        result.reserveCapacity(ordered.count)
+        while result.count < ordered.count {
+            var best: (owner: UInt32, key: (Int, Int64, Int))?
+            for owner in firstSeen {
+                let queue = queues[owner]!, head = heads[owner, default: 0]
+                guard head < queue.count else { continue }
+                let key = (load[owner, default: 0], served[owner, default: 0], rank[queue[head]]!)
+                if best.map({ key < $0.key }) ?? true { best = (owner, key) }
+            }
+            guard let pick = best else { break }
+            result.append(queues[pick.owner]![heads[pick.owner, default: 0]])
+            heads[pick.owner, default: 0] += 1
+            load[pick.owner, default: 0] += 1
+            served[pick.owner] = serial
+            serial += 1
+        }
+        return result
     }
 
     /// The queue order that puts a task before every other task of its class: below all of `orders` (the

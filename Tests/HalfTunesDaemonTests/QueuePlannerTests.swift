@@ -105,4 +105,23 @@ struct LimitSettingsTests {
         #expect(ResolvedSettings(DaemonSettings()).maxConnectionsPerHost == 6)
         #expect(resolved.asSettings.text(for: .bandwidthLimit) == "0")
     }
+
+    /// Between users the queue is shared: whoever runs least goes next, each user's own order kept.
+    @Test func usersShareTheQueue() {
+        // User 1's five (high) tasks came first, then user 2's two.
+        let ordered: [(id: Int64, owner: UInt32)] = [(1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 2), (7, 2)]
+        #expect(QueuePlanner.fairOrder(ordered, running: [:]) == [1, 6, 2, 7, 3, 4, 5])
+        // User 1 already runs two transfers: user 2 gets the next two places.
+        #expect(QueuePlanner.fairOrder(ordered, running: [1: 2]) == [6, 7, 1, 2, 3, 4, 5])
+        // One user: the order is theirs, untouched.
+        let alone: [(id: Int64, owner: UInt32)] = [(3, 9), (1, 9), (2, 9)]
+        #expect(QueuePlanner.fairOrder(alone, running: [9: 4]) == [3, 1, 2])
+        // Three users, equal load: round robin in order of their first task.
+        let three: [(id: Int64, owner: UInt32)] = [(1, 5), (2, 6), (3, 5), (4, 7), (5, 6), (6, 5)]
+        #expect(QueuePlanner.fairOrder(three, running: [:]) == [1, 2, 4, 3, 5, 6])
+        #expect(QueuePlanner.fairOrder([], running: [1: 1]).isEmpty)
+        // Equal loads: the user served longest ago goes first (never served: first of all).
+        #expect(QueuePlanner.fairOrder(ordered, running: [:], lastServed: [1: 7]) == [6, 1, 7, 2, 3, 4, 5])
+        #expect(QueuePlanner.fairOrder(ordered, running: [:], lastServed: [1: 3, 2: 8]) == [1, 6, 2, 7, 3, 4, 5])
+    }
 }
