@@ -43,8 +43,11 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     private let connectionID: UInt64
     /// Requests read but not yet handled, and whether reading is paused because there are too many:
     /// a client pipelining requests faster than they are handled is slowed down, not buffered without end.
-    private let backlog = NIOLockedValueBox<(queued: Int, paused: Bool)>((0, false))
+    private let backlog = NIOLockedValueBox<(queued: Int, bytes: Int, paused: Bool)>((0, 0, false))
     static let maxQueuedRequests = 64
+    /// Reading also stops while the queued requests hold this many bytes (resuming below half of it), so a
+    /// pipelining client holds at most a few MiB of requests in the daemon, not 64 lines of 1 MiB each.
+    static let maxQueuedBytes = 4 << 20
     static let resumeBelow = 8
 
     init(router: RPCRouter, core: DaemonCore, logger: Logger, limits: ClientLimits) {
@@ -92,7 +95,8 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 }
                 let resume = backlog.withLockedValue { b -> Bool in
                     b.queued -= 1
-                    guard b.paused, b.queued < Self.resumeBelow else { return false }
+                    b.bytes -= line.count
+                    guard b.paused, b.queued < Self.resumeBelow, b.bytes < Self.maxQueuedBytes / 2 else { return false }
                     b.paused = false
                     return true
                 }
@@ -112,7 +116,8 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         if bytes.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) { return } // blank line
         let pause = backlog.withLockedValue { b -> Bool in
             b.queued += 1
-            guard !b.paused, b.queued >= Self.maxQueuedRequests else { return false }
+            b.bytes += bytes.count
+            guard !b.paused, b.queued >= Self.maxQueuedRequests || b.bytes >= Self.maxQueuedBytes else { return false }
             b.paused = true
             return true
         }

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#else
+import Darwin
+#endif
 import NIOCore
 
 /// Splits the byte stream into `\n`-terminated lines (a trailing `\r` is dropped), refusing any line
@@ -13,14 +18,18 @@ struct LineFrameDecoder: ByteToMessageDecoder {
     init(maxLength: Int) { self.maxLength = maxLength }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        let view = buffer.readableBytesView
-        let start = view.index(view.startIndex, offsetBy: min(scanned, view.count))
-        guard let newline = view[start...].firstIndex(of: UInt8(ascii: "\n")) else {
-            scanned = view.count
-            if view.count > maxLength { throw LineTooLong() }
+        let available = buffer.readableBytes
+        let from = min(scanned, available)
+        let found: Int? = buffer.withUnsafeReadableBytes { raw in
+            guard let base = raw.baseAddress, from < raw.count,
+                  let hit = memchr(base + from, Int32(UInt8(ascii: "\n")), raw.count - from) else { return nil }
+            return UnsafeRawPointer(hit) - base
+        }
+        guard let length = found else {
+            scanned = available
+            if available > maxLength { throw LineTooLong() }
             return .needMoreData
         }
-        let length = newline - view.startIndex
         scanned = 0
         if length > maxLength { throw LineTooLong() }
         var line = buffer.readSlice(length: length)!

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#else
+import Darwin
+#endif
 import NIOCore
 
 /// Drops clients that hold a connection without asking anything: one that sends no complete request
@@ -26,19 +31,32 @@ final class RequestTimeoutHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let bytes = unwrapInboundIn(data).readableBytesView
-        // Only a line with something in it counts as a request: blank lines do not keep a client around.
-        for byte in bytes where !hasSentRequest {
-            switch byte {
-            case UInt8(ascii: "\n"): if lineHasContent { hasSentRequest = true }; lineHasContent = false
-            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"): break
-            default: lineHasContent = true
+        let buffer = unwrapInboundIn(data)
+        let (count, trailing) = buffer.withUnsafeReadableBytes { raw -> (Int, Int?) in
+            // Only a line with something in it counts as a request: blank lines do not keep a client around.
+            if !hasSentRequest {
+                for byte in raw {
+                    switch byte {
+                    case UInt8(ascii: "\n"): if lineHasContent { hasSentRequest = true }; lineHasContent = false
+                    case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"): break
+                    default: lineHasContent = true
+                    }
+                    if hasSentRequest { break }
+                }
             }
+            // The last newline, found with memchr (a byte-by-byte view is slow for megabyte lines).
+            guard let base = raw.baseAddress else { return (0, nil) }
+            var last: Int?
+            var from = 0
+            while from < raw.count, let hit = memchr(base + from, Int32(UInt8(ascii: "\n")), raw.count - from) {
+                last = UnsafeRawPointer(hit) - base
+                from = last! + 1
+            }
+            return (raw.count, last.map { raw.count - $0 - 1 })
         }
-        if let lastNewline = bytes.lastIndex(of: UInt8(ascii: "\n")) {
-            let trailing = bytes.endIndex - lastNewline - 1
+        if let trailing {
             pendingSince = trailing > 0 ? .now() : nil
-        } else if !bytes.isEmpty, pendingSince == nil {
+        } else if count > 0, pendingSince == nil {
             pendingSince = .now()
         }
         if let since = pendingSince { schedule(context: context, at: since + timeout) }

@@ -191,6 +191,27 @@ struct HostileClientTests {
         }
     }
 
+    /// Forty requests of almost 1 MiB each, pipelined: the daemon stops reading once a few MiB of them are
+    /// queued (instead of holding all of them), reads on as it answers, and answers every one in order.
+    @Test func pipelinedLargeRequestsAreAllAnsweredInOrder() async throws {
+        try await withDaemon { daemon, origin in
+            let s = try RawSocket(path: daemon.socketPath)
+            let filler = String(repeating: "x", count: 1_000_000)
+            let writer = Task.detached {
+                for i in 0..<40 {
+                    try s.send(#"{"jsonrpc":"2.0","id":\#(i),"method":"session.open","params":{"identifier":"big\#(i)","pad":"\#(filler)"}}"# + "\n")
+                }
+            }
+            for i in 0..<40 {
+                let answer = try #require(try s.readObject(), "no answer to request \(i)")
+                #expect(answer["id"] as? Int == i && answer.errorCode == -32602, "\(answer)")
+                if answer["id"] as? Int != i { return }
+            }
+            try await writer.value
+            #expect(try daemon.client().status().pid == daemon.pid)
+        }
+    }
+
     /// A client that sends requests but never reads the responses is disconnected once its unsent
     /// output passes the limit; others are served throughout.
     @Test func aClientThatNeverReadsIsDropped() async throws {
