@@ -32,6 +32,9 @@ extension DaemonCore {
         if p.resumeData != nil {
             throw RPCError.invalidParams("resumeData applies to downloads only (this is a \(kind.rawValue) task)")
         }
+        if p.overwrite != nil {
+            throw RPCError.invalidParams("overwrite applies to downloads only (this is a \(kind.rawValue) task)")
+        }
         if p.destination != nil {
             throw RPCError.invalidParams(kind == .upload
                 ? "destination applies to downloads only; an upload sends `file` to `url`"

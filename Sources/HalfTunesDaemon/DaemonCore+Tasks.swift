@@ -61,7 +61,7 @@ extension DaemonCore {
                 try downloadRoots.confine((path as NSString).deletingLastPathComponent, uid: s.record.uid)
             }
             destination = try Destination.resolve(explicit: explicit, url: url, directory: directory,
-                                                  reserved: reservedDestinations)
+                                                  reserved: reservedDestinations, overwrite: p.overwrite == true)
             try downloadRoots.confine((destination as NSString).deletingLastPathComponent, uid: s.record.uid)
         } catch {
             if let resume { try? journal.insertResumeToken(resume) } // not used up by a refused request
@@ -74,6 +74,7 @@ extension DaemonCore {
             headers: p.headers ?? [:], description: p.description, createdAt: now, updatedAt: now,
             resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout))
         applyControls(p, to: &record)
+        record.overwrite = p.overwrite == true
         if let resume {
             adoptResumeData(resume, into: &record)
         }

@@ -138,7 +138,7 @@ extension DaemonCore {
         reserved.remove(t.record.destination)
         var location = t.record.location ?? t.record.destination
         for _ in 0..<5 {
-            if FileManager.default.fileExists(atPath: location) || isLink(location) {
+            if !t.record.overwrite, FileManager.default.fileExists(atPath: location) || isLink(location) {
                 location = FilePublisher.availableName(for: t.record.destination, reserved: reserved)
             }
             t.record.phase = .publishing
@@ -147,7 +147,8 @@ extension DaemonCore {
             _ = try? journal.updateTask(t.record, events: [])
             CrashPoints.hit(CrashPoints.publishAfterIntent)
             do {
-                try FilePublisher.publish(partialPath: t.record.partialPath, destination: location)
+                try FilePublisher.publish(partialPath: t.record.partialPath, destination: location,
+                                          replacing: t.record.overwrite)
                 CrashPoints.hit(CrashPoints.publishAfterMove)
                 logger.info("download complete", metadata: ["task": "\(id)", "location": "\(location)"])
                 _ = try? apply(.completed, to: id, extra: [.didFinishDownloading(location: location)]) {

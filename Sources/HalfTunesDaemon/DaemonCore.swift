@@ -124,7 +124,7 @@ actor DaemonCore {
             description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts,
             priority: r.priority, hold: hold(t), checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
             method: r.method, file: r.file, bytesSent: t.bytesSent, bytesExpectedToSend: t.bytesExpectedToSend,
-            response: r.response)
+            response: r.response, overwrite: r.overwrite ? true : nil)
     }
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {

@@ -31,8 +31,10 @@ enum Destination {
     }
 
     /// Resolves the destination of a new task. An explicit destination must not exist; a default one is
-    /// renamed "name (1).ext" when taken. `reserved` holds destinations of live tasks.
-    static func resolve(explicit: String?, url: URL, directory: String, reserved: Set<String>) throws(RPCError) -> String {
+    /// renamed "name (1).ext" when taken. `reserved` holds destinations of live tasks. With `overwrite`, an
+    /// existing file (not a directory) at the destination is allowed: it is replaced when the download completes.
+    static func resolve(explicit: String?, url: URL, directory: String, reserved: Set<String>,
+                        overwrite: Bool = false) throws(RPCError) -> String {
         if let explicit, !explicit.isEmpty {
             let path = normalize(explicit.hasPrefix("/") ? explicit : directory + "/" + explicit)
             let parent = (path as NSString).deletingLastPathComponent
@@ -43,8 +45,9 @@ enum Destination {
             if path.hasSuffix("/") || FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue {
                 throw RPCError.invalidParams("The destination \(path) is a directory; name a file")
             }
-            if FileManager.default.fileExists(atPath: path) || isDanglingLink(path) {
-                throw RPCError(.destinationConflict, "The destination \(path) already exists; it is never overwritten",
+            if !overwrite, FileManager.default.fileExists(atPath: path) || isDanglingLink(path) {
+                throw RPCError(.destinationConflict, "The destination \(path) already exists; it is not overwritten unless "
+                    + "the request says so (overwrite: true, halftunesctl download --overwrite)",
                                data: .object(["destination": .string(path)]))
             }
             if reserved.contains(path) {
@@ -55,6 +58,11 @@ enum Destination {
         }
         try ensureDirectory(directory)
         let candidate = normalize(directory + "/" + suggestedName(for: url))
+        var isDir: ObjCBool = false
+        if overwrite, !reserved.contains(candidate),
+           !(FileManager.default.fileExists(atPath: candidate, isDirectory: &isDir) && isDir.boolValue) {
+            return candidate
+        }
         return FilePublisher.availableName(for: candidate, reserved: reserved)
     }
 

@@ -19,13 +19,35 @@ public enum FilePublisher {
     /// partial, fsync the destination directory (and the partial's, if different). Where link is unsupported
     /// (EPERM/ENOTSUP/EOPNOTSUPP/EMLINK), falls back to rename after checking the destination does not exist.
     /// Returns when durable.
-    public static func publish(partialPath: String, destination: String) throws {
+    ///
+    /// With `replacing`, the partial is renamed over the destination instead (the request asked to overwrite):
+    /// atomic, and a symlink at the destination is replaced itself, never followed. A directory is refused.
+    public static func publish(partialPath: String, destination: String, replacing: Bool = false) throws {
         guard POSIX.exists(partialPath) else { throw PublishError.partialMissing(partialPath) }
         do {
             try POSIX.fsyncFile(partialPath)
         } catch let e as FileIOError {
             if e.errno == ENOENT { throw PublishError.partialMissing(partialPath) }
             throw PublishError.io(e.description, e.errno)
+        }
+        if replacing {
+            let e: Int32
+            do {
+                e = try SafePath.inParent(of: partialPath) { fromDir, fromName in
+                    try SafePath.inParent(of: destination) { toDir, toName in
+                        var st = stat()
+                        if fstatat(toDir, toName, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFDIR { return EISDIR }
+                        return renameat(fromDir, fromName, toDir, toName) == 0 ? 0 : errno
+                    }
+                }
+            } catch let error as FileIOError {
+                throw PublishError.io(error.description, error.errno)
+            }
+            guard e == 0 else {
+                throw PublishError.io("Cannot move '\(partialPath)' over '\(destination)': " + POSIX.describe(e), e)
+            }
+            try syncDirectories(partialPath, destination)
+            return
         }
         // Both names are used relative to their safely reached directories (`SafePath`).
         let linked: (result: Int32, errno: Int32)

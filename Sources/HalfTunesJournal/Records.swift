@@ -72,6 +72,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var response: TaskResponse?
     /// Uploads: "<device>:<inode>" of the file checked at creation; every attempt must open that file.
     public var fileID: String?
+    /// Downloads: replace an existing file at the destination when publishing.
+    public var overwrite: Bool
 
     public init(id: Int64? = nil, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, phase: TaskPhase = .transfer, waitingReason: TaskError? = nil,
@@ -81,7 +83,7 @@ public struct TaskRecord: Codable, Sendable, Equatable {
                 error: TaskError? = nil, attempts: Int = 0, queueOrder: Int64 = 0, createdAt: Double,
                 updatedAt: Double, resourceDeadline: Double? = nil, priority: TaskPriority = .normal,
                 checksum: String? = nil, bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil,
-                maxResponseBytes: Int64? = nil, response: TaskResponse? = nil, fileID: String? = nil) {
+                maxResponseBytes: Int64? = nil, response: TaskResponse? = nil, fileID: String? = nil, overwrite: Bool = false) {
         self.id = id
         self.session = session
         self.kind = kind
@@ -114,6 +116,7 @@ public struct TaskRecord: Codable, Sendable, Equatable {
         self.maxResponseBytes = maxResponseBytes
         self.response = response
         self.fileID = fileID
+        self.overwrite = overwrite
     }
 }
 

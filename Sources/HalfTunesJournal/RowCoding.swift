@@ -65,7 +65,7 @@ extension TaskRecord {
         "session", "kind", "url", "current_url", "state", "phase", "waiting_reason", "next_attempt_at",
         "destination", "location", "partial_path", "headers", "description", "bytes_durable", "bytes_expected",
         "etag", "last_modified", "error", "attempts", "queue_order", "created_at", "updated_at", "resource_deadline",
-        "priority", "checksum", "bandwidth_limit", "method", "file", "max_response_bytes", "response", "file_id",
+        "priority", "checksum", "bandwidth_limit", "method", "file", "max_response_bytes", "response", "file_id", "overwrite",
     ]
 
     func arguments() throws -> StatementArguments {
@@ -75,7 +75,7 @@ extension TaskRecord {
             bytesDurable, bytesExpected, etag, lastModified, try JSONText.encodeIfPresent(error), attempts, queueOrder,
             createdAt, updatedAt, resourceDeadline,
             priority.rawValue, checksum, bandwidthLimit, method, file, maxResponseBytes,
-            try JSONText.encodeIfPresent(response), fileID,
+            try JSONText.encodeIfPresent(response), fileID, overwrite,
         ]
     }
 
@@ -118,7 +118,8 @@ extension TaskRecord {
             file: try row.decode(forColumn: "file"),
             maxResponseBytes: try row.decode(forColumn: "max_response_bytes"),
             response: try json(TaskResponse.self, "response"),
-            fileID: try row.decode(forColumn: "file_id"))
+            fileID: try row.decode(forColumn: "file_id"),
+            overwrite: try row.decode(forColumn: "overwrite"))
     }
 }
 

@@ -8,6 +8,7 @@ enum JournalSchema {
         ("v2", v2),
         ("v3", v3),
         ("v4", v4),
+        ("v5", v5),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -119,5 +120,10 @@ enum JournalSchema {
     /// ("<device>:<inode>"); every attempt must open that same file.
     static let v4 = """
         ALTER TABLE tasks ADD COLUMN file_id TEXT;
+        """
+
+    /// A download may replace an existing file at its destination (`task.create` `overwrite`).
+    static let v5 = """
+        ALTER TABLE tasks ADD COLUMN overwrite INTEGER NOT NULL DEFAULT 0;
         """
 }

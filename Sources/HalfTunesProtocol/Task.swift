@@ -105,6 +105,8 @@ public struct TaskInfo: Codable, Sendable, Equatable {
     public var bytesExpectedToSend: Int64?
     /// Uploads and data tasks, once completed: the response (also in `didComplete`).
     public var response: TaskResponse?
+    /// Downloads: true when the task replaces an existing file at its destination (`task.create` `overwrite`).
+    public var overwrite: Bool?
 
     public init(id: Int64, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, waitingReason: TaskError? = nil, nextAttemptAt: String? = nil,
@@ -113,7 +115,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
                 updatedAt: String, description: String?, etag: String? = nil, lastModified: String? = nil,
                 attempts: Int = 0, priority: TaskPriority = .normal, hold: TaskHold? = nil, checksum: String? = nil,
                 bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil, bytesSent: Int64? = nil,
-                bytesExpectedToSend: Int64? = nil, response: TaskResponse? = nil) {
+                bytesExpectedToSend: Int64? = nil, response: TaskResponse? = nil, overwrite: Bool? = nil) {
         self.id = id
         self.session = session
         self.kind = kind
@@ -144,13 +146,14 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         self.bytesSent = bytesSent
         self.bytesExpectedToSend = bytesExpectedToSend
         self.response = response
+        self.overwrite = overwrite
     }
 
     enum CodingKeys: String, CodingKey {
         case id, session, kind, url, currentURL, state, waitingReason, nextAttemptAt, queuePosition
         case bytesReceived, bytesDurable, bytesExpected, destination, location, error, createdAt, updatedAt
         case description, etag, lastModified, attempts
-        case priority, hold, checksum, bandwidthLimit, method, file, bytesSent, bytesExpectedToSend, response
+        case priority, hold, checksum, bandwidthLimit, method, file, bytesSent, bytesExpectedToSend, response, overwrite
     }
 
     public init(from decoder: Decoder) throws {
@@ -185,6 +188,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         bytesSent = try c.decodeIfPresent(Int64.self, forKey: .bytesSent)
         bytesExpectedToSend = try c.decodeIfPresent(Int64.self, forKey: .bytesExpectedToSend)
         response = try c.decodeIfPresent(TaskResponse.self, forKey: .response)
+        overwrite = try c.decodeIfPresent(Bool.self, forKey: .overwrite)
     }
 
     // `bytesExpected` and `error` are always present on the wire (null when absent).
@@ -220,6 +224,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(bytesSent, forKey: .bytesSent)
         try c.encodeIfPresent(bytesExpectedToSend, forKey: .bytesExpectedToSend)
         try c.encodeIfPresent(response, forKey: .response)
+        try c.encodeIfPresent(overwrite, forKey: .overwrite)
     }
 }
 
@@ -249,11 +254,15 @@ public struct TaskCreateParams: Codable, Sendable {
     public var file: String?
     /// Data tasks: the most response body bytes kept (default and maximum 16 MiB); longer fails.
     public var maxResponseBytes: Int64?
+    /// Downloads: replace a file that exists at the destination (when the download completes) instead of
+    /// refusing an explicit destination or picking "name (1).ext". Default false.
+    public var overwrite: Bool?
 
     public init(session: String, url: String? = nil, destination: String? = nil, headers: [String: String]? = nil,
                 description: String? = nil, resumeData: String? = nil, start: Bool? = nil, kind: TaskKind? = nil,
                 checksum: String? = nil, priority: TaskPriority? = nil, bandwidthLimit: Int64? = nil,
-                method: String? = nil, file: String? = nil, maxResponseBytes: Int64? = nil) {
+                method: String? = nil, file: String? = nil, maxResponseBytes: Int64? = nil, overwrite: Bool? = nil) {
+        self.overwrite = overwrite
         self.session = session
         self.url = url
         self.destination = destination

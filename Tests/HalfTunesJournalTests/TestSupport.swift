@@ -46,7 +46,7 @@ enum Sample {
                    method: "PUT", file: "/home/u/up load.bin", maxResponseBytes: 4096,
                    response: TaskResponse(status: 201, headers: [["ETag", "\"x\""]], body: "b2s=", bodyBytes: 2,
                                           truncated: false),
-                   fileID: "2049:18446744073709551615")
+                   fileID: "2049:18446744073709551615", overwrite: true)
     }
 
     static func stateChanged(session: String = "com.example.app", task: Int64? = nil, to state: TaskState,

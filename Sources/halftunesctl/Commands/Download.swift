@@ -24,6 +24,8 @@ struct Download: ParsableCommand {
         "This task's bandwidth limit: bytes per second, k/M/G suffixes in powers of 1024 (e.g. 512k, 2M).",
         valueName: "rate"))
     var limitRate: String?
+    @Flag(help: "Replace a file that exists at the destination once the download is complete (default: never).")
+    var overwrite = false
     @Flag(help: "Follow the task until it completes (exit 0 done, 1 failed, 4 canceled).") var wait = false
 
     func validate() throws {
@@ -42,7 +44,8 @@ struct Download: ParsableCommand {
             session: session, url: url, destination: try DownloadArguments.destination(destination, url: url),
             headers: try DownloadArguments.headers(headerLines), description: description,
             resumeData: resumeData, start: true, checksum: try sha256.map(ControlArguments.checksum(sha256:)),
-            priority: priority, bandwidthLimit: try limitRate.map { try ControlArguments.rate($0, option: "--limit-rate") }))
+            priority: priority, bandwidthLimit: try limitRate.map { try ControlArguments.rate($0, option: "--limit-rate") },
+            overwrite: overwrite ? true : nil))
         if options.json { try Console.json(task) } else { Console.out(TaskText.headline(task)) }
         guard let events else { return }
         var follower = TaskFollower(task: task, json: options.json)
