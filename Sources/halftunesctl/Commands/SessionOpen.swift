@@ -1,0 +1,113 @@
+import ArgumentParser
+import HalfTunesKit
+
+struct SessionOpen: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "open", abstract: "Create a session, or change an existing session's configuration.",
+        discussion: "Options not given keep their current value (a new session starts from the defaults). "
+            + "Durations are seconds with an optional s, m, h or d suffix (90, 30m, 7d). Changes apply to tasks "
+            + "created and attempts started from now on; a higher --max-concurrent starts held tasks at once.")
+
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "The session identifier, e.g. com.example.backup.") var identifier: String
+    @Option(help: ArgumentHelp("Where tasks without a destination write (absolute).", valueName: "dir"))
+    var directory: String?
+    @Option(name: .customLong("header"), help: ArgumentHelp(
+        "An HTTP header sent with every request of the session; repeatable. Replaces the session's headers.",
+        valueName: "Name: value"))
+    var headerLines: [String] = []
+    @Flag(name: .customLong("clear-headers"), help: "Remove the session's headers.") var clearHeaders = false
+    @Option(name: .customLong("request-timeout"), help: ArgumentHelp(
+        "Idle timeout, reset by every byte received (default 60).", valueName: "duration"))
+    var requestTimeout: String?
+    @Option(name: .customLong("resource-timeout"), help: ArgumentHelp(
+        "Whole-task limit from its creation; then it fails (default 7d).", valueName: "duration"))
+    var resourceTimeout: String?
+    @Option(name: .customLong("max-concurrent"), help: ArgumentHelp(
+        "Transfers of this session running at once (1-1000; 0: only the daemon-wide limits).", valueName: "n"))
+    var maxConcurrent: Int?
+    @Option(name: .customLong("retry-initial"), help: ArgumentHelp("Delay before the first retry (default 1).", valueName: "duration"))
+    var retryInitial: String?
+    @Option(name: .customLong("retry-max"), help: ArgumentHelp("Longest retry delay before jitter (default 300).", valueName: "duration"))
+    var retryMax: String?
+    @Option(name: .customLong("retry-jitter"), help: ArgumentHelp("Random spread of each delay, 0 to 1 (default 0.2).", valueName: "fraction"))
+    var retryJitter: Double?
+    @Option(name: .customLong("max-retry-after"), help: ArgumentHelp(
+        "Longest Retry-After honoured (default 1h; 0 ignores Retry-After).", valueName: "duration"))
+    var maxRetryAfter: String?
+    @Option(name: .customLong("max-attempts"), help: ArgumentHelp(
+        "Transient failures in a row without progress before a task fails (0: no limit, the default).", valueName: "n"))
+    var maxAttempts: Int?
+    @Flag(name: .customLong("insecure-redirects"), inversion: .prefixedNo, help: "Follow redirects from https to http (default: refused).")
+    var insecureRedirects: Bool?
+
+    var changesConfiguration: Bool {
+        directory != nil || !headerLines.isEmpty || clearHeaders || requestTimeout != nil || resourceTimeout != nil
+            || maxConcurrent != nil || retryInitial != nil || retryMax != nil || retryJitter != nil
+            || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil
+    }
+
+    func validate() throws {
+        if clearHeaders && !headerLines.isEmpty { throw ValidationError("give --header or --clear-headers, not both") }
+        _ = try DownloadArguments.headers(headerLines)
+        for (text, option) in [(requestTimeout, "--request-timeout"), (resourceTimeout, "--resource-timeout"),
+                               (retryInitial, "--retry-initial"), (retryMax, "--retry-max"),
+                               (maxRetryAfter, "--max-retry-after")] {
+            if let text { _ = try SessionArguments.duration(text, option: option) }
+        }
+        if let maxConcurrent, maxConcurrent < 0 { throw ValidationError("--max-concurrent must be 0 or more") }
+        if let maxAttempts, maxAttempts < 0 { throw ValidationError("--max-attempts must be 0 or more") }
+    }
+
+    func run() throws {
+        let client = try options.client()
+        var result = try client.openSession(identifier)
+        let created = !result.reattached
+        if changesConfiguration {
+            result = try client.openSession(identifier, configuration: try merged(into: result.session.configuration))
+            result.reattached = !created
+        }
+        if options.json { return try Console.json(result) }
+        let verb = created ? "created" : changesConfiguration ? "configured" : "exists"
+        Console.out("Session \(result.session.identifier) \(verb).")
+        SessionText.print(result.session)
+    }
+
+    /// The stored configuration with the given options applied.
+    func merged(into current: SessionConfiguration) throws -> SessionConfiguration {
+        var c = current
+        if let directory { c.destinationDirectory = try DownloadArguments.destination(directory, url: nil) ?? directory }
+        if clearHeaders { c.headers = [:] }
+        if let headers = try DownloadArguments.headers(headerLines) { c.headers = headers }
+        if let t = requestTimeout { c.requestTimeout = try SessionArguments.duration(t, option: "--request-timeout") }
+        if let t = resourceTimeout { c.resourceTimeout = try SessionArguments.duration(t, option: "--resource-timeout") }
+        if let n = maxConcurrent { c.maxConcurrent = n == 0 ? nil : n }
+        var retry = c.retry ?? RetryPolicy()
+        if let t = retryInitial { retry.initialDelay = try SessionArguments.duration(t, option: "--retry-initial") }
+        if let t = retryMax { retry.maxDelay = try SessionArguments.duration(t, option: "--retry-max") }
+        if let j = retryJitter { retry.jitter = j }
+        if let t = maxRetryAfter { retry.maxRetryAfter = try SessionArguments.duration(t, option: "--max-retry-after") }
+        if let n = maxAttempts { retry.maxAttempts = n == 0 ? nil : n }
+        c.retry = retry
+        if let insecureRedirects { c.allowInsecureRedirects = insecureRedirects }
+        return c
+    }
+}
+
+/// Values of `session open`'s options.
+enum SessionArguments {
+    /// Seconds from "90", "1.5", "30s", "10m", "2h", "7d".
+    static func duration(_ text: String, option: String) throws -> Double {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var number = Substring(text)
+        var factor = 1.0
+        if let last = number.last, let unit = units[last] {
+            factor = unit
+            number = number.dropLast()
+        }
+        guard let value = Double(number), value.isFinite, value >= 0 else {
+            throw ValidationError("\(option) '\(text)' must be a duration: seconds, or a number with s, m, h or d (e.g. 30m)")
+        }
+        return value * factor
+    }
+}

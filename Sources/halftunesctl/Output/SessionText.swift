@@ -1,0 +1,24 @@
+import ArgumentParser
+import HalfTunesKit
+
+/// A session's details for people.
+enum SessionText {
+    static func print(_ s: SessionInfo) {
+        let c = s.configuration
+        let retry = c.retry ?? RetryPolicy()
+        let headers = (c.headers ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        let counts = TaskState.allCases.compactMap { state in s.taskCounts[state.rawValue].map { "\($0) \(state.rawValue)" } }
+        func d(_ seconds: Double?) -> String { seconds.map(Formatting.duration) ?? "default" }
+        Console.out("  directory:          \(c.destinationDirectory ?? "(daemon default)")")
+        Console.out("  headers:            \(headers.isEmpty ? "none" : headers.joined(separator: "; "))")
+        Console.out("  request timeout:    \(d(c.requestTimeout)) idle")
+        Console.out("  resource timeout:   \(d(c.resourceTimeout)) per task")
+        Console.out("  retry:              after \(d(retry.initialDelay)), doubling up to \(d(retry.maxDelay)), "
+            + "±\(Int(((retry.jitter ?? RetryPolicy.defaultJitter) * 100).rounded()))%; Retry-After honoured up to "
+            + "\(d(retry.maxRetryAfter)); \(retry.maxAttempts.map { "gives up after \($0) failures in a row" } ?? "no attempt limit")")
+        Console.out("  max concurrent:     \(c.maxConcurrent.map(String.init) ?? "daemon-wide limits only")")
+        Console.out("  https→http:         \(c.allowInsecureRedirects == true ? "followed" : "refused")")
+        Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
+        Console.out("  events:             last #\(s.lastEventSeq), acknowledged through #\(s.ackedThrough)")
+    }
+}
