@@ -1,5 +1,6 @@
 import CSystemd
 import Foundation
+import HalfTunesEngine
 import HalfTunesProtocol
 
 /// Where each user's downloads may go. Root may name any directory. The daemon's own user (a user-mode
@@ -51,17 +52,16 @@ struct DownloadRoots: Sendable {
     /// Makes the missing directories from `root` (exclusive) down to `directory`, owned by `uid` when the
     /// daemon runs as root (a system service without that right grants access by the inherited default ACL).
     private func createBelow(_ root: String, to directory: String, for uid: UInt32) throws(RPCError) {
+        // The user can change what is below their directory at any moment: each directory is made relative
+        // to its safely reached parent and given away without following a link (`SafePath`).
+        let owner = geteuid() == 0 ? (uid: uid, gid: Self.primaryGroup(of: uid)) : nil
         var current = root
         for part in directory.dropFirst(root.count).split(separator: "/") {
             current += "/" + part
-            guard mkdir(current, 0o755) == 0 else {
-                if errno == EEXIST { continue }
-                throw RPCError(.ioError, "Cannot create the download directory \(current): \(String(cString: strerror(errno)))")
-            }
-            if geteuid() == 0 {
-                guard chown(current, uid, Self.primaryGroup(of: uid)) == 0 else {
-                    throw RPCError(.ioError, "Cannot give \(current) to uid \(uid): \(String(cString: strerror(errno)))")
-                }
+            do {
+                try SafePath.makeDirectory(current, mode: 0o755, owner: owner)
+            } catch {
+                throw RPCError(.ioError, "Cannot create the download directory \(current): \(error)")
             }
         }
     }

@@ -67,6 +67,30 @@ public enum SafePath {
         return try body(fd, name)
     }
 
+    /// Makes the directory `path` (its parent reached safely) unless it exists; a new one is given to `owner`
+    /// (uid, gid) without following a link, even one swapped in right after it was made. Returns whether it
+    /// was made.
+    @discardableResult
+    public static func makeDirectory(_ path: String, mode: mode_t, owner: (uid: uid_t, gid: gid_t)? = nil) throws -> Bool {
+        try inParent(of: path) { dir, name in
+            guard mkdirat(dir, name, mode) == 0 else {
+                if errno == EEXIST { return false }
+                throw FileIOError(operation: "create directory", path: path, errno: errno)
+            }
+            if let owner, fchownat(dir, name, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0 {
+                throw FileIOError(operation: "give to uid \(owner.uid) the directory", path: path, errno: errno)
+            }
+            return true
+        }
+    }
+
+    /// renameat between two safely reached directories: 0, or the errno of the rename.
+    public static func rename(_ source: String, to target: String) throws -> Int32 {
+        try inParent(of: source) { fromDir, fromName in
+            try inParent(of: target) { toDir, toName in renameat(fromDir, fromName, toDir, toName) == 0 ? 0 : errno }
+        }
+    }
+
     /// lstat through the safe walk; nil when the path (or the way to it) does not exist or is refused.
     public static func lstatSafely(_ path: String) -> stat? {
         try? inParent(of: path) { dir, name -> stat? in

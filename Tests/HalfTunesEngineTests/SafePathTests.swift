@@ -64,3 +64,32 @@ import Testing
         #expect(throws: FileIOError.self) { try SafePath.openDirectory("/nonexistent-dir-\(getpid())/x") }
     }
 }
+
+@Suite struct SafePathDirectoryTests {
+    /// A directory made for a user is given to them without following a link: chown of a link that was
+    /// swapped in would give away whatever it points to.
+    @Test(.enabled(if: getuid() == 0, "needs root to give a directory away"))
+    func madeDirectoriesAreGivenAwayWithoutFollowingLinks() throws {
+        let dir = try TempDir()
+        let made = dir.path("made")
+        #expect(try SafePath.makeDirectory(made, mode: 0o755, owner: (65534, 65534)))
+        var st = stat()
+        #expect(lstat(made, &st) == 0 && st.st_uid == 65534 && (st.st_mode & S_IFMT) == S_IFDIR)
+        #expect(try SafePath.makeDirectory(made, mode: 0o755, owner: (65534, 65534)) == false) // exists: untouched
+        // Under another user's link nothing is made, and the link's target keeps its owner.
+        let target = dir.path("target")
+        #expect(mkdir(target, 0o755) == 0)
+        #expect(symlink(target, dir.path("link")) == 0 && lchown(dir.path("link"), 65534, 65534) == 0)
+        #expect(throws: FileIOError.self) { try SafePath.makeDirectory(dir.path("link") + "/sub", mode: 0o755, owner: (65534, 65534)) }
+        #expect(stat(target, &st) == 0 && st.st_uid == 0 && access(target + "/sub", F_OK) != 0)
+    }
+
+    @Test func renameWorksBetweenSafelyReachedDirectories() throws {
+        let dir = try TempDir()
+        #expect(mkdir(dir.path("a"), 0o755) == 0 && mkdir(dir.path("b"), 0o755) == 0)
+        try writeFile(dir.path("a") + "/f", Array("x".utf8))
+        #expect(try SafePath.rename(dir.path("a") + "/f", to: dir.path("b") + "/g") == 0)
+        #expect(try readFile(dir.path("b") + "/g") == Array("x".utf8))
+        #expect(try SafePath.rename(dir.path("a") + "/f", to: dir.path("b") + "/h") == ENOENT)
+    }
+}
