@@ -33,13 +33,9 @@ public enum FilePublisher {
         if replacing {
             let e: Int32
             do {
-                e = try SafePath.inParent(of: partialPath) { fromDir, fromName in
-                    try SafePath.inParent(of: destination) { toDir, toName in
-                        var st = stat()
-                        if fstatat(toDir, toName, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFDIR { return EISDIR }
-                        return renameat(fromDir, fromName, toDir, toName) == 0 ? 0 : errno
-                    }
-                }
+                // A directory is never replaced (renameat would replace an empty one).
+                let isDirectory = SafePath.lstatSafely(destination).map { ($0.st_mode & S_IFMT) == S_IFDIR } ?? false
+                e = isDirectory ? EISDIR : try SafePath.rename(partialPath, to: destination)
             } catch let error as FileIOError {
                 throw PublishError.io(error.description, error.errno)
             }
@@ -142,9 +138,7 @@ public enum FilePublisher {
         guard !POSIX.exists(to) else { throw PublishError.destinationExists(to) }
         let e: Int32
         do {
-            e = try SafePath.inParent(of: from) { fromDir, fromName in
-                try SafePath.inParent(of: to) { toDir, toName in renameat(fromDir, fromName, toDir, toName) == 0 ? 0 : errno }
-            }
+            e = try SafePath.rename(from, to: to)
         } catch let error as FileIOError {
             throw PublishError.io(error.description, error.errno)
         }

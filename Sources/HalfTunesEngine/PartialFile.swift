@@ -60,9 +60,7 @@ public enum PartialFile {
     /// renamed within the safely reached directories; false if that is not possible.
     public static func move(from source: String, to target: String) -> Bool {
         guard let st = SafePath.lstatSafely(source), (st.st_mode & S_IFMT) == S_IFREG else { return false }
-        return (try? SafePath.inParent(of: source) { fromDir, fromName in
-            try SafePath.inParent(of: target) { toDir, toName in renameat(fromDir, fromName, toDir, toName) == 0 }
-        }) ?? false
+        return (try? SafePath.rename(source, to: target)) == 0
     }
 
     /// `prepare`, keeping the descriptor open for writing (O_WRONLY, not O_APPEND).
