@@ -4,15 +4,19 @@ BUILD_DIR    ?= .build
 DEBUG_BIN    := $(BUILD_DIR)/debug
 RELEASE_BIN  := $(BUILD_DIR)/release
 APT_PACKAGES := libsystemd-dev libsqlite3-dev pkg-config systemd util-linux openssl
+# What `make deb` needs besides: debhelper (dh_installsystemd, dh_installsysusers, dh_installtmpfiles), lintian.
+DEB_PACKAGES := debhelper dpkg-dev lintian python3
 ARGS         ?=
+# The version the binaries report (HalfTunes.version); debian/changelog must agree.
+VERSION      := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/HalfTunesProtocol/HalfTunesProtocol.swift)
 
-.PHONY: all deps build release run test unit-test clean bench
+.PHONY: all deps deb-deps build release run test unit-test clean bench man deb print-version
 
 all: build
 
-# System packages the build needs (installed only when missing).
+# System packages the build needs (installed only when missing). python3 writes the man pages (docs/man/).
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+	@missing=""; command -v python3 >/dev/null 2>&1 || missing=" python3"; for p in $(APT_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing:$$missing"; \
@@ -20,11 +24,50 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
+print-version:
+	@echo $(VERSION)
+
+deb-deps: deps
+	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(DEB_PACKAGES)"
+
 build: deps
 	$(SWIFT) build --scratch-path $(BUILD_DIR)
 
+# Release binaries with the Swift runtime and Foundation linked statically: they need nothing from the
+# toolchain at run time (ldd lists only Debian's libc, libstdc++, libsystemd, libsqlite3, zlib).
 release: deps
-	$(SWIFT) build -c release --scratch-path $(BUILD_DIR)
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(BUILD_DIR)
+
+# Man pages, into $(BUILD_DIR)/man (view with `man -l`): halftunesctl(1) and halftunesd(8) from the binaries'
+# ArgumentParser definitions, halftunesd.conf(5) from docs/configuration.md. `make install` writes them too.
+MAN_FROM ?= $(RELEASE_BIN)
+man: $(if $(SKIP_BUILD),,release)
+	$(call write-man-pages,$(BUILD_DIR)/man,$(MAN_FROM))
+	@echo "Man pages in $(BUILD_DIR)/man: man -l $(BUILD_DIR)/man/man1/halftunesctl.1"
+
+# $(call write-man-pages,DIR,BINDIR): DIR/man1/halftunesctl.1, DIR/man5/halftunesd.conf.5, DIR/man8/halftunesd.8.
+define write-man-pages
+	install -d "$(1)/man1" "$(1)/man5" "$(1)/man8"
+	python3 docs/man/help-to-man.py "$(2)/halftunesctl" 1 "$(VERSION)" > "$(1)/man1/halftunesctl.1.tmp"
+	python3 docs/man/help-to-man.py "$(2)/halftunesd" 8 "$(VERSION)" > "$(1)/man8/halftunesd.8.tmp"
+	python3 docs/man/conf-to-man.py docs/configuration.md "$(VERSION)" > "$(1)/man5/halftunesd.conf.5.tmp"
+	for f in man1/halftunesctl.1 man8/halftunesd.8 man5/halftunesd.conf.5; do \
+	  chmod 0644 "$(1)/$$f.tmp" && mv -f "$(1)/$$f.tmp" "$(1)/$$f" || exit 1; done
+endef
+
+# The Debian package halftunesd_$(VERSION)_<arch>.deb, in this directory, from the release binaries with
+# debhelper (debian/rules): `sudo apt install ./halftunesd_*.deb`. See docs/operations.md.
+# SKIP_BUILD=1 INSTALL_FROM=DIR packages binaries built elsewhere; DEB_DESTDIR=DIR puts the .deb there.
+DEB_DESTDIR ?= $(CURDIR)
+DEB_RULES_ENV = HALFTUNES_BIN_DIR="$(if $(SKIP_BUILD),$(abspath $(INSTALL_FROM)))"
+deb: deb-deps $(if $(SKIP_BUILD),,release)
+	@v=$$(dpkg-parsechangelog -S Version); [ "$$v" = "$(VERSION)" ] || \
+	  { echo "deb: debian/changelog says $$v, the binaries say $(VERSION): add a changelog entry (dch -v $(VERSION))" >&2; exit 1; }
+	dpkg-checkbuilddeps
+	debian/rules clean
+	$(DEB_RULES_ENV) debian/rules build
+	$(DEB_RULES_ENV) debian/rules binary DEB_DESTDIR="$(abspath $(DEB_DESTDIR))"
+	@echo "Built $(DEB_DESTDIR)/halftunesd_$(VERSION)_$$(dpkg-architecture -qDEB_HOST_ARCH).deb"
 
 # The daemon in the foreground with the default socket and state dir (pass more flags with ARGS=...).
 run: build
@@ -33,8 +76,8 @@ run: build
 # The whole suite: unit tests and integration tests against the real binaries (debug build).
 # One test at a time: many integration tests block on processes and sockets, and on a 2-core machine
 # parallel runs starved the async tests of Swift's cooperative threads (timeouts, not bugs). Serial, the
-# suite takes about 1.5 minutes.
-test: deps
+# suite takes about 3 minutes. deb-deps: DebianPackageTests packages the debug binaries with debhelper.
+test: deps deb-deps
 	$(SWIFT) build --build-tests --scratch-path $(BUILD_DIR)
 	HALFTUNES_BIN_DIR=$(abspath $(DEBUG_BIN)) $(SWIFT) test --skip-build --no-parallel --scratch-path $(BUILD_DIR)
 
@@ -62,6 +105,7 @@ SYSTEMD_UNITDIR  ?= $(PREFIX)/lib/systemd/system
 SYSTEMD_USERDIR  ?= $(PREFIX)/lib/systemd/user
 SYSUSERSDIR      ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR      ?= $(PREFIX)/lib/tmpfiles.d
+MANDIR           ?= $(DATADIR)/man
 BASHCOMPDIR      ?= $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR       ?= $(DATADIR)/zsh/site-functions
 FISHCOMPDIR      ?= $(DATADIR)/fish/vendor_completions.d
@@ -72,7 +116,8 @@ INSTALLED_UNITS  := $(SYSTEMD_UNITDIR)/halftunesd.service $(SYSTEMD_UNITDIR)/hal
 INSTALLED_FILES  := $(BINDIR)/halftunesd $(BINDIR)/halftunesctl $(INSTALLED_UNITS) \
                     $(SYSUSERSDIR)/halftunesd.conf $(TMPFILESDIR)/halftunesd.conf \
                     $(SYSCONFDIR)/halftunesd/halftunesd.conf.example \
-                    $(foreach b,halftunesd halftunesctl,$(BASHCOMPDIR)/$(b) $(ZSHCOMPDIR)/_$(b) $(FISHCOMPDIR)/$(b).fish)
+                    $(foreach b,halftunesd halftunesctl,$(BASHCOMPDIR)/$(b) $(ZSHCOMPDIR)/_$(b) $(FISHCOMPDIR)/$(b).fish) \
+                    $(MANDIR)/man1/halftunesctl.1 $(MANDIR)/man5/halftunesd.conf.5 $(MANDIR)/man8/halftunesd.8
 
 .PHONY: install uninstall
 
@@ -94,11 +139,13 @@ install: $(if $(SKIP_BUILD),,release)
 	install -m 0644 systemd/halftunesd.conf.example "$(DESTDIR)$(SYSCONFDIR)/halftunesd/halftunesd.conf.example"
 	@# Shell completions, generated by ArgumentParser from the binaries themselves.
 	for b in halftunesd halftunesctl; do \
-	  "$(INSTALL_FROM)/$$b" --generate-completion-script bash > "$(DESTDIR)$(BASHCOMPDIR)/$$b" && \
+	  "$(INSTALL_FROM)/$$b" --generate-completion-script bash | sed '1{/^#!/d}' > "$(DESTDIR)$(BASHCOMPDIR)/$$b" && \
 	  "$(INSTALL_FROM)/$$b" --generate-completion-script zsh > "$(DESTDIR)$(ZSHCOMPDIR)/_$$b" && \
 	  "$(INSTALL_FROM)/$$b" --generate-completion-script fish > "$(DESTDIR)$(FISHCOMPDIR)/$$b.fish" && \
 	  chmod 0644 "$(DESTDIR)$(BASHCOMPDIR)/$$b" "$(DESTDIR)$(ZSHCOMPDIR)/_$$b" "$(DESTDIR)$(FISHCOMPDIR)/$$b.fish" || exit 1; \
 	done
+	@# Man pages, generated from the binaries and docs/configuration.md.
+	$(call write-man-pages,$(DESTDIR)$(MANDIR),$(INSTALL_FROM))
 	@if [ -z "$(DESTDIR)" ] && [ "$(POSTINSTALL)" = yes ] && [ "$$(id -u)" = 0 ]; then \
 	  set -x; \
 	  systemd-sysusers "$(SYSUSERSDIR)/halftunesd.conf" && \

@@ -80,14 +80,10 @@ let package = Package(
             dependencies: [
                 "HalfTunesKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            // Thin and fast to start: the release build links the Swift runtime statically.
-            linkerSettings: [
-                .unsafeFlags(["-static-stdlib"], .when(configuration: .release)),
-                .linkedLibrary("_FoundationCollections", .when(platforms: [.linux], configuration: .release)),
-                .linkedLibrary("_FoundationCShims", .when(platforms: [.linux], configuration: .release)),
-                .linkedLibrary("swiftSynchronization", .when(platforms: [.linux], configuration: .release)),
             ]
+            // Release builds link the Swift runtime and Foundation statically (`swift build
+            // --static-swift-stdlib`, the Makefile's `release`): SwiftPM then names their static dependencies
+            // itself, and halftunesctl starts fast (docs/benchmarks.md).
         ),
 
         // Test support: an HTTP origin on 127.0.0.1 with Range/ETag and faults on demand.

@@ -49,8 +49,8 @@ if [ -n "${BIN_DIR:-}" ]; then
     BIN_DIR=$(cd "$BIN_DIR" && pwd)
 else
     say "building release binaries (scratch path .build-bench)"
-    (cd "$ROOT" && swift build -c release --scratch-path .build-bench --product halftunesd \
-        && swift build -c release --scratch-path .build-bench --product halftunesctl) >&2
+    (cd "$ROOT" && swift build -c release --static-swift-stdlib --scratch-path .build-bench --product halftunesd \
+        && swift build -c release --static-swift-stdlib --scratch-path .build-bench --product halftunesctl) >&2
     BIN_DIR="$ROOT/.build-bench/release"
 fi
 for b in halftunesd halftunesctl; do

@@ -22,6 +22,9 @@ final class SystemdUserManager: @unchecked Sendable {
     /// Each tracking hierarchy's cgroup for this manager (e.g. /sys/fs/cgroup/unified/htd-test-123.slice).
     /// The name ends in ".slice" so journald still derives _SYSTEMD_UNIT from the services' cgroup paths.
     let cgroups: [String]
+    /// Files bind-mounted in the manager's mount namespace before it starts, as (source, target): e.g. a
+    /// passwd and group with a package's system user in them, so units can name it. Set before `start()`.
+    var bindMounts: [(source: String, target: String)] = []
     private var process: Process?
     private var stopped = false
 
@@ -99,7 +102,8 @@ final class SystemdUserManager: @unchecked Sendable {
             : [systemd, "--user"]
         p.arguments = ["--mount", "--propagation", "private", "/bin/sh", "-c", Self.launcherScript, "launcher",
                        cgroups.joined(separator: " "), "\(uid):\(gid)", journaldPIDFile,
-                       try SystemdHost.requireTool("systemd-journald")] + exec
+                       try SystemdHost.requireTool("systemd-journald"),
+                       bindMounts.map { $0.source + ":" + $0.target }.joined(separator: " ")] + exec
         p.environment = managerEnvironment
         p.standardInput = FileHandle.nullDevice
         p.standardOutput = log
@@ -118,12 +122,14 @@ final class SystemdUserManager: @unchecked Sendable {
     }
 
     /// Root stages the namespace, starts journald, then execs the manager (through setpriv in .user mode).
-    /// Arguments: cgroups, uid:gid, journald pid file, systemd-journald, then the manager's command line.
+    /// Arguments: cgroups, uid:gid, journald pid file, systemd-journald, bind mounts ("source:target ..."),
+    /// then the manager's command line.
     static let launcherScript = #"""
         set -eu
-        cgroups=$1 owner=$2 pidfile=$3 journald=$4
-        shift 4
+        cgroups=$1 owner=$2 pidfile=$3 journald=$4 binds=$5
+        shift 5
         for cg in $cgroups; do echo $$ > "$cg/cgroup.procs"; chown -R "$owner" "$cg"; done
+        for pair in $binds; do mount --bind "${pair%%:*}" "${pair#*:}"; done
         mount -t tmpfs -o mode=0755 tmpfs /run
         mkdir -p /run/systemd/system /run/systemd/user.conf.d /run/systemd/journald.conf.d /run/log /run/user \
           /run/systemd/inaccessible
@@ -243,9 +249,11 @@ final class SystemdUserManager: @unchecked Sendable {
 
 /// Runs `body` with a started user manager; prints its journal when `body` fails; always stops it.
 func withSystemdUserManager(_ mode: SystemdUserManager.Mode = .user,
+                            prepare: (SystemdUserManager) throws -> Void = { _ in },
                             _ body: (SystemdUserManager) async throws -> Void) async throws {
     let manager = try SystemdUserManager(mode: mode)
     do {
+        try prepare(manager)
         try manager.start()
         try await body(manager)
     } catch {
