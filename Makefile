@@ -89,7 +89,8 @@ clean:
 
 # ---- install / uninstall ----------------------------------------------------------------------------
 # `make install` builds the release binaries and installs them with the systemd units, sysusers.d and
-# tmpfiles.d files, the example configuration and shell completions. PREFIX (default /usr/local) and
+# tmpfiles.d files, the example configuration, shell completions and man pages (the exact list of files is in
+# docs/operations.md; .ci/check-install compares). PREFIX (default /usr/local) and
 # DESTDIR (staging root for packages) are honoured; every directory below can be overridden.
 # Units go to $(PREFIX)/lib/systemd/{system,user}: systemd searches /usr/local/lib/systemd/system and
 # /usr/lib/systemd/system, so PREFIX=/usr/local or /usr need nothing else (see docs/operations.md).
