@@ -63,6 +63,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                             stallTimeout: limits.stallTimeout)
         self.outbox = outbox
         let credentials = Self.peerCredentials(context.channel)
+        let peerGroups = Self.peerGroups(context.channel)
         let (lines, continuation) = AsyncStream.makeStream(of: [UInt8].self)
         self.continuation = continuation
         let router = self.router
@@ -79,7 +80,13 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 return
             }
             let uid = peer.uid
-            let groups = PeerAccess.groups(pid: peer.pid, uid: peer.uid, primary: peer.gid)
+            // The kernel's answer for this connection; /proc only where SO_PEERGROUPS fails.
+            let groups: [gid_t]
+            if let raw = try? await peerGroups?.get() {
+                groups = PeerAccess.groups(peerGroups: raw, primary: peer.gid)
+            } else {
+                groups = PeerAccess.groups(pid: peer.pid, uid: peer.uid, primary: peer.gid)
+            }
             guard quota.admit(uid) else {
                 outbox.send(response: RPCResponse(id: nil, error: RPCError(
                     .limitExceeded, "Too many connections from uid \(uid) (at most \(quota.maxPerUID) at once); close some and retry")))
@@ -155,5 +162,20 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     static func peerCredentials(_ channel: Channel) -> EventLoopFuture<PeerCredentials>? {
         guard let provider = channel as? SocketOptionProvider else { return nil }
         return provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+    }
+
+    /// SO_PEERGROUPS (Linux 4.13): the peer's supplementary groups as the kernel recorded them at connect, so
+    /// they count even where the daemon may not read the client's /proc entry. Room for 1,024 groups (a peer
+    /// with more gets ERANGE, and the /proc fallback). NIO zero-fills the buffer and does not return the
+    /// length: `PeerAccess.groups(peerGroups:primary:)` reads it.
+    static func peerGroups(_ channel: Channel) -> EventLoopFuture<[gid_t]>? {
+        #if os(Linux)
+        guard let provider = channel as? SocketOptionProvider else { return nil }
+        let buffer: EventLoopFuture<InlineArray<1024, gid_t>> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(59 /* SO_PEERGROUPS */))
+        return buffer.map { raw in (0..<raw.count).map { raw[$0] } }
+        #else
+        return nil
+        #endif
     }
 }

@@ -5,8 +5,19 @@ import HalfTunesEngine
 /// with more rights) never uploads a file its client could not read. Mode bits only: an ACL that would
 /// grant more access is not consulted, so the check errs on the side of refusing.
 enum PeerAccess {
-    /// The peer's groups (primary and supplementary) from /proc/<pid>/status at connect time; just the
-    /// primary group if the process is gone, or if that pid is now a process of another uid (reused).
+    /// The peer's groups from what SO_PEERGROUPS wrote into a zero-filled buffer: the supplementary groups
+    /// of the connecting process as the kernel holds them (sorted ascending), then zeros. Trailing zeros are
+    /// padding; a 0 before other groups is the root group, a member. The one ambiguous case, a buffer of
+    /// zeros only (no supplementary groups, or the root group alone), counts as none: it errs on refusing.
+    static func groups(peerGroups raw: [gid_t], primary: gid_t) -> [gid_t] {
+        guard let last = raw.lastIndex(where: { $0 != 0 }) else { return [primary] }
+        return [primary] + raw[...last]
+    }
+
+    /// The peer's groups (primary and supplementary) from /proc/<pid>/status at connect time, when
+    /// SO_PEERGROUPS is not available (Linux before 4.13, or more groups than its buffer holds). Just the
+    /// primary group if the process is gone or hidden (ProtectProc=invisible hides other users' processes from
+    /// the system unit), or if that pid is now a process of another uid (reused).
     static func groups(pid: Int32, uid: uid_t, primary: gid_t) -> [gid_t] {
         guard pid > 0, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return [primary] }
         let lines = status.split(separator: "\n")

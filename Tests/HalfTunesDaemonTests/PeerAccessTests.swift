@@ -19,6 +19,16 @@ struct PeerAccessTests {
         #expect(PeerAccess.groups(pid: Int32.max, uid: uid, primary: 6) == [6])
     }
 
+    /// SO_PEERGROUPS fills a zeroed buffer with the sorted supplementary groups: trailing zeros are padding,
+    /// a leading 0 followed by groups is the root group, and zeros only count as no group (never too much).
+    @Test func peerGroupsBufferIsReadWithoutItsLength() {
+        #expect(PeerAccess.groups(peerGroups: [0, 0, 0, 0], primary: 100) == [100])
+        #expect(PeerAccess.groups(peerGroups: [], primary: 100) == [100])
+        #expect(PeerAccess.groups(peerGroups: [5, 27, 0, 0], primary: 100) == [100, 5, 27])
+        #expect(PeerAccess.groups(peerGroups: [0, 5, 27, 0], primary: 100) == [100, 0, 5, 27])
+        #expect(PeerAccess.groups(peerGroups: [4, 5, 6], primary: 4) == [4, 4, 5, 6])
+    }
+
     /// A file is judged by its real path with the caller's uid; an allowed verdict names the very file judged.
     @Test func readChecksJudgeTheFileAsTheCallerAndNameIt() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("peer-\(UUID().uuidString)").path

@@ -153,6 +153,23 @@ struct DebianPackageTests {
         #expect(location.hasPrefix(state + "/downloads/\(nobody.uid)/"), "\(location)")
         #expect(try sha256(ofFile: location) == TestOrigin.sha256Hex(body))
 
+        // An upload of a file the member may read only through a supplementary group (owned by the daemon's
+        // user so the daemon can read it, group 4242, mode 0640). The unit's ProtectProc=invisible hides the
+        // client's /proc entry from the daemon: its groups must come from the connection (SO_PEERGROUPS).
+        let extraGroup: UInt32 = 4242
+        let uploadFile = manager.base.path + "/group-readable.bin"
+        let uploadBody = TestOrigin.randomBytes(count: 256 * 1024, seed: 312)
+        try Data(uploadBody).write(to: URL(fileURLWithPath: uploadFile))
+        try #require(chown(uploadFile, daemonUser.uid, extraGroup) == 0 && chmod(uploadFile, 0o640) == 0)
+        origin.acceptUploads("/up.bin")
+        let refused = try packagedCtl(root, ["upload", uploadFile, origin.url("/up.bin"), "--session", "deb.test", "--wait"],
+                                      socket: socketPath, groups: [daemonUser.gid])
+        #expect(refused.status != 0 && origin.uploads("/up.bin").isEmpty, "uploaded without being in the file's group: \(refused)")
+        let uploaded = try packagedCtl(root, ["upload", uploadFile, origin.url("/up.bin"), "--session", "deb.test", "--wait"],
+                                       socket: socketPath, groups: [daemonUser.gid, extraGroup])
+        #expect(uploaded.status == 0, "a group member's upload: \(uploaded)")
+        #expect(origin.uploads("/up.bin").last?.sha256 == TestOrigin.sha256Hex(uploadBody))
+
         // It ran as the package's user, with the unit's sandbox.
         let pid = Int32(try manager.property("MainPID", of: "halftunesd.service")) ?? 0
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
