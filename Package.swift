@@ -107,6 +107,7 @@ let package = Package(
             dependencies: [
                 "HalfTunesDaemon",
                 "HalfTunesEngine",
+                "HalfTunesJournal",
                 "HalfTunesProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

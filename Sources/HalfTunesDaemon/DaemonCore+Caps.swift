@@ -1,13 +1,18 @@
 import HalfTunesProtocol
 
 extension DaemonCore {
-    /// Refuses a new task when its session holds too many unfinished tasks, or has too many
-    /// unacknowledged events: events are never dropped unacknowledged, so the session must ack first.
+    /// Refuses a new task when its session, or its owner across all its sessions, holds too many unfinished
+    /// tasks, or when the session has too many unacknowledged events: events are never dropped
+    /// unacknowledged, so the session must ack first. The task counts are kept by `TaskTable`: O(1).
     func checkCapsForNewTask(in s: ManagedSession) throws(RPCError) {
         let identifier = s.record.identifier
-        let unfinished = tasks.values.reduce(0) { $0 + ($1.record.session == identifier && !$1.machine.state.isTerminal ? 1 : 0) }
+        let unfinished = tasks.unfinished(session: identifier)
         guard unfinished < configuration.maxTasksPerSession else {
             throw RPCError(.limitExceeded, "Session '\(identifier)' already has \(unfinished) unfinished tasks (at most \(configuration.maxTasksPerSession)); wait for some to finish or cancel them")
+        }
+        let owned = tasks.unfinished(owner: s.record.uid)
+        guard owned < configuration.maxTasksPerUID else {
+            throw RPCError(.limitExceeded, "uid \(s.record.uid) already has \(owned) unfinished tasks across its sessions (at most \(configuration.maxTasksPerUID)); wait for some to finish or cancel them")
         }
         let pending = try journaled { try journal.eventCount(session: identifier) }
         guard pending < configuration.maxPendingEventsPerSession else {

@@ -16,11 +16,11 @@ extension DaemonCore {
         nextQueueOrder = (rows.map(\.queueOrder).max() ?? 0) + 1
         var resumed = 0
         for row in rows {
-            guard let id = row.id, sessions[row.session] != nil else { continue }
+            guard let id = row.id, let session = sessions[row.session] else { continue }
             let machine = TaskStateMachine(state: row.state, waitingReason: row.waitingReason,
                                            nextAttemptAt: row.nextAttemptAt, error: row.error,
                                            resourceDeadline: row.resourceDeadline)
-            var t = ManagedTask(record: row, machine: machine, bytesReceived: row.bytesDurable)
+            var t = ManagedTask(record: row, owner: session.record.uid, machine: machine, bytesReceived: row.bytesDurable)
             if !row.state.isTerminal, row.phase == .transfer, let length = PartialFile.length(path: row.partialPath),
                length < row.bytesDurable {
                 logger.warning("partial data shorter than journaled; resuming from what is on disk",

@@ -95,7 +95,8 @@ extension DaemonCore {
         let payloads = actions.compactMap(Self.payload(for:))
         let events = payloads.map { Event(seq: nil, session: record.session, task: nil, time: Timestamp.format(now), payload: $0) }
         let (stored, storedEvents) = try journaled { try journal.insertTask(record, events: events) }
-        let managed = ManagedTask(record: stored, machine: machine, bytesReceived: stored.bytesDurable)
+        let managed = ManagedTask(record: stored, owner: sessions[stored.session]?.record.uid ?? 0, machine: machine,
+                                  bytesReceived: stored.bytesDurable)
         tasks[stored.id!] = managed
         if actions.contains(.enqueue) { queue.append(stored.id!) }
         broadcast(storedEvents)

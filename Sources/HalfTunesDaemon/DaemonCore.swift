@@ -10,6 +10,8 @@ import NIOCore
 /// One task as the daemon holds it: the journaled row, its lifecycle, and the transfer when running.
 struct ManagedTask {
     var record: TaskRecord
+    /// The uid of the session's owner (fixed: a session never changes hands).
+    let owner: UInt32
     var machine: TaskStateMachine
     var bytesReceived: Int64
     /// The live (or still stopping) transfer; a new one never starts before the old one has ended.
@@ -54,7 +56,7 @@ actor DaemonCore {
     let startedAt: Double
 
     var sessions: [String: ManagedSession] = [:]
-    var tasks: [Int64: ManagedTask] = [:]
+    var tasks = TaskTable()
     /// Queued task ids in start order: by priority, then `queueOrder` (see DaemonCore+Queue.swift).
     var queue: [Int64] = []
     var nextQueueOrder: Int64 = 1

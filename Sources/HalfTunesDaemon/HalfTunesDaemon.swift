@@ -29,6 +29,8 @@ public struct DaemonConfiguration: Sendable {
     public var maxTasksPerSession: Int = 10_000
     /// Sessions one uid may hold (`session.open` of a new one fails with `limitExceeded` past it).
     public var maxSessionsPerUID: Int = 1000
+    /// Unfinished tasks one uid may hold across all its sessions (`task.create` fails with `limitExceeded`).
+    public var maxTasksPerUID: Int = 100_000
     /// PEM certificate authorities trusted besides the system's (`ca-file`).
     public var caFile: String?
     /// Unacknowledged journaled events past which a session accepts no new tasks.

@@ -97,6 +97,10 @@ struct Halftunesd: AsyncParsableCommand {
         "Sessions one user may hold (default: 1000).", valueName: "n"))
     var maxSessionsPerUID: String?
 
+    @Option(name: .customLong("max-tasks-per-uid"), help: ArgumentHelp(
+        "Unfinished tasks one user may hold across all its sessions (default: 100000).", valueName: "n"))
+    var maxTasksPerUID: String?
+
     @Option(name: .customLong("max-pending-events"), help: ArgumentHelp(
         "Unacknowledged events past which a session accepts no new tasks (default: 100000).", valueName: "n"))
     var maxPendingEvents: String?
@@ -110,6 +114,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.maxPendingOutput, maxPendingOutput), (.clientTimeout, clientTimeout), (.socketGroup, socketGroup),
             (.maxConnectionsPerUID, maxConnectionsPerUID), (.maxTasksPerSession, maxTasksPerSession),
             (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
+            (.maxTasksPerUID, maxTasksPerUID),
             (.caFile, caFile),
         ]
         var settings = DaemonSettings()

@@ -337,6 +337,37 @@ struct ResourceCapTests {
         }
     }
 
+    /// One uid's unfinished tasks are capped across all its sessions (`max-tasks-per-uid`), so the per-session
+    /// cap cannot be multiplied by opening sessions; finishing a task makes room, and the count is rebuilt
+    /// from the journal after a kill -9.
+    @Test func unfinishedTasksPerUIDAreCappedAcrossSessions() async throws {
+        try await withDaemon(["--max-tasks-per-uid", "4", "--max-tasks-per-session", "3"]) { daemon, origin in
+            var client = try daemon.client()
+            for s in ["u1", "u2", "u3"] { _ = try client.openSession(s) }
+            var ids: [Int64] = []
+            for (i, s) in ["u1", "u1", "u2", "u3"].enumerated() {
+                ids.append(try client.createTask(TaskCreateParams(session: s, url: "http://127.0.0.1:9/\(i)", destination: "p\(i)")).id)
+            }
+            func expectRefused(_ session: String, _ label: String) throws {
+                do {
+                    _ = try client.createTask(TaskCreateParams(session: session, url: "http://127.0.0.1:9/\(label)", destination: label))
+                    Issue.record("a fifth unfinished task of one uid was accepted in \(session)")
+                } catch HalfTunesClientError.rpc(let e) {
+                    #expect(e.code == RPCErrorCode.limitExceeded.rawValue)
+                    #expect(e.message.contains("4 unfinished tasks across its sessions"), "\(e.message)")
+                }
+            }
+            try expectRefused("u3", "x")     // u3 holds one task, far below the per-session cap
+            daemon.kill9()
+            try daemon.restart()
+            client = try daemon.client()
+            try expectRefused("u2", "y")     // recovered from the journal, not reset by the restart
+            _ = try client.cancel(ids[0])    // finished: room for one more, in any session of the uid
+            _ = try client.createTask(TaskCreateParams(session: "u3", url: "http://127.0.0.1:9/z", destination: "z"))
+            try expectRefused("u1", "w")
+        }
+    }
+
     /// One uid may hold at most `max-sessions-per-uid` sessions; re-attaching to one it has is fine, and
     /// invalidating one makes room.
     @Test func sessionsPerUIDAreCapped() async throws {

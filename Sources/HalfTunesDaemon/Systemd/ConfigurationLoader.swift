@@ -20,6 +20,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var maxTasksPerSession: Int
     public var maxPendingEvents: Int
     public var maxSessionsPerUID: Int
+    public var maxTasksPerUID: Int
     public var caFile: String?
 
     public static let defaultMaxConcurrent = 6
@@ -32,6 +33,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public static let defaultMaxTasksPerSession = 10_000
     public static let defaultMaxPendingEvents = 100_000
     public static let defaultMaxSessionsPerUID = 1000
+    public static let defaultMaxTasksPerUID = 100_000
 
     public init(_ s: DaemonSettings) {
         socket = s.socket ?? DefaultPaths.socketPath()
@@ -50,6 +52,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         maxTasksPerSession = s.maxTasksPerSession ?? Self.defaultMaxTasksPerSession
         maxPendingEvents = s.maxPendingEvents ?? Self.defaultMaxPendingEvents
         maxSessionsPerUID = s.maxSessionsPerUID ?? Self.defaultMaxSessionsPerUID
+        maxTasksPerUID = s.maxTasksPerUID ?? Self.defaultMaxTasksPerUID
         caFile = s.caFile
     }
 
@@ -66,6 +69,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.maxTasksPerSession = maxTasksPerSession
         config.maxPendingEventsPerSession = maxPendingEvents
         config.maxSessionsPerUID = maxSessionsPerUID
+        config.maxTasksPerUID = maxTasksPerUID
         config.caFile = caFile
         return config
     }
@@ -89,6 +93,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.maxTasksPerSession = maxTasksPerSession
         s.maxPendingEvents = maxPendingEvents
         s.maxSessionsPerUID = maxSessionsPerUID
+        s.maxTasksPerUID = maxTasksPerUID
         s.caFile = caFile
         return s
     }

@@ -29,6 +29,7 @@ public struct DaemonSettings: Sendable, Equatable {
     public var maxPendingEvents: Int?
     /// Sessions one uid may hold.
     public var maxSessionsPerUID: Int?
+    public var maxTasksPerUID: Int?
     /// PEM certificate authorities trusted besides the system's.
     public var caFile: String?
 
@@ -60,6 +61,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .maxTasksPerSession: return maxTasksPerSession.map(String.init)
         case .maxPendingEvents: return maxPendingEvents.map(String.init)
         case .maxSessionsPerUID: return maxSessionsPerUID.map(String.init)
+        case .maxTasksPerUID: return maxTasksPerUID.map(String.init)
         case .caFile: return caFile
         }
     }
@@ -88,6 +90,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case maxTasksPerSession = "max-tasks-per-session"
     case maxPendingEvents = "max-pending-events"
     case maxSessionsPerUID = "max-sessions-per-uid"
+    case maxTasksPerUID = "max-tasks-per-uid"
     case caFile = "ca-file"
 
     public var flag: String { "--" + rawValue }
@@ -134,6 +137,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxTasksPerSession: settings.maxTasksPerSession = try Self.integer(text, in: 1...10_000_000)
         case .maxPendingEvents: settings.maxPendingEvents = try Self.integer(text, in: 1...100_000_000)
         case .maxSessionsPerUID: settings.maxSessionsPerUID = try Self.integer(text, in: 1...1_000_000)
+        case .maxTasksPerUID: settings.maxTasksPerUID = try Self.integer(text, in: 1...100_000_000)
         case .caFile: settings.caFile = try Self.absolutePath(text)
         }
     }
@@ -156,6 +160,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxTasksPerSession: if let v = source.maxTasksPerSession { target.maxTasksPerSession = v }
         case .maxPendingEvents: if let v = source.maxPendingEvents { target.maxPendingEvents = v }
         case .maxSessionsPerUID: if let v = source.maxSessionsPerUID { target.maxSessionsPerUID = v }
+        case .maxTasksPerUID: if let v = source.maxTasksPerUID { target.maxTasksPerUID = v }
         case .caFile: if let v = source.caFile { target.caFile = v }
         }
     }
