@@ -27,7 +27,7 @@ extension DaemonCore {
             return QueuePlanner.precedes((ta.priority, ta.queueOrder, a), (tb.priority, tb.queueOrder, b))
         }
         var running: [UInt32: Int] = [:]
-        for t in tasks.values where t.machine.state == .running { running[owner(of: t), default: 0] += 1 }
+        for id in tasks.running { if let t = tasks[id] { running[owner(of: t), default: 0] += 1 } }
         queue = QueuePlanner.fairOrder(queue.compactMap { id in tasks[id].map { (id, owner(of: $0)) } }, running: running,
                                        lastServed: lastServed)
     }
@@ -50,8 +50,9 @@ extension DaemonCore {
     /// only as far as a task can still start (it stops once the daemon-wide limit is reached).
     func plan(until: Int64? = nil, startsOnly: Bool = false) -> [(Int64, QueuePlanner.Decision)] {
         var running: [QueuePlanner.Running] = []
-        for (id, t) in tasks where t.machine.state == .running {
-            running.append(QueuePlanner.Running(session: t.record.session, host: hostKey(id)))
+        for id in tasks.running {
+            guard let session = tasks[id]?.record.session else { continue }
+            running.append(QueuePlanner.Running(session: session, host: hostKey(id)))
         }
         let limits = plannerLimits
         if startsOnly, running.count >= limits.maxConcurrent { return [] }

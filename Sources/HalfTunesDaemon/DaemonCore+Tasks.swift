@@ -4,11 +4,6 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonCore {
-    /// Destinations of tasks that are not over yet (and so may still be written).
-    var reservedDestinations: Set<String> {
-        Set(tasks.values.filter { !$0.machine.state.isTerminal }.map(\.record.destination))
-    }
-
     func createTask(_ p: TaskCreateParams) throws(RPCError) -> TaskInfo {
         guard !shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
         let s = try session(p.session)
@@ -50,7 +45,7 @@ extension DaemonCore {
         let directory = s.record.configuration.destinationDirectory ?? downloadRoots.defaultDirectory(for: s.record.uid)
         var explicit = p.destination
         if explicit == nil, let resume, !FileManager.default.fileExists(atPath: resume.destination),
-           !reservedDestinations.contains(resume.destination) {
+           !tasks.isReserved(resume.destination) {
             explicit = resume.destination // the cancelled task's destination, when still free
         }
         let destination: String
@@ -61,7 +56,7 @@ extension DaemonCore {
                 try downloadRoots.confine((path as NSString).deletingLastPathComponent, uid: s.record.uid)
             }
             destination = try Destination.resolve(explicit: explicit, url: url, directory: directory,
-                                                  reserved: reservedDestinations, overwrite: p.overwrite == true)
+                                                  isReserved: { tasks.isReserved($0) }, overwrite: p.overwrite == true)
             try downloadRoots.confine((destination as NSString).deletingLastPathComponent, uid: s.record.uid)
         } catch {
             if let resume { try? journal.insertResumeToken(resume) } // not used up by a refused request
@@ -178,14 +173,35 @@ extension DaemonCore {
 
     func getTask(_ id: Int64) throws(RPCError) -> TaskInfo { info(try task(id)) }
 
+    /// One page of the caller's tasks by id: up to `limit` after `cursor` (the last id of the page before).
+    /// The ids are kept in order by `TaskTable`, so a page costs what it reads, not a sort of every task.
     func listTasks(_ p: TaskListParams) throws(RPCError) -> TaskListResult {
         if let s = p.session { _ = try session(s) }
-        let selected = tasks.values
-            .filter { p.session == nil || $0.record.session == p.session }
-            .filter { Caller.mayAccess(owner: sessions[$0.record.session]?.record.uid ?? 0) }
-            .filter { p.state == nil || $0.machine.state == p.state }
-            .sorted { $0.id < $1.id }
-        return TaskListResult(tasks: infos(selected).map(\.withoutResponseBody))
+        let limit = p.limit ?? TaskListParams.maxLimit
+        guard (1...TaskListParams.maxLimit).contains(limit) else {
+            throw RPCError.invalidParams("limit must be 1 to \(TaskListParams.maxLimit) (got \(limit)); follow nextCursor for more")
+        }
+        var after = Int64.min
+        if let cursor = p.cursor {
+            guard let id = Int64(cursor), id >= 0 else {
+                throw RPCError.invalidParams("cursor '\(cursor)' is not a nextCursor task.list returned; list again without it")
+            }
+            after = id
+        }
+        var page: [ManagedTask] = []
+        var more = false
+        for id in tasks.ids(after: after) {
+            guard let t = tasks[id], p.session == nil || t.record.session == p.session,
+                  p.state == nil || t.machine.state == p.state,
+                  Caller.mayAccess(owner: sessions[t.record.session]?.record.uid ?? 0) else { continue }
+            if page.count == limit {
+                more = true
+                break
+            }
+            page.append(t)
+        }
+        return TaskListResult(tasks: infos(page).map(\.withoutResponseBody),
+                              nextCursor: more ? page.last.map { String($0.id) } : nil)
     }
 
     // MARK: - Applying lifecycle inputs

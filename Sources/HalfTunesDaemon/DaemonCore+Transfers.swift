@@ -134,12 +134,16 @@ extension DaemonCore {
         t.bytesReceived = total
         t.record.bytesDurable = total
         if t.record.bytesExpected == nil { t.record.bytesExpected = total }
-        var reserved = reservedDestinations
-        reserved.remove(t.record.destination)
+        // Names in the way: destinations other unfinished tasks hold (not this task's own), and names found
+        // taken at the rename below.
+        let own = t.record.destination
+        var taken: Set<String> = []
         var location = t.record.location ?? t.record.destination
         for _ in 0..<5 {
             if !t.record.overwrite, FileManager.default.fileExists(atPath: location) || isLink(location) {
-                location = FilePublisher.availableName(for: t.record.destination, reserved: reserved)
+                location = FilePublisher.availableName(for: t.record.destination, isReserved: {
+                    taken.contains($0) || ($0 != own && tasks.isReserved($0))
+                })
             }
             t.record.phase = .publishing
             t.record.location = location
@@ -157,7 +161,7 @@ extension DaemonCore {
                 }
                 return
             } catch PublishError.destinationExists {
-                reserved.insert(location)
+                taken.insert(location)
                 continue
             } catch {
                 let err = TaskError(code: TaskErrorCode.ioError, message: "Could not move the file into place at \(location): \(error)")

@@ -131,9 +131,7 @@ actor DaemonCore {
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {
         var counts: [String: Int] = [:]
-        for t in tasks.values where t.record.session == s.record.identifier {
-            counts[t.machine.state.rawValue, default: 0] += 1
-        }
+        for (state, n) in tasks.counts(session: s.record.identifier) { counts[state.rawValue] = n }
         return SessionInfo(identifier: s.record.identifier, configuration: s.record.configuration,
                            state: s.record.state, createdAt: Timestamp.format(s.record.createdAt),
                            taskCounts: counts, lastEventSeq: s.lastEventSeq, ackedThrough: s.record.ackedThrough)
@@ -142,8 +140,7 @@ actor DaemonCore {
     // MARK: - Status
 
     func status() -> DaemonStatus {
-        var counts = Dictionary(uniqueKeysWithValues: TaskState.allCases.map { ($0.rawValue, 0) })
-        for t in tasks.values { counts[t.machine.state.rawValue, default: 0] += 1 }
+        let counts = Dictionary(uniqueKeysWithValues: TaskState.allCases.map { ($0.rawValue, tasks.count(in: $0)) })
         let now = clock()
         return DaemonStatus(version: HalfTunes.version, pid: getpid(), uptimeSeconds: (now - startedAt),
                             tasks: counts, sessions: sessions.count, downloadRate: rateMeter.rate(now: now),

@@ -35,6 +35,12 @@ enum Destination {
     /// existing file (not a directory) at the destination is allowed: it is replaced when the download completes.
     static func resolve(explicit: String?, url: URL, directory: String, reserved: Set<String>,
                         overwrite: Bool = false) throws(RPCError) -> String {
+        try resolve(explicit: explicit, url: url, directory: directory, isReserved: reserved.contains, overwrite: overwrite)
+    }
+
+    /// `resolve(explicit:url:directory:reserved:overwrite:)` with the reserved destinations as a test.
+    static func resolve(explicit: String?, url: URL, directory: String, isReserved: (String) -> Bool,
+                        overwrite: Bool = false) throws(RPCError) -> String {
         if let explicit, !explicit.isEmpty {
             let path = normalize(explicit.hasPrefix("/") ? explicit : directory + "/" + explicit)
             let parent = (path as NSString).deletingLastPathComponent
@@ -50,7 +56,7 @@ enum Destination {
                     + "the request says so (overwrite: true, halftunesctl download --overwrite)",
                                data: .object(["destination": .string(path)]))
             }
-            if reserved.contains(path) {
+            if isReserved(path) {
                 throw RPCError(.destinationConflict, "Another task already downloads to \(path)",
                                data: .object(["destination": .string(path)]))
             }
@@ -59,11 +65,11 @@ enum Destination {
         try ensureDirectory(directory)
         let candidate = normalize(directory + "/" + suggestedName(for: url))
         var isDir: ObjCBool = false
-        if overwrite, !reserved.contains(candidate),
+        if overwrite, !isReserved(candidate),
            !(FileManager.default.fileExists(atPath: candidate, isDirectory: &isDir) && isDir.boolValue) {
             return candidate
         }
-        return FilePublisher.availableName(for: candidate, reserved: reserved)
+        return FilePublisher.availableName(for: candidate, isReserved: isReserved)
     }
 
     /// The hidden partial file next to the destination, unique per task.

@@ -1,22 +1,51 @@
 import HalfTunesEngine
 import HalfTunesProtocol
 
-/// The daemon's tasks by id, with the number of unfinished tasks per session and per owner uid kept up to
-/// date by every write, so the caps `task.create` checks cost the same with ten tasks or 100,000.
-/// Every write goes through the subscript's setter (also `tasks[id]?.field = value`), which is where the
-/// counts change: a task counts while its state is not terminal.
+/// The daemon's tasks by id, with the indexes the hot paths read kept up to date by every write, so that
+/// creating, starting or finishing a task, `daemon.status` and the idle check cost the same with ten tasks
+/// or 100,000: tasks per state and per session and state, unfinished tasks per session and per owner uid,
+/// the running tasks, the destinations reserved by unfinished tasks, and the tasks that keep the daemon busy.
+/// Every write goes through the subscript's setter (also `tasks[id]?.field = value`): it takes the old
+/// value out of the indexes and puts the new one in.
 struct TaskTable: Sequence {
     private var storage: [Int64: ManagedTask] = [:]
+    private var byState: [TaskState: Int] = [:]
+    private var bySessionState: [String: [TaskState: Int]] = [:]
     private var unfinishedBySession: [String: Int] = [:]
     private var unfinishedByOwner: [UInt32: Int] = [:]
+    private var reservedDestinations: [String: Int] = [:]
+    private var busy: Set<Int64> = []
+    /// Every id, ascending (ids only grow, so an insert is almost always an append).
+    private var ordered: [Int64] = []
+    /// The ids of the tasks in state `running`.
+    private(set) var running: Set<Int64> = []
 
     subscript(id: Int64) -> ManagedTask? {
         get { storage[id] }
         set {
-            if let old = storage[id] { count(old, by: -1) }
-            if let new = newValue { count(new, by: 1) }
+            let old = storage[id]
+            if let old { index(old, id: id, by: -1) }
+            if let new = newValue { index(new, id: id, by: 1) }
             storage[id] = newValue
+            if old == nil, newValue != nil {
+                if let last = ordered.last, last >= id { ordered.insert(id, at: position(after: id - 1)) } else { ordered.append(id) }
+            } else if old != nil, newValue == nil {
+                ordered.remove(at: position(after: id - 1))
+            }
         }
+    }
+
+    /// The ids greater than `id`, ascending.
+    func ids(after id: Int64) -> ArraySlice<Int64> { ordered[position(after: id)...] }
+
+    /// The index in `ordered` of the first id greater than `id`.
+    private func position(after id: Int64) -> Int {
+        var low = 0, high = ordered.count
+        while low < high {
+            let mid = (low + high) / 2
+            if ordered[mid] <= id { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 
     var values: Dictionary<Int64, ManagedTask>.Values { storage.values }
@@ -29,16 +58,36 @@ struct TaskTable: Sequence {
     func unfinished(session: String) -> Int { unfinishedBySession[session] ?? 0 }
     /// Tasks of all the sessions of `owner` that are not completed, failed or canceled.
     func unfinished(owner: UInt32) -> Int { unfinishedByOwner[owner] ?? 0 }
+    /// Tasks in `state`.
+    func count(in state: TaskState) -> Int { byState[state] ?? 0 }
+    /// Tasks of `session` per state (states without tasks left out).
+    func counts(session: String) -> [TaskState: Int] { bySessionState[session] ?? [:] }
+    /// Whether an unfinished task may still write `path` (its destination).
+    func isReserved(_ path: String) -> Bool { reservedDestinations[path] != nil }
+    /// Whether some task is queued, running or waiting to retry, still stopping a transfer, or publishing.
+    var anyBusy: Bool { !busy.isEmpty }
 
-    private mutating func count(_ task: ManagedTask, by delta: Int) {
-        guard !task.machine.state.isTerminal else { return }
+    private mutating func index(_ task: ManagedTask, id: Int64, by delta: Int) {
+        let state = task.machine.state
+        Self.add(delta, to: &byState, state)
+        var sessionCounts = bySessionState[task.record.session] ?? [:]
+        Self.add(delta, to: &sessionCounts, state)
+        bySessionState[task.record.session] = sessionCounts.isEmpty ? nil : sessionCounts
+        if state == .running {
+            if delta > 0 { running.insert(id) } else { running.remove(id) }
+        }
+        if state.isPending || task.runtime != nil || task.record.phase == .publishing {
+            if delta > 0 { busy.insert(id) } else { busy.remove(id) }
+        }
+        guard !state.isTerminal else { return }
         Self.add(delta, to: &unfinishedBySession, task.record.session)
         Self.add(delta, to: &unfinishedByOwner, task.owner)
+        Self.add(delta, to: &reservedDestinations, task.record.destination)
     }
 
     private static func add<Key: Hashable>(_ delta: Int, to counts: inout [Key: Int], _ key: Key) {
         let value = (counts[key] ?? 0) + delta
-        precondition(value >= 0, "unfinished-task count below zero")
+        precondition(value >= 0, "a TaskTable count below zero")
         counts[key] = value == 0 ? nil : value
     }
 }

@@ -108,7 +108,12 @@ public enum FilePublisher {
     /// "name.ext" → the first of "name.ext", "name (1).ext", "name (2).ext", … that does not exist and is not in
     /// `reserved`. Compound extensions stay together: "a.tar.gz" → "a (1).tar.gz".
     public static func availableName(for destination: String, reserved: Set<String>) -> String {
-        if !POSIX.exists(destination), !reserved.contains(destination) { return destination }
+        availableName(for: destination, isReserved: reserved.contains)
+    }
+
+    /// `availableName(for:reserved:)` with the reserved paths as a test (an index kept elsewhere).
+    public static func availableName(for destination: String, isReserved: (String) -> Bool) -> String {
+        if !POSIX.exists(destination), !isReserved(destination) { return destination }
         let slash = destination.lastIndex(of: "/")
         let dirPrefix = slash.map { String(destination[...$0]) } ?? ""
         let name = slash.map { String(destination[destination.index(after: $0)...]) } ?? destination
@@ -116,7 +121,7 @@ public enum FilePublisher {
         var n = 1
         while true {
             let candidate = "\(dirPrefix)\(stem) (\(n))\(ext)"
-            if !POSIX.exists(candidate), !reserved.contains(candidate) { return candidate }
+            if !POSIX.exists(candidate), !isReserved(candidate) { return candidate }
             n += 1
         }
     }

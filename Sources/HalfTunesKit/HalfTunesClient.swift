@@ -63,9 +63,22 @@ public final class HalfTunesClient: @unchecked Sendable {
 
     public func task(_ id: Int64) throws -> TaskInfo { try call(.taskGet, TaskIDParams(id: id)) }
 
+    /// Every task (of `session`, in `state`), by id: follows `task.list`'s pages to the end.
     public func tasks(session: String? = nil, state: TaskState? = nil) throws -> [TaskInfo] {
-        let result: TaskListResult = try call(.taskList, TaskListParams(session: session, state: state))
-        return result.tasks
+        var all: [TaskInfo] = []
+        var cursor: String?
+        repeat {
+            let page = try taskPage(session: session, state: state, cursor: cursor)
+            all += page.tasks
+            cursor = page.nextCursor
+        } while cursor != nil
+        return all
+    }
+
+    /// One page of `task.list`: up to `limit` tasks (at most 1,000) after `cursor` (a previous `nextCursor`).
+    public func taskPage(session: String? = nil, state: TaskState? = nil, limit: Int? = nil,
+                         cursor: String? = nil) throws -> TaskListResult {
+        try call(.taskList, TaskListParams(session: session, state: state, limit: limit, cursor: cursor))
     }
 
     /// Acknowledges (and lets the daemon prune) the session's journaled events up to `through`.

@@ -307,13 +307,26 @@ public struct TaskCancelResult: Codable, Sendable {
 public struct TaskListParams: Codable, Sendable {
     public var session: String?
     public var state: TaskState?
-    public init(session: String? = nil, state: TaskState? = nil) {
+    /// At most this many tasks in the answer: 1 to `maxLimit`, which is also the default.
+    public var limit: Int?
+    /// The `nextCursor` of the previous page: this page starts after it. Opaque.
+    public var cursor: String?
+    public static let maxLimit = 1000
+    public init(session: String? = nil, state: TaskState? = nil, limit: Int? = nil, cursor: String? = nil) {
         self.session = session
         self.state = state
+        self.limit = limit
+        self.cursor = cursor
     }
 }
 
 public struct TaskListResult: Codable, Sendable {
+    /// A page of the tasks, by id.
     public var tasks: [TaskInfo]
-    public init(tasks: [TaskInfo]) { self.tasks = tasks }
+    /// Present when more tasks follow: ask again with it as `cursor`.
+    public var nextCursor: String?
+    public init(tasks: [TaskInfo], nextCursor: String? = nil) {
+        self.tasks = tasks
+        self.nextCursor = nextCursor
+    }
 }

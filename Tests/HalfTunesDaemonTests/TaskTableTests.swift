@@ -39,4 +39,45 @@ struct TaskTableTests {
         #expect(table.unfinished(session: "a") == 0 && table.unfinished(session: "b") == 0 && table.unfinished(owner: 10) == 0)
         #expect(table.count == 2 && Set(table.keys) == [2, 4] && table.values.count == 2)
     }
+
+    /// The other indexes: tasks per state and per session and state, the running ones, the destinations
+    /// unfinished tasks reserve, and whether anything keeps the daemon busy.
+    @Test func statesRunningReservedAndBusyFollowWrites() {
+        var table = TaskTable()
+        #expect(!table.anyBusy && table.running.isEmpty && !table.isReserved("d1"))
+        table[1] = task(1, session: "a", owner: 1, state: .suspended)
+        table[2] = task(2, session: "a", owner: 1, state: .running)
+        table[3] = task(3, session: "b", owner: 1, state: .failed)
+        #expect(table.count(in: .suspended) == 1 && table.count(in: .running) == 1 && table.count(in: .failed) == 1)
+        #expect(table.counts(session: "a") == [.suspended: 1, .running: 1] && table.counts(session: "b") == [.failed: 1])
+        #expect(table.running == [2] && table.anyBusy)
+        #expect(table.isReserved("d1") && table.isReserved("d2") && !table.isReserved("d3"))   // failed: free
+
+        // The running task finishes but is still publishing: busy, no longer running, destination still held.
+        table[2]?.machine = TaskStateMachine(state: .waiting)
+        #expect(table.running.isEmpty && table.anyBusy && table.count(in: .waiting) == 1)
+        table[2]?.machine = TaskStateMachine(state: .completed)
+        table[2]?.record.phase = .publishing
+        #expect(table.anyBusy && !table.isReserved("d2"))
+        table[2]?.record.phase = .transfer
+        #expect(!table.anyBusy && table.count(in: .completed) == 1 && table.count(in: .running) == 0)
+        // A queued task keeps the daemon busy; removing it leaves nothing pending.
+        table[1]?.machine = TaskStateMachine(state: .queued)
+        #expect(table.anyBusy)
+        table[1] = nil
+        #expect(!table.anyBusy && table.counts(session: "a") == [.completed: 1] && !table.isReserved("d1"))
+    }
+
+    /// The ids stay in order for `task.list`'s pages, whatever order they are written and removed in.
+    @Test func idsStayInOrderForPaging() {
+        var table = TaskTable()
+        for id: Int64 in [5, 9, 2, 7, 11, 1] { table[id] = task(id, session: "s", owner: 1, state: .suspended) }
+        #expect(Array(table.ids(after: .min)) == [1, 2, 5, 7, 9, 11])
+        #expect(Array(table.ids(after: 5)) == [7, 9, 11] && Array(table.ids(after: 6)) == [7, 9, 11])
+        #expect(table.ids(after: 11).isEmpty)
+        table[7] = nil
+        table[2] = nil
+        table[5]?.machine = TaskStateMachine(state: .completed)   // an update keeps its place
+        #expect(Array(table.ids(after: 0)) == [1, 5, 9, 11])
+    }
 }
