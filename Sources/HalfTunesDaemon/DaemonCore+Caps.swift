@@ -14,9 +14,13 @@ extension DaemonCore {
         guard owned < configuration.maxTasksPerUID else {
             throw RPCError(.limitExceeded, "uid \(s.record.uid) already has \(owned) unfinished tasks across its sessions (at most \(configuration.maxTasksPerUID)); wait for some to finish or cancel them")
         }
-        let pending = try journaled { try journal.eventCount(session: identifier) }
+        let pending = s.pendingEvents
         guard pending < configuration.maxPendingEventsPerSession else {
             throw RPCError(.limitExceeded, "Session '\(identifier)' has \(pending) unacknowledged events (at most \(configuration.maxPendingEventsPerSession)); acknowledge delivered events with events.ack to create more tasks")
+        }
+        let ownerPending = pendingEventsByUID[s.record.uid] ?? 0
+        guard ownerPending < configuration.maxPendingEventsPerUID else {
+            throw RPCError(.limitExceeded, "uid \(s.record.uid) has \(ownerPending) unacknowledged events across its sessions (at most \(configuration.maxPendingEventsPerUID)); acknowledge delivered events with events.ack to create more tasks")
         }
     }
 

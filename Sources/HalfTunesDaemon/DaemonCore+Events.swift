@@ -18,12 +18,14 @@ extension DaemonCore {
         }
     }
 
-    /// Sends events to the live subscribers of their sessions.
+    /// Sends events to the live subscribers of their sessions. Every journaled event passes here (the ones
+    /// with a seq), which is where the unacknowledged ones are counted.
     func broadcast(_ events: [Event]) {
         for event in events {
-            if let seq = event.seq, var s = sessions[event.session], seq > s.lastEventSeq {
-                s.lastEventSeq = seq
+            if let seq = event.seq, var s = sessions[event.session] {
+                s.lastEventSeq = max(s.lastEventSeq, seq)
                 sessions[event.session] = s
+                countPendingEvents(event.session, 1)
             }
             guard let subs = subscribers[event.session] else { continue }
             for outbox in subs.values { outbox.send(notification: event) }
@@ -78,7 +80,17 @@ extension DaemonCore {
         for id in droppedBodies { tasks[id]?.record.response?.body = nil } // delivered: kept nowhere now
         s.record.ackedThrough = max(s.record.ackedThrough, p.through)
         sessions[p.session] = s
+        countPendingEvents(p.session, -pruned)
         return EventsAckResult(ackedThrough: s.record.ackedThrough, pruned: pruned)
+    }
+
+    /// Adds `delta` to the session's unacknowledged events and to its owner's.
+    func countPendingEvents(_ identifier: String, _ delta: Int) {
+        guard delta != 0, var s = sessions[identifier] else { return }
+        s.pendingEvents = max(0, s.pendingEvents + delta)
+        sessions[identifier] = s
+        let total = max(0, (pendingEventsByUID[s.record.uid] ?? 0) + delta)
+        pendingEventsByUID[s.record.uid] = total == 0 ? nil : total
     }
 
     func connectionClosed(_ connectionID: UInt64) {

@@ -9,8 +9,11 @@ extension DaemonCore {
     /// drops expired resume data. Runs before the control socket accepts anyone.
     func recover() throws {
         loadLimits()
+        let pending = try journal.eventCounts()
         for row in try journal.loadSessions() {
-            sessions[row.identifier] = ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier))
+            sessions[row.identifier] = ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier),
+                                                      pendingEvents: 0)
+            countPendingEvents(row.identifier, pending[row.identifier] ?? 0)
         }
         let rows = try journal.loadTasks().sorted { ($0.queueOrder, $0.id ?? 0) < ($1.queueOrder, $1.id ?? 0) }
         nextQueueOrder = (rows.map(\.queueOrder).max() ?? 0) + 1

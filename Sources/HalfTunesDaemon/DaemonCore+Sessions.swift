@@ -29,7 +29,7 @@ extension DaemonCore {
         try checkCapsForNewSession(owner: owner)
         let record = SessionRecord(identifier: id, uid: owner, configuration: config, state: .active, createdAt: clock())
         try journaled { try journal.upsertSession(record) }
-        let s = ManagedSession(record: record, lastEventSeq: (try? journal.lastEventSeq(session: id)) ?? 0)
+        let s = ManagedSession(record: record, lastEventSeq: (try? journal.lastEventSeq(session: id)) ?? 0, pendingEvents: 0)
         sessions[id] = s
         logger.info("session opened", metadata: ["session": "\(id)"])
         return SessionOpenResult(session: sessionInfo(s), reattached: false)
@@ -149,6 +149,7 @@ extension DaemonCore {
             PartialFile.remove(path: token.partialPath)
         }
         try journaled { try journal.deleteSession(identifier) }
+        countPendingEvents(identifier, -(sessions[identifier]?.pendingEvents ?? 0))   // deleted with the session
         for id in tasks.values.filter({ $0.record.session == identifier }).map(\.id) { tasks[id] = nil }
         sessions[identifier] = nil
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)

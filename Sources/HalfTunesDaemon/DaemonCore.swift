@@ -43,6 +43,8 @@ struct ManagedTask {
 struct ManagedSession {
     var record: SessionRecord
     var lastEventSeq: Int64
+    /// Journaled events not acknowledged yet (kept as events are journaled and acknowledged; the caps read it).
+    var pendingEvents: Int
 }
 
 /// The daemon's state, owned by one actor: sessions, tasks, the FIFO queue and event subscribers.
@@ -65,6 +67,8 @@ actor DaemonCore {
     var lastServed: [UInt32: Int64] = [:]
     var servedSerial: Int64 = 0
     var subscribers: [String: [UInt64: Outbox]] = [:]
+    /// Journaled, unacknowledged events per uid, over all its sessions (see `countPendingEvents`).
+    var pendingEventsByUID: [UInt32: Int] = [:]
     var rateMeter = RateMeter()
     /// Upload request bodies sent (`DaemonStatus.uploadRate`).
     var uploadRateMeter = RateMeter()

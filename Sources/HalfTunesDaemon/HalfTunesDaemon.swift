@@ -31,6 +31,8 @@ public struct DaemonConfiguration: Sendable {
     public var maxSessionsPerUID: Int = 1000
     /// Unfinished tasks one uid may hold across all its sessions (`task.create` fails with `limitExceeded`).
     public var maxTasksPerUID: Int = 100_000
+    /// Journaled, unacknowledged events one uid may hold across its sessions before `task.create` is refused.
+    public var maxPendingEventsPerUID: Int = 1_000_000
     /// PEM certificate authorities trusted besides the system's (`ca-file`).
     public var caFile: String?
     /// Unacknowledged journaled events past which a session accepts no new tasks.

@@ -20,6 +20,17 @@ extension Journal {
     }
 
     /// How many journaled events of the session are kept (not yet acknowledged).
+    /// The number of journaled (unacknowledged) events of every session that has any.
+    public func eventCounts() throws -> [String: Int] {
+        try read { db in
+            var counts: [String: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT session, count(*) FROM events GROUP BY session") {
+                counts[row[0]] = row[1]
+            }
+            return counts
+        }
+    }
+
     public func eventCount(session: String) throws -> Int {
         try read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE session = ?", arguments: [session]) ?? 0

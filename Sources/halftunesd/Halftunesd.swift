@@ -101,6 +101,10 @@ struct Halftunesd: AsyncParsableCommand {
         "Unfinished tasks one user may hold across all its sessions (default: 100000).", valueName: "n"))
     var maxTasksPerUID: String?
 
+    @Option(name: .customLong("max-pending-events-per-uid"), help: ArgumentHelp(
+        "Unacknowledged events past which a user's sessions accept no new tasks (default: 1000000).", valueName: "n"))
+    var maxPendingEventsPerUID: String?
+
     @Option(name: .customLong("max-pending-events"), help: ArgumentHelp(
         "Unacknowledged events past which a session accepts no new tasks (default: 100000).", valueName: "n"))
     var maxPendingEvents: String?
@@ -114,7 +118,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.maxPendingOutput, maxPendingOutput), (.clientTimeout, clientTimeout), (.socketGroup, socketGroup),
             (.maxConnectionsPerUID, maxConnectionsPerUID), (.maxTasksPerSession, maxTasksPerSession),
             (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
-            (.maxTasksPerUID, maxTasksPerUID),
+            (.maxTasksPerUID, maxTasksPerUID), (.maxPendingEventsPerUID, maxPendingEventsPerUID),
             (.caFile, caFile),
         ]
         var settings = DaemonSettings()

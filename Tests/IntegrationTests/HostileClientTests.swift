@@ -368,6 +368,37 @@ struct ResourceCapTests {
         }
     }
 
+    /// One uid's unacknowledged events are capped across its sessions (`max-pending-events-per-uid`); the
+    /// count survives a kill -9 (rebuilt from the journal), and acknowledging in either session makes room.
+    @Test func unacknowledgedEventsPerUIDAreCappedAcrossSessions() async throws {
+        try await withDaemon(["--max-pending-events-per-uid", "10", "--max-pending-events", "1000"]) { daemon, origin in
+            var client = try daemon.client()
+            for s in ["e1", "e2"] { _ = try client.openSession(s) }
+            var created = 0
+            func create(_ session: String) throws -> Bool {
+                do {
+                    _ = try client.createTask(TaskCreateParams(session: session, url: "http://127.0.0.1:9/\(created)", destination: "e\(created)"))
+                    created += 1
+                    return true
+                } catch HalfTunesClientError.rpc(let e) {
+                    #expect(e.code == RPCErrorCode.limitExceeded.rawValue)
+                    #expect(e.message.contains("unacknowledged events across its sessions"), "\(e.message)")
+                    return false
+                }
+            }
+            while try create(created % 2 == 0 ? "e1" : "e2") { try #require(created < 50, "the per-uid event cap never applied") }
+            let pending1 = try client.session("e1").lastEventSeq
+            #expect(created >= 2, "both sessions took tasks before the cap")
+            daemon.kill9()
+            try daemon.restart()
+            client = try daemon.client()
+            #expect(try !create("e2"), "the count was lost in the restart")
+            // Acknowledging one session's events makes room in the other one too.
+            _ = try client.ack(session: "e1", through: pending1)
+            #expect(try create("e2"))
+        }
+    }
+
     /// One uid may hold at most `max-sessions-per-uid` sessions; re-attaching to one it has is fine, and
     /// invalidating one makes room.
     @Test func sessionsPerUIDAreCapped() async throws {

@@ -21,6 +21,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var maxPendingEvents: Int
     public var maxSessionsPerUID: Int
     public var maxTasksPerUID: Int
+    public var maxPendingEventsPerUID: Int
     public var caFile: String?
 
     public static let defaultMaxConcurrent = 6
@@ -34,6 +35,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public static let defaultMaxPendingEvents = 100_000
     public static let defaultMaxSessionsPerUID = 1000
     public static let defaultMaxTasksPerUID = 100_000
+    public static let defaultMaxPendingEventsPerUID = 1_000_000
 
     public init(_ s: DaemonSettings) {
         socket = s.socket ?? DefaultPaths.socketPath()
@@ -53,6 +55,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         maxPendingEvents = s.maxPendingEvents ?? Self.defaultMaxPendingEvents
         maxSessionsPerUID = s.maxSessionsPerUID ?? Self.defaultMaxSessionsPerUID
         maxTasksPerUID = s.maxTasksPerUID ?? Self.defaultMaxTasksPerUID
+        maxPendingEventsPerUID = s.maxPendingEventsPerUID ?? Self.defaultMaxPendingEventsPerUID
         caFile = s.caFile
     }
 
@@ -70,6 +73,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.maxPendingEventsPerSession = maxPendingEvents
         config.maxSessionsPerUID = maxSessionsPerUID
         config.maxTasksPerUID = maxTasksPerUID
+        config.maxPendingEventsPerUID = maxPendingEventsPerUID
         config.caFile = caFile
         return config
     }
@@ -94,6 +98,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.maxPendingEvents = maxPendingEvents
         s.maxSessionsPerUID = maxSessionsPerUID
         s.maxTasksPerUID = maxTasksPerUID
+        s.maxPendingEventsPerUID = maxPendingEventsPerUID
         s.caFile = caFile
         return s
     }

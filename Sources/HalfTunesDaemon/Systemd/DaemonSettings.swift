@@ -30,6 +30,7 @@ public struct DaemonSettings: Sendable, Equatable {
     /// Sessions one uid may hold.
     public var maxSessionsPerUID: Int?
     public var maxTasksPerUID: Int?
+    public var maxPendingEventsPerUID: Int?
     /// PEM certificate authorities trusted besides the system's.
     public var caFile: String?
 
@@ -62,6 +63,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .maxPendingEvents: return maxPendingEvents.map(String.init)
         case .maxSessionsPerUID: return maxSessionsPerUID.map(String.init)
         case .maxTasksPerUID: return maxTasksPerUID.map(String.init)
+        case .maxPendingEventsPerUID: return maxPendingEventsPerUID.map(String.init)
         case .caFile: return caFile
         }
     }
@@ -91,6 +93,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case maxPendingEvents = "max-pending-events"
     case maxSessionsPerUID = "max-sessions-per-uid"
     case maxTasksPerUID = "max-tasks-per-uid"
+    case maxPendingEventsPerUID = "max-pending-events-per-uid"
     case caFile = "ca-file"
 
     public var flag: String { "--" + rawValue }
@@ -138,6 +141,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxPendingEvents: settings.maxPendingEvents = try Self.integer(text, in: 1...100_000_000)
         case .maxSessionsPerUID: settings.maxSessionsPerUID = try Self.integer(text, in: 1...1_000_000)
         case .maxTasksPerUID: settings.maxTasksPerUID = try Self.integer(text, in: 1...100_000_000)
+        case .maxPendingEventsPerUID: settings.maxPendingEventsPerUID = try Self.integer(text, in: 1...1_000_000_000)
         case .caFile: settings.caFile = try Self.absolutePath(text)
         }
     }
@@ -161,6 +165,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxPendingEvents: if let v = source.maxPendingEvents { target.maxPendingEvents = v }
         case .maxSessionsPerUID: if let v = source.maxSessionsPerUID { target.maxSessionsPerUID = v }
         case .maxTasksPerUID: if let v = source.maxTasksPerUID { target.maxTasksPerUID = v }
+        case .maxPendingEventsPerUID: if let v = source.maxPendingEventsPerUID { target.maxPendingEventsPerUID = v }
         case .caFile: if let v = source.caFile { target.caFile = v }
         }
     }
