@@ -121,6 +121,7 @@ def main():
     ap.add_argument("--window", type=int, default=256, help="requests in flight on the connection")
     ap.add_argument("--step", type=int, default=5000, help="report the create rate of every STEP tasks")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--keep-state", help="copy the state directory (the journal with every task) here at the end")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="htd-scale.")
@@ -187,6 +188,8 @@ def main():
         results["restart_until_status_s"] = daemon.start()
     finally:
         daemon.stop()
+        if args.keep_state:
+            shutil.copytree(os.path.join(work, "state"), args.keep_state, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"  {args.tasks} tasks in {results['create_total_s']:.2f} s; anonymous memory "

@@ -17,6 +17,7 @@ extension DaemonCore {
         }
         let rows = try journal.loadTasks().sorted { ($0.queueOrder, $0.id ?? 0) < ($1.queueOrder, $1.id ?? 0) }
         nextQueueOrder = (rows.map(\.queueOrder).max() ?? 0) + 1
+        tasks.reserveCapacity(rows.count)
         var resumed = 0
         for row in rows {
             guard let id = row.id, let session = sessions[row.session] else { continue }

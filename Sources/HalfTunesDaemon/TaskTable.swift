@@ -35,6 +35,12 @@ struct TaskTable: Sequence {
         }
     }
 
+    /// Room for `n` tasks without growing (recovery knows how many rows it loads).
+    mutating func reserveCapacity(_ n: Int) {
+        storage.reserveCapacity(n)
+        ordered.reserveCapacity(n)
+    }
+
     /// The ids greater than `id`, ascending.
     func ids(after id: Int64) -> ArraySlice<Int64> { ordered[position(after: id)...] }
 

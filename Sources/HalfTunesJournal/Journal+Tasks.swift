@@ -5,14 +5,22 @@ extension Journal {
     /// Every task, ordered by id.
     public func loadTasks() throws -> [TaskRecord] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM tasks ORDER BY id").map(TaskRecord.init(row:))
+            var records: [TaskRecord] = []
+            var positions: [String: Int]?
+            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM tasks ORDER BY id")
+            while let row = try rows.next() {
+                let p = positions ?? RowReader.positions(of: row)
+                positions = p
+                records.append(try TaskRecord(row: row, positions: p))
+            }
+            return records
         }
     }
 
     /// One task, or nil when there is no task with that id.
     public func loadTask(_ id: Int64) throws -> TaskRecord? {
         try read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM tasks WHERE id = ?", arguments: [id]).map(TaskRecord.init(row:))
+            try Row.fetchOne(db, sql: "SELECT * FROM tasks WHERE id = ?", arguments: [id]).map { try TaskRecord(row: $0) }
         }
     }
 
