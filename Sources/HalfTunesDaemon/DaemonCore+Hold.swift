@@ -2,20 +2,28 @@
 import HalfTunesProtocol
 
 extension DaemonCore {
-    /// Why a queued task is not running yet; nil for any other state.
-    func hold(_ t: ManagedTask) -> TaskHold? {
+    /// Why a queued task is not running yet; nil for any other state. O(1): the running counts are indexes,
+    /// and after every scheduler pass a queued task is held by a limit unless the daemon is full.
+    func hold(_ t: ManagedTask, position: Int?) -> TaskHold? {
         guard t.machine.state == .queued else { return nil }
         if shuttingDown { return TaskHold(reason: "shuttingDown", message: "The daemon is shutting down") }
-        if let memo = holdsMemo, let hold = memo[t.id] { return hold }
-        guard let (_, decision) = plan(until: t.id).last(where: { $0.0 == t.id }) else {
+        guard let position else {
             return TaskHold(reason: "queue", message: "It is about to take its place in the queue")
         }
+        let session = t.record.session, host = t.hostKey
+        var limits = QueuePlanner.Limits(maxConcurrent: configuration.maxConcurrent,
+                                         maxConnectionsPerHost: configuration.maxConnectionsPerHost)
+        if let max = sessions[session]?.record.configuration.maxConcurrent { limits.sessionMaxConcurrent[session] = max }
+        let entry = QueuePlanner.Entry(id: t.id, session: session, host: host, stopping: t.runtime != nil)
+        let decision = QueuePlanner.decide(entry, ahead: position - 1, running: tasks.running.count,
+                                           sessionRunning: tasks.runningBySession[session] ?? 0,
+                                           hostRunning: tasks.runningByHost[host] ?? 0, limits: limits)
         switch decision {
         case .hold(let hold):
             return hold
         case .start:
             // Between two scheduler passes: a slot is free and it starts at the next one.
-            let ahead = queue.firstIndex(of: t.id) ?? 0
+            let ahead = position - 1
             return TaskHold(reason: "queue", message: ahead == 0
                 ? "It is next and starts as soon as the scheduler runs"
                 : "\(ahead) task\(ahead == 1 ? "" : "s") ahead in the queue")
@@ -24,16 +32,14 @@ extension DaemonCore {
 }
 
 extension DaemonCore {
-    /// Describes many tasks, planning the queue once for all of them (not once per queued task).
+    /// Describes many tasks, working out the queue's shared order once for all of them when several users
+    /// have queued tasks (not once per queued task).
     func infos(_ list: [ManagedTask]) -> [TaskInfo] {
-        if list.contains(where: { $0.machine.state == .queued }) {
-            var holds: [Int64: TaskHold] = [:]
-            for (id, decision) in plan() {
-                if case .hold(let hold) = decision { holds[id] = hold }
-            }
-            holdsMemo = holds
+        if tasks.queue.owners.count > 1, list.contains(where: { $0.machine.state == .queued }) {
+            let order = tasks.queue.fairOrder(running: tasks.runningByOwner, lastServed: lastServed)
+            positionsMemo = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0 + 1) })
         }
-        defer { holdsMemo = nil }
+        defer { positionsMemo = nil }
         return list.map(info)
     }
 }

@@ -1,88 +1,49 @@
-// The queue: its order (priority, then queue order), starting tasks within the limits, and task.move.
+// The queue: starting tasks within the limits, fairly between users, queue positions, and task.move.
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonCore {
-    /// Starts queued tasks, in queue order, while the daemon-wide, per-session and per-host limits allow.
+    /// Starts queued tasks while the daemon-wide, per-session and per-host limits allow: each next slot goes
+    /// to the fair choice among the tasks that can start (`RunQueue.next`). Costs O(owners) per task started
+    /// (plus tasks held at the head of a user's queue by a session or host limit), whatever the queue's length.
     func pump() {
         guard !shuttingDown else { return }
-        queue.removeAll { tasks[$0]?.machine.state != .queued }
-        sortQueue()
-        for (id, decision) in plan(startsOnly: true) where decision == .start {
-            queue.removeAll { $0 == id }
-            if let t = tasks[id] {
-                servedSerial += 1
-                lastServed[owner(of: t)] = servedSerial
-            }
-            _ = try? apply(.slotGranted, to: id)
+        var tried: Set<Int64> = []
+        while tasks.running.count < configuration.maxConcurrent {
+            let next = tasks.queue.next(running: { self.tasks.runningByOwner[$0] ?? 0 },
+                                        lastServed: { self.lastServed[$0] ?? 0 },
+                                        isHeld: { self.isHeld($0) })
+            guard let entry = next, tried.insert(entry.id).inserted else { return }
+            servedSerial += 1
+            lastServed[entry.owner] = servedSerial
+            _ = try? apply(.slotGranted, to: entry.id)
         }
     }
 
-    /// Puts the queue in start order: priority class, then queue order, then id; then shared fairly between
-    /// the users who own the tasks (`QueuePlanner.fairOrder`).
-    func sortQueue() {
-        queue.sort { a, b in
-            guard let ta = tasks[a]?.record, let tb = tasks[b]?.record else { return a < b }
-            return QueuePlanner.precedes((ta.priority, ta.queueOrder, a), (tb.priority, tb.queueOrder, b))
-        }
-        var running: [UInt32: Int] = [:]
-        for id in tasks.running { if let t = tasks[id] { running[owner(of: t), default: 0] += 1 } }
-        queue = QueuePlanner.fairOrder(queue.compactMap { id in tasks[id].map { (id, owner(of: $0)) } }, running: running,
-                                       lastServed: lastServed)
-    }
-
-    private func owner(of t: ManagedTask) -> UInt32 {
-        sessions[t.record.session]?.record.uid ?? SessionNames.owner(of: t.record.session) ?? 0
+    /// Whether a queued task cannot start now: its previous transfer is still stopping, or its session or
+    /// host is at its limit.
+    private func isHeld(_ entry: RunQueue.Entry) -> Bool {
+        if tasks.isStopping(entry.id) { return true }
+        if let max = sessions[entry.session]?.record.configuration.maxConcurrent,
+           (tasks.runningBySession[entry.session] ?? 0) >= max { return true }
+        return (tasks.runningByHost[entry.host] ?? 0) >= configuration.maxConnectionsPerHost
     }
 
     /// Gives a task that enters the queue its place: the back of its priority class, unless it was moved to
-    /// the front (a negative queue order, kept until it runs again).
+    /// the front (a negative queue order, kept until it runs again). `TaskTable` puts it in the queue.
     func enqueue(_ t: inout ManagedTask) {
         if t.record.queueOrder >= 0 {
             t.record.queueOrder = nextQueueOrder
             nextQueueOrder += 1
         }
-        if !queue.contains(t.id) { queue.append(t.id) }
     }
 
-    /// The scheduler's decisions for the queue as it is: up to task `until` when given; with `startsOnly`,
-    /// only as far as a task can still start (it stops once the daemon-wide limit is reached).
-    func plan(until: Int64? = nil, startsOnly: Bool = false) -> [(Int64, QueuePlanner.Decision)] {
-        var running: [QueuePlanner.Running] = []
-        for id in tasks.running {
-            guard let session = tasks[id]?.record.session else { continue }
-            running.append(QueuePlanner.Running(session: session, host: hostKey(id)))
-        }
-        let limits = plannerLimits
-        if startsOnly, running.count >= limits.maxConcurrent { return [] }
-        var entries: [QueuePlanner.Entry] = []
-        for id in queue {
-            guard let t = tasks[id], t.machine.state == .queued else { continue }
-            entries.append(QueuePlanner.Entry(id: id, session: t.record.session, host: hostKey(id),
-                                              stopping: t.runtime != nil))
-            if id == until { break }
-        }
-        return QueuePlanner.plan(queue: entries, running: running, limits: limits, until: until,
-                                 stopWhenFull: startsOnly)
-    }
-
-    /// The per-host limit's key of a task, cached in the task.
-    func hostKey(_ id: Int64) -> String {
-        if let key = tasks[id]?.hostKey { return key }
-        let key = HostKey.of(tasks[id]?.record.url ?? "")
-        tasks[id]?.hostKey = key
-        return key
-    }
-
-    var plannerLimits: QueuePlanner.Limits {
-        var perSession: [String: Int] = [:]
-        for (identifier, s) in sessions {
-            if let max = s.record.configuration.maxConcurrent { perSession[identifier] = max }
-        }
-        return QueuePlanner.Limits(maxConcurrent: configuration.maxConcurrent,
-                                   maxConnectionsPerHost: configuration.maxConnectionsPerHost,
-                                   sessionMaxConcurrent: perSession)
+    /// A queued task's place in the shared order (1 = next); nil for any other state.
+    func queuePosition(_ id: Int64) -> Int? {
+        guard tasks.queue.contains(id) else { return nil }
+        if let memo = positionsMemo { return memo[id] }
+        return tasks.queue.position(of: id, running: tasks.runningByOwner, lastServed: lastServed)
     }
 
     /// `task.move`: the front or back of its priority class. A queued task moves at once; a suspended or
@@ -94,10 +55,8 @@ extension DaemonCore {
         }
         switch p.to {
         case .front:
-            let others = tasks.values.filter {
-                $0.id != p.id && $0.machine.state == .queued && $0.record.priority == t.record.priority
-            }.map(\.record.queueOrder)
-            t.record.queueOrder = QueuePlanner.frontOrder(among: others)
+            let lowest = tasks.queue.lowestOrder(priority: t.record.priority, excluding: p.id)
+            t.record.queueOrder = QueuePlanner.frontOrder(among: lowest.map { [$0] } ?? [])
         case .back:
             t.record.queueOrder = nextQueueOrder
             nextQueueOrder += 1

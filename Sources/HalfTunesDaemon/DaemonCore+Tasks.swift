@@ -92,8 +92,7 @@ extension DaemonCore {
         let (stored, storedEvents) = try journaled { try journal.insertTask(record, events: events) }
         let managed = ManagedTask(record: stored, owner: sessions[stored.session]?.record.uid ?? 0, machine: machine,
                                   bytesReceived: stored.bytesDurable)
-        tasks[stored.id!] = managed
-        if actions.contains(.enqueue) { queue.append(stored.id!) }
+        tasks[stored.id!] = managed // queued when started: TaskTable puts it in the queue
         broadcast(storedEvents)
         logger.info("task created", metadata: ["task": "\(stored.id!)", "session": "\(record.session)", "url": "\(record.url)",
                                                "kind": "\(record.kind)"])
@@ -228,7 +227,7 @@ extension DaemonCore {
             case .enqueue:
                 enqueue(&t)
             case .dequeue:
-                queue.removeAll { $0 == id }
+                break // TaskTable takes it out of the queue with its state
             case .startTransfer:
                 startNow = true
             case .stopTransfer:

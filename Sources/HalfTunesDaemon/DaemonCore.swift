@@ -26,8 +26,8 @@ struct ManagedTask {
     var bandwidth: BandwidthBucket?
     /// The complete partial file matched the expected checksum (set just before it is published).
     var checksumVerified = false
-    /// `HostKey.of(record.url)`, computed once (the per-host limit's key).
-    var hostKey: String?
+    /// The per-host limit's key (`HostKey`).
+    var hostKey: String { HostKey.of(record.url) }
 
     var id: Int64 { record.id! }
 
@@ -59,8 +59,7 @@ actor DaemonCore {
 
     var sessions: [String: ManagedSession] = [:]
     var tasks = TaskTable()
-    /// Queued task ids in start order: by priority, then `queueOrder` (see DaemonCore+Queue.swift).
-    var queue: [Int64] = []
+    /// The queue itself is `tasks.queue` (a `RunQueue`, kept in step with task states by `TaskTable`).
     var nextQueueOrder: Int64 = 1
     /// When each uid was last given a transfer slot (a serial number): between users with as many transfers
     /// running, the one served longest ago goes first (`QueuePlanner.fairOrder`).
@@ -81,8 +80,8 @@ actor DaemonCore {
     var configuredLimits: DaemonLimits?
     /// Limits set with `daemon.setLimits`, kept in the journal; they win over `configuredLimits`.
     var limitOverrides = DaemonSetLimitsParams()
-    /// The holds of every queued task, computed once while a whole list of tasks is described.
-    var holdsMemo: [Int64: TaskHold]?
+    /// Queue positions of every queued task, computed once while a whole list of tasks is described.
+    var positionsMemo: [Int64: Int]?
     /// Authenticates resume data (`<state>/resume-data.key`).
     let resumeKey: SymmetricKey
 
@@ -118,7 +117,7 @@ actor DaemonCore {
 
     func info(_ t: ManagedTask) -> TaskInfo {
         let r = t.record
-        let position = t.machine.state == .queued ? queue.firstIndex(of: t.id).map { $0 + 1 } : nil
+        let position = queuePosition(t.id)
         return TaskInfo(
             id: t.id, session: r.session, kind: r.kind, url: r.url,
             currentURL: r.currentURL == r.url ? nil : r.currentURL,
@@ -128,7 +127,7 @@ actor DaemonCore {
             bytesExpected: r.bytesExpected, destination: r.destination, location: r.location,
             error: t.machine.error, createdAt: Timestamp.format(r.createdAt), updatedAt: Timestamp.format(r.updatedAt),
             description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts,
-            priority: r.priority, hold: hold(t), checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
+            priority: r.priority, hold: hold(t, position: position), checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
             method: r.method, file: r.file, bytesSent: t.bytesSent, bytesExpectedToSend: t.bytesExpectedToSend,
             response: r.response, overwrite: r.overwrite ? true : nil)
     }

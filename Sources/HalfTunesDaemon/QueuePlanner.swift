@@ -100,24 +100,9 @@ enum QueuePlanner {
         var decisions: [(Int64, Decision)] = []
         for (index, entry) in queue.enumerated() {
             if stopWhenFull, total >= limits.maxConcurrent { break }
-            let decision: Decision
-            if entry.stopping {
-                decision = .hold(TaskHold(reason: "previousTransferStopping",
-                                          message: "Its previous transfer is still stopping"))
-            } else if total >= limits.maxConcurrent {
-                decision = .hold(TaskHold(reason: "maxConcurrent",
-                                          message: "\(total) of \(limits.maxConcurrent) daemon-wide transfer slots in use"
-                                              + ahead(index)))
-            } else if let max = limits.sessionMaxConcurrent[entry.session], perSession[entry.session, default: 0] >= max {
-                decision = .hold(TaskHold(reason: "sessionMaxConcurrent",
-                                          message: "\(perSession[entry.session, default: 0]) of \(max) transfers of session "
-                                              + "'\(SessionNames.name(of: entry.session))' running (the session's maxConcurrent)"))
-            } else if perHost[entry.host, default: 0] >= limits.maxConnectionsPerHost {
-                decision = .hold(TaskHold(reason: "hostMaxConnections",
-                                          message: "\(perHost[entry.host, default: 0]) of \(limits.maxConnectionsPerHost) "
-                                              + "connections to \(entry.host) in use (max-connections-per-host)"))
-            } else {
-                decision = .start
+            let decision = decide(entry, ahead: index, running: total, sessionRunning: perSession[entry.session, default: 0],
+                                  hostRunning: perHost[entry.host, default: 0], limits: limits)
+            if decision == .start {
                 total += 1
                 perSession[entry.session, default: 0] += 1
                 perHost[entry.host, default: 0] += 1
@@ -126,6 +111,30 @@ enum QueuePlanner {
             if entry.id == until { break }
         }
         return decisions
+    }
+
+    /// The decision for one queued task, given what runs now: `running` transfers in all, `sessionRunning` of
+    /// its session, `hostRunning` to its host, with `ahead` tasks before it in the queue.
+    static func decide(_ entry: Entry, ahead: Int, running total: Int, sessionRunning: Int, hostRunning: Int,
+                       limits: Limits) -> Decision {
+        if entry.stopping {
+            return .hold(TaskHold(reason: "previousTransferStopping", message: "Its previous transfer is still stopping"))
+        }
+        if total >= limits.maxConcurrent {
+            return .hold(TaskHold(reason: "maxConcurrent",
+                                  message: "\(total) of \(limits.maxConcurrent) daemon-wide transfer slots in use" + Self.ahead(ahead)))
+        }
+        if let max = limits.sessionMaxConcurrent[entry.session], sessionRunning >= max {
+            return .hold(TaskHold(reason: "sessionMaxConcurrent",
+                                  message: "\(sessionRunning) of \(max) transfers of session "
+                                      + "'\(SessionNames.name(of: entry.session))' running (the session's maxConcurrent)"))
+        }
+        if hostRunning >= limits.maxConnectionsPerHost {
+            return .hold(TaskHold(reason: "hostMaxConnections",
+                                  message: "\(hostRunning) of \(limits.maxConnectionsPerHost) "
+                                      + "connections to \(entry.host) in use (max-connections-per-host)"))
+        }
+        return .start
     }
 
     private static func ahead(_ index: Int) -> String {

@@ -4,7 +4,8 @@ import HalfTunesProtocol
 /// The daemon's tasks by id, with the indexes the hot paths read kept up to date by every write, so that
 /// creating, starting or finishing a task, `daemon.status` and the idle check cost the same with ten tasks
 /// or 100,000: tasks per state and per session and state, unfinished tasks per session and per owner uid,
-/// the running tasks, the destinations reserved by unfinished tasks, and the tasks that keep the daemon busy.
+/// the running tasks (and how many per owner, session and host), the queue (`RunQueue`, in start order), the
+/// destinations reserved by unfinished tasks, and the tasks that keep the daemon busy.
 /// Every write goes through the subscript's setter (also `tasks[id]?.field = value`): it takes the old
 /// value out of the indexes and puts the new one in.
 struct TaskTable: Sequence {
@@ -19,6 +20,12 @@ struct TaskTable: Sequence {
     private var ordered: [Int64] = []
     /// The ids of the tasks in state `running`.
     private(set) var running: Set<Int64> = []
+    /// Running tasks per owner uid, per session and per host (`HostKey`): the limits and fair share read them.
+    private(set) var runningByOwner: [UInt32: Int] = [:]
+    private(set) var runningBySession: [String: Int] = [:]
+    private(set) var runningByHost: [String: Int] = [:]
+    /// The tasks in state `queued`, in start order.
+    private(set) var queue = RunQueue()
 
     subscript(id: Int64) -> ManagedTask? {
         get { storage[id] }
@@ -26,6 +33,11 @@ struct TaskTable: Sequence {
             let old = storage[id]
             if let old { index(old, id: id, by: -1) }
             if let new = newValue { index(new, id: id, by: 1) }
+            let oldEntry = old.flatMap(Self.queueEntry), newEntry = newValue.flatMap(Self.queueEntry)
+            if oldEntry != newEntry {
+                if let oldEntry { queue.remove(oldEntry.id) }
+                if let newEntry { queue.insert(newEntry) }
+            }
             storage[id] = newValue
             if old == nil, newValue != nil {
                 if let last = ordered.last, last >= id { ordered.insert(id, at: position(after: id - 1)) } else { ordered.append(id) }
@@ -68,6 +80,8 @@ struct TaskTable: Sequence {
     func count(in state: TaskState) -> Int { byState[state] ?? 0 }
     /// Tasks of `session` per state (states without tasks left out).
     func counts(session: String) -> [TaskState: Int] { bySessionState[session] ?? [:] }
+    /// Whether the task's (previous) transfer has not ended yet.
+    func isStopping(_ id: Int64) -> Bool { storage[id]?.runtime != nil }
     /// Whether an unfinished task may still write `path` (its destination).
     func isReserved(_ path: String) -> Bool { reservedDestinations[path] != nil }
     /// Whether some task is queued, running or waiting to retry, still stopping a transfer, or publishing.
@@ -81,6 +95,9 @@ struct TaskTable: Sequence {
         bySessionState[task.record.session] = sessionCounts.isEmpty ? nil : sessionCounts
         if state == .running {
             if delta > 0 { running.insert(id) } else { running.remove(id) }
+            Self.add(delta, to: &runningByOwner, task.owner)
+            Self.add(delta, to: &runningBySession, task.record.session)
+            Self.add(delta, to: &runningByHost, task.hostKey)
         }
         if state.isPending || task.runtime != nil || task.record.phase == .publishing {
             if delta > 0 { busy.insert(id) } else { busy.remove(id) }
@@ -89,6 +106,13 @@ struct TaskTable: Sequence {
         Self.add(delta, to: &unfinishedBySession, task.record.session)
         Self.add(delta, to: &unfinishedByOwner, task.owner)
         Self.add(delta, to: &reservedDestinations, task.record.destination)
+    }
+
+    /// A task's place in the queue while it is queued.
+    private static func queueEntry(_ task: ManagedTask) -> RunQueue.Entry? {
+        guard task.machine.state == .queued, let id = task.record.id else { return nil }
+        return RunQueue.Entry(key: RunQueue.Key(priority: task.record.priority, order: task.record.queueOrder, id: id),
+                              owner: task.owner, session: task.record.session, host: task.hostKey)
     }
 
     private static func add<Key: Hashable>(_ delta: Int, to counts: inout [Key: Int], _ key: Key) {

@@ -1,0 +1,174 @@
+// The queue of tasks waiting for a transfer slot, kept in start order as tasks enter and leave it.
+import DequeModule
+import HalfTunesProtocol
+
+/// The queued tasks, one ordered run per owner uid (by priority, then queue order, then id), maintained as
+/// tasks are queued and dequeued, so that choosing the next task to start costs O(owners + tasks held at
+/// the head by a session or host limit) and never sorts or walks the whole queue. `TaskTable` keeps it in step
+/// with task states: a task is in the queue exactly while it is `queued`.
+///
+/// Between users the queue is shared as `QueuePlanner.fairOrder` describes: the next place goes to the user
+/// with the fewest transfers running, then to the one served longest ago, then to the one whose next task came
+/// first. `next` applies that rule to the tasks that can start; `position(of:)` and `fairOrder` apply it to all
+/// of them (what `queuePosition` and `hold` show). A pure value: no I/O, no clock.
+struct RunQueue: Sendable {
+    /// The sort key of a queued task: priority class first, then queue order, then id (unique).
+    struct Key: Comparable, Hashable, Sendable {
+        var rank: Int
+        var order: Int64
+        var id: Int64
+
+        init(priority: TaskPriority, order: Int64, id: Int64) {
+            self.rank = priority.rank
+            self.order = order
+            self.id = id
+        }
+
+        static func < (a: Key, b: Key) -> Bool { (a.rank, a.order, a.id) < (b.rank, b.order, b.id) }
+    }
+
+    struct Entry: Sendable, Equatable {
+        var key: Key
+        var owner: UInt32
+        var session: String
+        /// `HostKey.of(url)`: the per-host limit's key.
+        var host: String
+        var id: Int64 { key.id }
+    }
+
+    /// Each owner's queued tasks in start order.
+    private var byOwner: [UInt32: Deque<Entry>] = [:]
+    /// Where each queued task is (its owner and key), for removal and lookups.
+    private var members: [Int64: (owner: UInt32, key: Key)] = [:]
+
+    var count: Int { members.count }
+    var isEmpty: Bool { members.isEmpty }
+    func contains(_ id: Int64) -> Bool { members[id] != nil }
+    /// Owners with queued tasks.
+    var owners: Dictionary<UInt32, Deque<Entry>>.Keys { byOwner.keys }
+
+    /// Adds a task (replacing its earlier entry, if any). Appends are O(1): queue orders only grow, except a
+    /// task moved to the front, which goes to the front.
+    mutating func insert(_ entry: Entry) {
+        remove(entry.id)
+        var run = byOwner.removeValue(forKey: entry.owner) ?? []
+        if let last = run.last, entry.key < last.key {
+            run.insert(entry, at: Self.firstIndex(in: run, notBelow: entry.key))
+        } else {
+            run.append(entry)
+        }
+        byOwner[entry.owner] = run
+        members[entry.id] = (entry.owner, entry.key)
+    }
+
+    /// Takes a task out of the queue (nothing when it is not in it). The head is O(1), elsewhere O(log n)
+    /// to find it plus the shorter side's move.
+    mutating func remove(_ id: Int64) {
+        guard let (owner, key) = members.removeValue(forKey: id), var run = byOwner.removeValue(forKey: owner) else { return }
+        let index = Self.firstIndex(in: run, notBelow: key)
+        if index < run.count, run[index].id == id { run.remove(at: index) }
+        if !run.isEmpty { byOwner[owner] = run }
+    }
+
+    /// The entry of a queued task.
+    func entry(_ id: Int64) -> Entry? {
+        guard let (owner, key) = members[id], let run = byOwner[owner] else { return nil }
+        let index = Self.firstIndex(in: run, notBelow: key)
+        return index < run.count && run[index].id == id ? run[index] : nil
+    }
+
+    /// The lowest queue order among queued tasks of `priority` (every owner's), for `task.move --front`.
+    func lowestOrder(priority: TaskPriority, excluding id: Int64) -> Int64? {
+        var lowest: Int64?
+        for run in byOwner.values {
+            var index = Self.firstIndex(in: run, notBelow: Key(priority: priority, order: .min, id: .min))
+            while index < run.count, run[index].key.rank == priority.rank {
+                if run[index].id != id {
+                    lowest = min(lowest ?? .max, run[index].key.order)
+                    break
+                }
+                index += 1
+            }
+        }
+        return lowest
+    }
+
+    /// The next task to start: the fair choice among, for each owner, the first of its tasks that `isHeld`
+    /// does not hold (a session or host at its limit, a previous transfer still stopping). `running` and
+    /// `lastServed` give each owner's transfers running and the serial number of its last slot (0: never).
+    func next(running: (UInt32) -> Int, lastServed: (UInt32) -> Int64, isHeld: (Entry) -> Bool) -> Entry? {
+        var best: (entry: Entry, load: Int, served: Int64)?
+        for (owner, run) in byOwner {
+            guard let entry = run.first(where: { !isHeld($0) }) else { continue }
+            let load = running(owner), served = lastServed(owner)
+            if let b = best, (b.load, b.served, b.entry.key) < (load, served, entry.key) { continue }
+            best = (entry, load, served)
+        }
+        return best?.entry
+    }
+
+    /// The task's place in the shared order (1 = next), or nil when it is not queued. One owner: a binary
+    /// search. Several: the fair interleaving is followed up to the task, O(position × owners).
+    func position(of id: Int64, running: [UInt32: Int], lastServed: [UInt32: Int64]) -> Int? {
+        guard let (owner, key) = members[id], let run = byOwner[owner] else { return nil }
+        if byOwner.count == 1 { return Self.firstIndex(in: run, notBelow: key) + 1 }
+        var position = 0
+        var found: Int?
+        interleave(running: running, lastServed: lastServed) { entry in
+            position += 1
+            if entry.id == id { found = position }
+            return found == nil
+        }
+        return found
+    }
+
+    /// Every queued task in the shared order (what `QueuePlanner.fairOrder` gives for the same tasks).
+    func fairOrder(running: [UInt32: Int], lastServed: [UInt32: Int64]) -> [Int64] {
+        var order: [Int64] = []
+        order.reserveCapacity(count)
+        interleave(running: running, lastServed: lastServed) { entry in
+            order.append(entry.id)
+            return true
+        }
+        return order
+    }
+
+    /// Visits the queue in the shared order while `visit` returns true: each next place goes to the owner
+    /// with the fewest transfers running or placed, then the one served longest ago, then the earliest task.
+    private func interleave(running: [UInt32: Int], lastServed: [UInt32: Int64], _ visit: (Entry) -> Bool) {
+        if byOwner.count == 1, let run = byOwner.values.first {
+            for entry in run where !visit(entry) { return }
+            return
+        }
+        var heads: [UInt32: Int] = [:]
+        var load = running
+        var served = lastServed
+        var serial = (lastServed.values.max() ?? 0) + 1
+        while true {
+            var best: (owner: UInt32, key: (Int, Int64, Key))?
+            for (owner, run) in byOwner {
+                let head = heads[owner, default: 0]
+                guard head < run.count else { continue }
+                let key = (load[owner, default: 0], served[owner, default: 0], run[head].key)
+                if best.map({ key < $0.key }) ?? true { best = (owner, key) }
+            }
+            guard let pick = best, let run = byOwner[pick.owner] else { return }
+            let head = heads[pick.owner, default: 0]
+            guard visit(run[head]) else { return }
+            heads[pick.owner] = head + 1
+            load[pick.owner, default: 0] += 1
+            served[pick.owner] = serial
+            serial += 1
+        }
+    }
+
+    /// The index of the first entry whose key is not below `key` (binary search; the run is sorted).
+    private static func firstIndex(in run: Deque<Entry>, notBelow key: Key) -> Int {
+        var low = 0, high = run.count
+        while low < high {
+            let mid = (low + high) / 2
+            if run[mid].key < key { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+}
