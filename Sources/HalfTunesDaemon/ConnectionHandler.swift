@@ -60,7 +60,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelActive(context: ChannelHandlerContext) {
         let outbox = Outbox(connectionID: connectionID, channel: context.channel, limit: limits.outputBytes,
-                            stallTimeout: limits.stallTimeout)
+                            stallTimeout: limits.stallTimeout, durability: core.journal.durability)
         self.outbox = outbox
         let credentials = Self.peerCredentials(context.channel)
         let peerGroups = Self.peerGroups(context.channel)

@@ -149,6 +149,7 @@ extension DaemonCore {
             t.record.location = location
             tasks[id] = t
             _ = try? journal.updateTask(t.record, events: [])
+            journal.sync() // the intent is on disk before the file is moved (recovery finishes the move)
             CrashPoints.hit(CrashPoints.publishAfterIntent)
             do {
                 try FilePublisher.publish(partialPath: t.record.partialPath, destination: location,

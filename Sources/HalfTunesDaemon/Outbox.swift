@@ -1,3 +1,5 @@
+import DequeModule
+import HalfTunesJournal
 import HalfTunesProtocol
 import NIOConcurrencyHelpers
 import NIOCore
@@ -6,6 +8,11 @@ import NIOCore
 /// called; a client that stops reading and lets more than `limit` bytes pile up is disconnected (it
 /// can re-subscribe from its last `seq`), so it never stalls the daemon or grows its memory. Bulk
 /// output (an event replay) paces itself with `drained(below:)` instead of overflowing.
+///
+/// Nothing leaves before the journal commits made until it was sent are durable: each line is tagged with
+/// the journal's latest commit number and held back (in order) until the group commit that covers it, so an
+/// answer or an event never reports a state change that a crash could still undo. When nothing is waiting
+/// for an fsync, lines go out at once.
 final class Outbox: Sendable {
     let connectionID: UInt64
     let limit: Int
@@ -13,7 +20,20 @@ final class Outbox: Sendable {
     /// How long a paced sender waits for the client to read before giving up on it.
     private let stallTimeout: TimeAmount
     private let state = NIOLockedValueBox(State())
-    private let order = NIOLock()
+    /// Lines held until their commit is durable, in order; its lock also orders every write to the channel.
+    private let held = NIOLockedValueBox(Held())
+    private let durability: JournalDurability?
+
+    private enum Item {
+        case line([UInt8])
+        case close
+    }
+
+    private struct Held {
+        var items: Deque<(ticket: UInt64, item: Item)> = []
+        /// Whether a `whenDurable` callback is registered for the first held item.
+        var registered = false
+    }
 
     private struct Waiter {
         var threshold: Int
@@ -41,11 +61,13 @@ final class Outbox: Sendable {
         }
     }
 
-    init(connectionID: UInt64, channel: Channel, limit: Int, stallTimeout: TimeAmount = .seconds(60)) {
+    init(connectionID: UInt64, channel: Channel, limit: Int, stallTimeout: TimeAmount = .seconds(60),
+         durability: JournalDurability? = nil) {
         self.connectionID = connectionID
         self.channel = channel
         self.limit = limit
         self.stallTimeout = stallTimeout
+        self.durability = durability
     }
 
     var pendingBytes: Int { state.withLockedValue { $0.pending } }
@@ -88,14 +110,60 @@ final class Outbox: Sendable {
             return
         }
         if isClosed { return }
+        enqueue(.line(line))
+    }
+
+    /// Writes `item` now if nothing is held and the journal is durable up to its latest commit, else holds
+    /// it behind the others until the commit it was sent after is durable.
+    private func enqueue(_ item: Item) {
+        let ticket = durability?.lastCommit ?? 0
+        let register: Bool = held.withLockedValue { h in
+            if h.items.isEmpty, durability?.isDurable(ticket) ?? true {
+                perform(item)
+                return false
+            }
+            h.items.append((ticket, item))
+            if h.registered { return false }
+            h.registered = true
+            return true
+        }
+        if register { waitForDurability(ticket) }
+    }
+
+    private func waitForDurability(_ ticket: UInt64) {
+        durability?.whenDurable(ticket) { [weak self] in self?.releaseHeld() }
+    }
+
+    /// Writes the held items whose commits are durable, in order; waits again for the next one, if any.
+    private func releaseHeld() {
+        let next: UInt64? = held.withLockedValue { h in
+            while let first = h.items.first, durability?.isDurable(first.ticket) ?? true {
+                h.items.removeFirst()
+                perform(first.item)
+            }
+            guard let first = h.items.first else {
+                h.registered = false
+                return nil
+            }
+            return first.ticket
+        }
+        if let next { waitForDurability(next) }
+    }
+
+    /// Hands an item to the channel's event loop (called with `held` locked, which keeps the order).
+    private func perform(_ item: Item) {
         let channel = self.channel
-        order.withLock {
+        switch item {
+        case .line(let line):
+            let size = line.count
             channel.eventLoop.execute {
                 let buffer = channel.allocator.buffer(bytes: line)
                 channel.writeAndFlush(buffer).whenComplete { [weak self] _ in
                     self?.written(size)
                 }
             }
+        case .close:
+            channel.eventLoop.execute { channel.close(promise: nil) }
         }
     }
 
@@ -126,10 +194,7 @@ final class Outbox: Sendable {
 
     /// Closes the connection once everything sent so far has been written (a last error message).
     func closeWhenFlushed() {
-        let channel = self.channel
-        order.withLock {
-            channel.eventLoop.execute { channel.close(promise: nil) }
-        }
+        enqueue(.close)
     }
 
     func close() {

@@ -7,9 +7,10 @@ import Darwin
 import Foundation
 import GRDB
 
-/// The journal: one SQLite database (`<state-dir>/journal.sqlite`, WAL mode, `synchronous=FULL`) behind a
-/// serialized GRDB `DatabaseQueue`, so it may be called from any thread. Every public write is one
-/// transaction. The layout and the write/recovery protocol are documented in docs/journal.md.
+/// The journal: one SQLite database (`<state-dir>/journal.sqlite`, WAL mode) behind a serialized GRDB
+/// `DatabaseQueue`, so it may be called from any thread. Every public write is one transaction, written when
+/// the call returns and durable once `durability` says so (group commit: one fsync of the WAL for every
+/// commit made meanwhile). The layout and the write/recovery protocol are documented in docs/journal.md.
 public final class Journal: Sendable {
     let dbQueue: DatabaseQueue
     private let gate = Gate()
@@ -17,6 +18,8 @@ public final class Journal: Sendable {
     public let path: String?
     /// The number of schema migrations applied to this database (1 = "v1").
     public let schemaVersion: Int
+    /// Which commits are on disk; answers and events wait for theirs.
+    public let durability: JournalDurability
 
     /// The schema version this build writes (the number of migrations it knows).
     public static var latestSchemaVersion: Int { JournalSchema.migrations.count }
@@ -54,28 +57,49 @@ public final class Journal: Sendable {
         try migrator.migrate(queue)
         self.dbQueue = queue
         self.path = path
+        self.durability = JournalDurability(walPath: path.map { $0 + "-wal" })
+        // The migrations committed without an fsync: make them durable before anything builds on them.
+        durability.didCommit()
+        durability.sync()
         self.schemaVersion = try queue.read { try migrator.appliedMigrations($0).count }
     }
 
     /// Closes the database (SQLite checkpoints the WAL into the main file). Later calls throw `closed`;
     /// closing twice does nothing.
     public func close() throws {
-        try gate.closing { try dbQueue.close() }
+        try gate.closing {
+            durability.stop()
+            try dbQueue.close()
+        }
     }
+
+    deinit { durability.stop() }
+
+    /// Blocks until every commit made so far is on disk.
+    public func sync() { durability.sync() }
 
     /// Runs `body` on the queue unless the journal is closed (GRDB must not touch a closed connection).
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         try gate.open { try dbQueue.read(body) }
     }
 
-    /// Runs `body` in one write transaction.
+    /// Runs `body` in one write transaction (durable once `durability` covers `durability.lastCommit`).
     func write<T>(_ body: (Database) throws -> T) throws -> T {
-        try gate.open { try dbQueue.write(body) }
+        try gate.open {
+            try durability.checkWritable()
+            let result = try dbQueue.write(body)
+            durability.didCommit()
+            return result
+        }
     }
 
     /// Runs `body` outside an explicit transaction (each statement commits on its own).
     func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
-        try gate.open { try dbQueue.writeWithoutTransaction(body) }
+        try gate.open {
+            try durability.checkWritable()
+            defer { durability.didCommit() }
+            return try dbQueue.writeWithoutTransaction(body)
+        }
     }
 
     static func configuration(walPath: String?) -> Configuration {
@@ -91,9 +115,9 @@ public final class Journal: Sendable {
                     throw JournalError.cannotOpen(path: walPath, reason: "cannot switch to WAL mode (got \(mode ?? "nil"))")
                 }
             }
-            // Every commit is fsynced before the call returns: the journal never claims more than survives
-            // a power loss.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Commits are not fsynced by SQLite: JournalDurability fsyncs the WAL once for every commit made
+            // meanwhile (group commit), and nothing that depends on a commit happens before it is durable.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         return configuration
     }

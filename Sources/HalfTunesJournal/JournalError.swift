@@ -6,6 +6,9 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     case newerSchema(path: String, unknownMigrations: [String])
     /// The journal was closed.
     case closed
+    /// An fsync of the journal failed: commits since the last successful one may not be on disk, and the
+    /// journal accepts no more writes (restart the daemon once the disk is healthy).
+    case syncFailed(reason: String)
     case unknownSession(String)
     case unknownTask(Int64)
     /// `insertTask` got a task that already has an id.
@@ -28,6 +31,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
                 + "\(unknown.joined(separator: ", "))); refusing to open it"
         case .closed:
             return "The journal is closed"
+        case let .syncFailed(reason):
+            return "The journal could not be made durable (\(reason)); it accepts no more writes until halftunesd restarts"
         case let .unknownSession(id):
             return "The journal has no session with identifier '\(id)'"
         case let .unknownTask(id):

@@ -19,7 +19,7 @@ import Testing
                 #expect(tables.contains(table), "missing table \(table) in \(tables)")
             }
             #expect(try pragma(journal, "journal_mode") == "wal")
-            #expect(try pragma(journal, "synchronous") == "2")  // FULL
+            #expect(try pragma(journal, "synchronous") == "1")  // NORMAL: JournalDurability fsyncs the WAL (DurabilityTests)
             #expect(try pragma(journal, "foreign_keys") == "1")
             #expect(try pragma(journal, "busy_timeout") == String(Int(Journal.busyTimeout * 1000)))
             try journal.close()

@@ -1,0 +1,183 @@
+// Group commit: commits return once SQLite has written them; one syncer thread fsyncs the WAL for all of them.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// When the journal's commits are durable. SQLite runs with `synchronous=NORMAL`: a commit appends its frames
+/// to the WAL and returns without an fsync. Each commit takes the next number (`lastCommit`); a syncer thread
+/// of its own (off Swift's cooperative pool) fsyncs the WAL whenever commits are waiting and then declares
+/// every commit up to the number it saw durable, so commits that arrive while an fsync runs share the next one
+/// (group commit, no timer: no delay when idle, batches under load). Whoever must not act before a commit is
+/// durable — an answer to a client, an event, a file moved into place — waits for its number
+/// (`whenDurable`, `sync`).
+///
+/// A WAL fsynced after the commits is what `synchronous=FULL` gives: the frames carry checksums and SQLite's
+/// recovery keeps every commit whose frames reached the disk. If an fsync fails the commits it should have
+/// covered are not known to be durable: the journal is marked failed (`failure`), every later write throws, and
+/// the waiters are released so nothing hangs.
+public final class JournalDurability: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var committed: UInt64 = 0
+    private var synced: UInt64 = 0
+    private var stopped = false
+    private var waiters: [(ticket: UInt64, action: @Sendable () -> Void)] = []
+    private var failed: String?
+    private var fsyncs: UInt64 = 0
+    /// Tests: while true the syncer starts no fsync, so commits pile up and one fsync must cover them all.
+    private var heldForTesting = false
+
+    func holdForTesting(_ hold: Bool) {
+        condition.lock()
+        heldForTesting = hold
+        condition.broadcast()
+        condition.unlock()
+    }
+    /// The WAL file to fsync, or nil for an in-memory journal (every commit is "durable" at once).
+    private let walPath: String?
+    private var walDescriptor: Int32 = -1
+    private var walInode: ino_t = 0
+    private var thread: Thread?
+
+    init(walPath: String?) {
+        self.walPath = walPath
+        guard walPath != nil else { return }
+        // The thread holds the object until `stop()` ends it (Journal's close or deinit).
+        let thread = Thread { self.run() }
+        thread.name = "halftunes-journal-sync"
+        self.thread = thread
+        thread.start()
+    }
+
+    /// The number of the latest commit: once it is durable, so is everything committed before this call.
+    public var lastCommit: UInt64 {
+        condition.lock()
+        defer { condition.unlock() }
+        return committed
+    }
+
+    /// Whether commit `ticket` (and every one before it) is on disk.
+    public func isDurable(_ ticket: UInt64) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return ticket <= synced
+    }
+
+    /// How many fsyncs of the WAL made commits durable (fewer than commits under load: group commit).
+    public var syncCount: UInt64 {
+        condition.lock()
+        defer { condition.unlock() }
+        return fsyncs
+    }
+
+    /// Why the journal can no longer promise durability (an fsync failed), or nil.
+    public var failure: String? {
+        condition.lock()
+        defer { condition.unlock() }
+        return failed
+    }
+
+    /// Runs `action` once commit `ticket` is durable: at once on this thread if it already is, else on the
+    /// syncer thread right after the fsync that covers it (keep it short; it must not wait for the journal).
+    public func whenDurable(_ ticket: UInt64, _ action: @escaping @Sendable () -> Void) {
+        condition.lock()
+        if ticket <= synced {
+            condition.unlock()
+            action()
+            return
+        }
+        waiters.append((ticket, action))
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Blocks until every commit made before this call is durable (for an irreversible step that depends on
+    /// the journal, such as moving a finished file into place after its intent was journaled).
+    public func sync() {
+        condition.lock()
+        defer { condition.unlock() }
+        let target = committed
+        while synced < target {
+            condition.broadcast()
+            condition.wait()
+        }
+    }
+
+    /// Counts a commit that SQLite has written (called by `Journal` after every write transaction).
+    func didCommit() {
+        condition.lock()
+        committed += 1
+        if walPath == nil { synced = committed }
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Throws when an earlier fsync failed: from then on the journal refuses writes instead of claiming them.
+    func checkWritable() throws {
+        if let failed = failure { throw JournalError.syncFailed(reason: failed) }
+    }
+
+    /// Syncs what is left and stops the syncer thread (at close).
+    func stop() {
+        sync()
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        condition.unlock()
+        while thread != nil, !thread!.isFinished { usleep(1000) }
+        if walDescriptor >= 0 { _ = close(walDescriptor) }
+        walDescriptor = -1
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while (synced >= committed || heldForTesting) && !stopped { condition.wait() }
+            if stopped && synced >= committed {
+                condition.unlock()
+                return
+            }
+            let target = committed
+            condition.unlock()
+
+            let error = syncWAL()
+
+            condition.lock()
+            if let error, failed == nil { failed = error }
+            fsyncs += 1
+            synced = max(synced, target)
+            let ready = waiters.filter { $0.ticket <= synced }
+            waiters.removeAll { $0.ticket <= synced }
+            condition.broadcast()
+            condition.unlock()
+            for waiter in ready { waiter.action() }
+        }
+    }
+
+    /// fsyncs the WAL (reopened if SQLite replaced the file); the first time, its directory too, so the WAL's
+    /// name survives as well. Returns the error text on failure.
+    private func syncWAL() -> String? {
+        guard let walPath else { return nil }
+        var st = stat()
+        if walDescriptor >= 0, stat(walPath, &st) == 0, st.st_ino == walInode {
+            return fsync(walDescriptor) == 0 ? nil : "fsync of \(walPath): \(String(cString: strerror(errno)))"
+        }
+        if walDescriptor >= 0 { _ = close(walDescriptor) }
+        walDescriptor = open(walPath, O_RDONLY | O_CLOEXEC)
+        guard walDescriptor >= 0 else {
+            // No WAL: SQLite checkpointed it into the main file (which a checkpoint fsyncs) and removed it.
+            return errno == ENOENT ? nil : "open of \(walPath): \(String(cString: strerror(errno)))"
+        }
+        var opened = stat()
+        _ = fstat(walDescriptor, &opened)
+        walInode = opened.st_ino
+        guard fsync(walDescriptor) == 0 else { return "fsync of \(walPath): \(String(cString: strerror(errno)))" }
+        let directory = (walPath as NSString).deletingLastPathComponent
+        let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { _ = close(fd) }
+        return fsync(fd) == 0 ? nil : "fsync of \(directory): \(String(cString: strerror(errno)))"
+    }
+}
