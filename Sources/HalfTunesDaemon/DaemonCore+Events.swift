@@ -39,8 +39,8 @@ extension DaemonCore {
     /// The replay is paced by the client's reading (it never overflows the outbox of a client that
     /// reads); the last journal read and the registration happen in one actor turn, so no journaled
     /// event can slip between replay and live delivery.
-    func subscribe(_ p: EventsSubscribeParams, requestID: RPCID?, outbox: Outbox) async throws(RPCError) {
-        let s = try session(p.session)
+    func subscribe(_ p: EventsSubscribeParams, caller: Caller, requestID: RPCID?, outbox: Outbox) async throws(RPCError) {
+        let s = try session(p.session, for: caller)
         let held = subscribers.reduce(0) { $0 + ($1.key != p.session && $1.value[outbox.connectionID] != nil ? 1 : 0) }
         guard held < configuration.maxSubscriptionsPerConnection else {
             throw RPCError(.limitExceeded, "This connection already holds \(held) subscriptions (at most \(configuration.maxSubscriptionsPerConnection)); subscribe on another connection")
@@ -70,8 +70,8 @@ extension DaemonCore {
         subscribers[p.session, default: [:]][outbox.connectionID] = outbox
     }
 
-    func ack(_ p: EventsAckParams) throws(RPCError) -> EventsAckResult {
-        var s = try session(p.session)
+    func ack(_ p: EventsAckParams, caller: Caller) throws(RPCError) -> EventsAckResult {
+        var s = try session(p.session, for: caller)
         guard p.through >= 0 else { throw RPCError.invalidParams("through must be ≥ 0") }
         guard p.through <= s.lastEventSeq else {
             throw RPCError.invalidParams("through (\(p.through)) is beyond the session's last event (\(s.lastEventSeq))")

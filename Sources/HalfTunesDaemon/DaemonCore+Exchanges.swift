@@ -20,7 +20,7 @@ struct ExchangeFields: Sendable, Equatable {
 extension DaemonCore {
     /// task.create's checks for upload and data tasks (nil for a download, after refusing upload/data-only
     /// fields on it).
-    func validateExchange(_ p: TaskCreateParams) throws(RPCError) -> ExchangeFields? {
+    func validateExchange(_ p: TaskCreateParams, caller: Caller) throws(RPCError) -> ExchangeFields? {
         let kind = p.kind ?? .download
         guard kind != .download else {
             if p.method != nil || p.file != nil || p.maxResponseBytes != nil {
@@ -58,7 +58,7 @@ extension DaemonCore {
             // file judged is the file opened (a path swapped in between is refused), and every attempt
             // must open that same file again.
             var checked: FileID?
-            switch Caller.readCheck(file) {
+            switch caller.readCheck(file) {
             case .refused(let problem): throw RPCError.invalidParams("file: \(problem); uploads send only files you can read")
             case .allowed(let id): checked = id
             }

@@ -48,8 +48,8 @@ extension DaemonCore {
 
     /// `task.move`: the front or back of its priority class. A queued task moves at once; a suspended or
     /// waiting one gets that place when it is queued again.
-    func moveTask(_ p: TaskMoveParams) throws(RPCError) -> TaskInfo {
-        var t = try task(p.id)
+    func moveTask(_ p: TaskMoveParams, caller: Caller) throws(RPCError) -> TaskInfo {
+        var t = try task(p.id, for: caller)
         guard [.queued, .suspended, .waiting].contains(t.machine.state) else {
             throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "move")
         }
@@ -66,6 +66,6 @@ extension DaemonCore {
         try saveRow(p.id)
         logger.info("task moved", metadata: ["task": "\(p.id)", "to": "\(p.to.rawValue)"])
         pump()
-        return info(try task(p.id))
+        return info(try task(p.id, for: caller))
     }
 }

@@ -106,13 +106,13 @@ extension DaemonCore {
         }
     }
 
-    func listSessions() -> SessionListResult {
-        SessionListResult(sessions: sessions.values.filter { Caller.mayAccess(owner: $0.record.uid) }
+    func listSessions(caller: Caller) -> SessionListResult {
+        SessionListResult(sessions: sessions.values.filter { caller.mayAccess(owner: $0.record.uid) }
             .sorted { $0.record.identifier < $1.record.identifier }.map(sessionInfo))
     }
 
-    func invalidateSession(_ p: SessionInvalidateParams) async throws(RPCError) -> SessionInvalidateResult {
-        var s = try session(p.identifier)
+    func invalidateSession(_ p: SessionInvalidateParams, caller: Caller) async throws(RPCError) -> SessionInvalidateResult {
+        var s = try session(p.identifier, for: caller)
         let ids = tasks.values.filter { $0.record.session == p.identifier }.map(\.id).sorted()
         if p.cancelTasks == true {
             for id in ids where !(tasks[id]!.machine.state.isTerminal) {

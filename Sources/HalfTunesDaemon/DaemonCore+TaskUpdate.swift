@@ -4,8 +4,8 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonCore {
-    func updateTask(_ p: TaskUpdateParams) throws(RPCError) -> TaskInfo {
-        var t = try task(p.id)
+    func updateTask(_ p: TaskUpdateParams, caller: Caller) throws(RPCError) -> TaskInfo {
+        var t = try task(p.id, for: caller)
         guard !t.machine.state.isTerminal else {
             throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "update")
         }
@@ -22,7 +22,7 @@ extension DaemonCore {
         logger.info("task updated", metadata: ["task": "\(p.id)", "priority": "\(t.record.priority.rawValue)",
                                                "bandwidthLimit": "\(t.record.bandwidthLimit ?? 0)"])
         pump()
-        return info(try task(p.id))
+        return info(try task(p.id, for: caller))
     }
 
     /// Journals a task's row outside a state change. While a transfer (still) runs, its durable length is

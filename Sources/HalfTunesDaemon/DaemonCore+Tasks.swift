@@ -4,16 +4,16 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonCore {
-    func createTask(_ p: TaskCreateParams) throws(RPCError) -> TaskInfo {
+    func createTask(_ p: TaskCreateParams, caller: Caller) throws(RPCError) -> TaskInfo {
         guard !shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
-        let s = try session(p.session)
+        let s = try session(p.session, for: caller)
         try checkCapsForNewTask(in: s)
         guard s.record.state == .active else {
             throw RPCError(.sessionInvalidated, "Session '\(p.session)' is being invalidated and accepts no new tasks")
         }
         try validateHeaders(p.headers ?? [:])
         try validateControls(p)
-        let exchange = try validateExchange(p)
+        let exchange = try validateExchange(p, caller: caller)
         if let d = p.description, d.utf8.count > 4096 {
             throw RPCError.invalidParams("description is longer than 4096 bytes")
         }
@@ -116,26 +116,26 @@ extension DaemonCore {
         record.lastModified = token.lastModified
     }
 
-    func resumeTask(_ id: Int64) throws(RPCError) -> TaskInfo {
+    func resumeTask(_ id: Int64, caller: Caller) throws(RPCError) -> TaskInfo {
         guard !shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
-        _ = try task(id) // only the owner (or root) may
+        _ = try task(id, for: caller) // only the owner (or root) may
         try apply(.resume, to: id)
         pump()
-        return info(try task(id))
+        return info(try task(id, for: caller))
     }
 
     /// Pauses the task. Returns once its transfer has stopped, so `bytesDurable` in the answer is
     /// final: everything received was fsynced and journaled, and a resume continues exactly there.
-    func suspendTask(_ id: Int64) async throws(RPCError) -> TaskInfo {
-        _ = try task(id) // only the owner (or root) may
+    func suspendTask(_ id: Int64, caller: Caller) async throws(RPCError) -> TaskInfo {
+        _ = try task(id, for: caller) // only the owner (or root) may
         let actions = try apply(.suspend, to: id)
         pump()
         if actions.contains(.stopTransfer), let runtime = tasks[id]?.runtime { _ = await runtime.outcome() }
-        return info(try task(id))
+        return info(try task(id, for: caller))
     }
 
-    func cancelTask(_ id: Int64, produceResumeData: Bool) async throws(RPCError) -> TaskCancelResult {
-        let before = try task(id)
+    func cancelTask(_ id: Int64, produceResumeData: Bool, caller: Caller) async throws(RPCError) -> TaskCancelResult {
+        let before = try task(id, for: caller)
         let canKeep = produceResumeData && Validators(etag: before.record.etag, lastModified: before.record.lastModified).ifRangeValue != nil
         try apply(.cancel(keepPartial: canKeep), to: id)
         pump()
@@ -150,7 +150,7 @@ extension DaemonCore {
             }
             resumeData = try makeResumeData(for: id, durable: durable)
         }
-        return TaskCancelResult(task: info(try task(id)), resumeData: resumeData)
+        return TaskCancelResult(task: info(try task(id, for: caller)), resumeData: resumeData)
     }
 
     private func makeResumeData(for id: Int64, durable: Int64?) throws(RPCError) -> String? {
@@ -170,12 +170,12 @@ extension DaemonCore {
         return ResumeData(token: token, url: r.url, bytes: bytes, uid: owner).encoded(key: resumeKey)
     }
 
-    func getTask(_ id: Int64) throws(RPCError) -> TaskInfo { info(try task(id)) }
+    func getTask(_ id: Int64, caller: Caller) throws(RPCError) -> TaskInfo { info(try task(id, for: caller)) }
 
     /// One page of the caller's tasks by id: up to `limit` after `cursor` (the last id of the page before).
     /// The ids are kept in order by `TaskTable`, so a page costs what it reads, not a sort of every task.
-    func listTasks(_ p: TaskListParams) throws(RPCError) -> TaskListResult {
-        if let s = p.session { _ = try session(s) }
+    func listTasks(_ p: TaskListParams, caller: Caller) throws(RPCError) -> TaskListResult {
+        if let s = p.session { _ = try session(s, for: caller) }
         let limit = p.limit ?? TaskListParams.maxLimit
         guard (1...TaskListParams.maxLimit).contains(limit) else {
             throw RPCError.invalidParams("limit must be 1 to \(TaskListParams.maxLimit) (got \(limit)); follow nextCursor for more")
@@ -192,7 +192,7 @@ extension DaemonCore {
         for id in tasks.ids(after: after) {
             guard let t = tasks[id], p.session == nil || t.record.session == p.session,
                   p.state == nil || t.machine.state == p.state,
-                  Caller.mayAccess(owner: sessions[t.record.session]?.record.uid ?? 0) else { continue }
+                  caller.mayAccess(owner: t.owner) else { continue }
             if page.count == limit {
                 more = true
                 break

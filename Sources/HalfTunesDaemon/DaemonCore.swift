@@ -100,16 +100,16 @@ actor DaemonCore {
     // MARK: - Lookups
 
     /// The session (by its qualified name); another uid's session is "unknown", as if it did not exist.
-    func session(_ identifier: String) throws(RPCError) -> ManagedSession {
-        guard let s = sessions[identifier], Caller.mayAccess(owner: s.record.uid) else {
+    func session(_ identifier: String, for caller: Caller) throws(RPCError) -> ManagedSession {
+        guard let s = sessions[identifier], caller.mayAccess(owner: s.record.uid) else {
             throw RPCError.unknownSession(identifier)
         }
         return s
     }
 
     /// The task; a task of another uid's session is "unknown", as if it did not exist.
-    func task(_ id: Int64) throws(RPCError) -> ManagedTask {
-        guard let t = tasks[id], Caller.mayAccess(owner: sessions[t.record.session]?.record.uid ?? 0) else {
+    func task(_ id: Int64, for caller: Caller) throws(RPCError) -> ManagedTask {
+        guard let t = tasks[id], caller.mayAccess(owner: t.owner) else {
             throw RPCError.unknownTask(id)
         }
         return t

@@ -4,7 +4,8 @@ import HalfTunesProtocol
 /// Who is calling and where replies go.
 struct RPCContext: Sendable {
     let connectionID: UInt64
-    let uid: UInt32
+    let caller: Caller
+    var uid: UInt32 { caller.uid }
     let outbox: Outbox
     let requestID: RPCID?
 }
@@ -24,23 +25,23 @@ struct RPCRouter: Sendable {
     init(core: DaemonCore) {
         route(.daemonStatus) { (_: Empty, _) in await core.status() }
         route(.sessionOpen) { (p: SessionOpenParams, ctx) in try await core.openSession(p, uid: ctx.uid) }
-        route(.sessionList) { (_: Empty, _) in await core.listSessions() }
-        route(.sessionInvalidate) { (p: SessionInvalidateParams, _) in try await core.invalidateSession(p) }
-        route(.taskCreate) { (p: TaskCreateParams, _) in try await core.createTask(p) }
-        route(.taskResume) { (p: TaskIDParams, _) in try await core.resumeTask(p.id) }
-        route(.taskSuspend) { (p: TaskIDParams, _) in try await core.suspendTask(p.id) }
-        route(.taskCancel) { (p: TaskCancelParams, _) in
-            try await core.cancelTask(p.id, produceResumeData: p.produceResumeData == true)
+        route(.sessionList) { (_: Empty, ctx) in await core.listSessions(caller: ctx.caller) }
+        route(.sessionInvalidate) { (p: SessionInvalidateParams, ctx) in try await core.invalidateSession(p, caller: ctx.caller) }
+        route(.taskCreate) { (p: TaskCreateParams, ctx) in try await core.createTask(p, caller: ctx.caller) }
+        route(.taskResume) { (p: TaskIDParams, ctx) in try await core.resumeTask(p.id, caller: ctx.caller) }
+        route(.taskSuspend) { (p: TaskIDParams, ctx) in try await core.suspendTask(p.id, caller: ctx.caller) }
+        route(.taskCancel) { (p: TaskCancelParams, ctx) in
+            try await core.cancelTask(p.id, produceResumeData: p.produceResumeData == true, caller: ctx.caller)
         }
-        route(.taskGet) { (p: TaskIDParams, _) in try await core.getTask(p.id) }
-        route(.taskList) { (p: TaskListParams, _) in try await core.listTasks(p) }
-        route(.taskUpdate) { (p: TaskUpdateParams, _) in try await core.updateTask(p) }
-        route(.taskMove) { (p: TaskMoveParams, _) in try await core.moveTask(p) }
+        route(.taskGet) { (p: TaskIDParams, ctx) in try await core.getTask(p.id, caller: ctx.caller) }
+        route(.taskList) { (p: TaskListParams, ctx) in try await core.listTasks(p, caller: ctx.caller) }
+        route(.taskUpdate) { (p: TaskUpdateParams, ctx) in try await core.updateTask(p, caller: ctx.caller) }
+        route(.taskMove) { (p: TaskMoveParams, ctx) in try await core.moveTask(p, caller: ctx.caller) }
         route(.daemonSetLimits) { (p: DaemonSetLimitsParams, ctx) in try await core.setLimits(p, uid: ctx.uid) }
-        route(.eventsAck) { (p: EventsAckParams, _) in try await core.ack(p) }
+        route(.eventsAck) { (p: EventsAckParams, ctx) in try await core.ack(p, caller: ctx.caller) }
         routes[RPCMethod.eventsSubscribe.rawValue] = { ctx, params in
             let p: EventsSubscribeParams = try Self.decodeParams(params)
-            try await core.subscribe(p, requestID: ctx.requestID, outbox: ctx.outbox)
+            try await core.subscribe(p, caller: ctx.caller, requestID: ctx.requestID, outbox: ctx.outbox)
             return .alreadySent
         }
     }
@@ -115,12 +116,10 @@ struct RPCRouter: Sendable {
         guard let handler = routes[method] else {
             return id == nil ? nil : RPCResponse(id: id, error: .methodNotFound(method))
         }
-        let ctx = RPCContext(connectionID: connectionID, uid: uid, outbox: outbox, requestID: id)
+        let ctx = RPCContext(connectionID: connectionID, caller: Caller(uid: uid, groups: groups), outbox: outbox, requestID: id)
         do {
             let qualified = try SessionNames.qualify(params: params, method: method, uid: uid)
-            let reply = try await Caller.$uid.withValue(uid) {
-                try await Caller.$groups.withValue(groups) { try await handler(ctx, qualified) }
-            }
+            let reply = try await handler(ctx, qualified)
             switch reply {
             case .result(let result): return id == nil ? nil : RPCResponse(id: id, result: result)
             case .alreadySent: return nil

@@ -81,22 +81,26 @@ enum SessionNames {
     }
 }
 
-/// The uid of the client whose request is being handled (nil inside the daemon's own work). Set by
-/// the router for the duration of each request; lookups by task id check it.
-enum Caller {
-    @TaskLocal static var uid: UInt32?
-    /// The caller's groups (primary first), for access checks made on its behalf.
-    @TaskLocal static var groups: [gid_t] = []
+/// The client whose request is being handled: its uid and groups as the kernel gave them for the connection
+/// (SO_PEERCRED, SO_PEERGROUPS). The router passes it explicitly to every core method that acts for a client;
+/// there is no "no caller" that would mean "allowed" (the daemon's own work never goes through these checks).
+struct Caller: Sendable, Equatable {
+    let uid: UInt32
+    /// Primary group first, then the supplementary ones.
+    let groups: [gid_t]
 
-    /// Whether the caller may read `path` (always, inside the daemon's own work).
-    static func readCheck(_ path: String) -> PeerAccess.Verdict {
-        guard let uid else { return .allowed(checked: nil) }
-        return PeerAccess.check(path: path, uid: uid, groups: groups)
+    init(uid: UInt32, groups: [gid_t] = []) {
+        self.uid = uid
+        self.groups = groups
     }
 
-    /// Whether the current caller may see and act on something owned by `owner`.
-    static func mayAccess(owner: UInt32) -> Bool {
-        guard let uid else { return true }
-        return uid == 0 || uid == owner
+    /// Whether the caller may read `path`, judged as the caller (for uploads).
+    func readCheck(_ path: String) -> PeerAccess.Verdict {
+        PeerAccess.check(path: path, uid: uid, groups: groups)
+    }
+
+    /// Whether the caller may see and act on something owned by `owner` (its own, or root).
+    func mayAccess(owner: UInt32) -> Bool {
+        uid == 0 || uid == owner
     }
 }

@@ -49,4 +49,28 @@ struct PeerAccessTests {
         #expect(why.contains("may not read"))
         #expect(PeerAccess.check(path: file, uid: 0, groups: []) == .allowed(checked: nil))
     }
+
+    /// Access is judged for the caller the router passes, which always names a uid: only root sees other
+    /// users' things, and an upload's file is judged with the caller's uid and groups, never the daemon's.
+    @Test func theExplicitCallerDecidesAccess() throws {
+        #expect(Caller(uid: 1000).mayAccess(owner: 1000) && !Caller(uid: 1000).mayAccess(owner: 1001))
+        #expect(Caller(uid: 0).mayAccess(owner: 1001) && !Caller(uid: 1001).mayAccess(owner: 0))
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("caller-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/f"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8), attributes: [.posixPermissions: 0o640]))
+        let owner: uid_t = geteuid() == 0 ? 65534 : geteuid()
+        if geteuid() == 0 { #expect(chown(file, owner, 4242) == 0) }
+        var st = stat()
+        #expect(stat(file, &st) == 0)
+        let stranger = Caller(uid: owner &+ 1, groups: [owner &+ 1])
+        guard case .refused = stranger.readCheck(file) else {
+            Issue.record("a caller of another uid and group may read a 0640 file")
+            return
+        }
+        // The file's group, as a supplementary group of the caller, lets it read.
+        let member = Caller(uid: owner &+ 1, groups: [owner &+ 1, st.st_gid])
+        #expect(member.readCheck(file) == .allowed(checked: FileID(st)))
+    }
 }
