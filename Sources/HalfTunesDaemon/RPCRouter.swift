@@ -80,7 +80,7 @@ struct RPCRouter: Sendable {
     func handle(line: [UInt8], connectionID: UInt64, uid: UInt32, groups: [gid_t] = [], outbox: Outbox) async -> RPCResponse? {
         let value: JSONValue
         do {
-            value = try WireCoding.decoder.decode(JSONValue.self, from: Data(line))
+            value = try JSONParser.parse(line)
         } catch {
             return RPCResponse(id: nil, error: .parse("the line is not valid JSON (or nests arrays and objects too deeply)"))
         }

@@ -79,7 +79,7 @@ public final class EventStream: AsyncSequence, @unchecked Sendable {
     private static func hasUnknownType(_ line: [UInt8]) -> Bool {
         let known: Set<String> = ["stateChanged", "didWriteData", "didResumeAtOffset", "didFinishDownloading",
                                   "didComplete", "didFinishEvents", "didBecomeInvalid"]
-        guard let value = try? WireCoding.decoder.decode(JSONValue.self, from: Data(line)),
+        guard let value = try? JSONParser.parse(line),
               case .string(let type)? = value["params"]?["type"] else { return false }
         return !known.contains(type)
     }

@@ -89,6 +89,22 @@ public struct RPCResponse: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey { case jsonrpc, id, result, error }
 
+    /// A response from its parsed line (`RPCIncoming.decode`); throws where Codable decoding would.
+    init(parsed value: JSONValue) throws {
+        guard case .object(let members) = value else { throw RPCError(.parseError, "not an object") }
+        switch members["id"] {
+        case nil, .null?: id = nil
+        case .int(let i)?: id = .int(i)
+        case .string(let s)?: id = .string(s)
+        default: throw RPCError(.invalidRequest, "id is neither a string nor an integer")
+        }
+        switch members["error"] {
+        case nil, .null?: error = nil
+        case let e?: error = try e.decode(RPCError.self)
+        }
+        result = members["result"]
+    }
+
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         jsonrpc = try c.decode(String.self, forKey: .jsonrpc)
@@ -131,8 +147,15 @@ public enum RPCIncoming: Sendable {
     case notification(RPCNotification)
 
     public static func decode(_ line: some Collection<UInt8>) throws -> RPCIncoming {
+        let probe = try JSONParser.parse(line)
+        // The usual shapes straight from the parsed value; anything else through Codable, for its errors.
+        if case .string("2.0")? = probe["jsonrpc"] {
+            if case .string(let method)? = probe["method"], let params = probe["params"] {
+                return .notification(RPCNotification(method: method, params: params))
+            }
+            if probe["method"] == nil, let response = try? RPCResponse(parsed: probe) { return .response(response) }
+        }
         let data = Data(line)
-        let probe = try WireCoding.decoder.decode(JSONValue.self, from: data)
         if probe["method"] != nil {
             return .notification(try WireCoding.decoder.decode(RPCNotification.self, from: data))
         }

@@ -50,8 +50,7 @@ public enum JSONValue: Codable, Sendable, Equatable, Hashable {
 public extension JSONValue {
     /// Encodes any Encodable into a JSONValue.
     init<T: Encodable>(encoding value: T) throws {
-        let data = try WireCoding.encoder.encode(value)
-        self = try WireCoding.decoder.decode(JSONValue.self, from: data)
+        self = try JSONParser.parse(WireCoding.encoder.encode(value))
     }
 
     /// Decodes this value as `T`.

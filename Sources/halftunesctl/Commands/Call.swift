@@ -33,7 +33,7 @@ struct Call: ParsableCommand {
     }
 
     private func parsedParams(_ text: String) throws -> JSONValue {
-        guard let value = try? WireCoding.decoder.decode(JSONValue.self, from: Data(text.utf8)),
+        guard let value = try? JSONParser.parse(Array(text.utf8)),
               case .object = value else {
             throw ValidationError("params must be one JSON object, e.g. '{\"id\":7}'")
         }
