@@ -84,14 +84,14 @@ final class Outbox: Sendable {
             response.result = response.result.map { SessionNames.present($0, to: uid) }
             response.error = response.error.map { SessionNames.present($0, to: uid) }
         }
-        guard let line = try? WireCoding.line(response) else { return }
+        guard let line = try? response.line() else { return }
         send(line: line)
     }
 
     func send(notification event: Event) {
         guard var params = try? JSONValue(encoding: event) else { return }
         if let uid = viewer.withLockedValue({ $0 }) { params = SessionNames.present(params, to: uid) }
-        guard let line = try? WireCoding.line(RPCNotification(method: HalfTunes.eventNotification, params: params))
+        guard let line = try? RPCNotification(method: HalfTunes.eventNotification, params: params).line()
         else { return }
         send(line: line)
     }

@@ -162,3 +162,34 @@ public enum RPCIncoming: Sendable {
         return .response(try WireCoding.decoder.decode(RPCResponse.self, from: data))
     }
 }
+
+public extension RPCResponse {
+    /// This response as one line (`\n`-terminated), written by `JSONWriter`: the bytes `WireCoding.line` writes.
+    func line() throws -> [UInt8] {
+        var members: [String: JSONValue] = ["jsonrpc": .string(jsonrpc)]
+        switch id {
+        case nil: members["id"] = .null
+        case .int(let i)?: members["id"] = .int(i)
+        case .string(let s)?: members["id"] = .string(s)
+        }
+        if let error {
+            var e: [String: JSONValue] = ["code": .int(Int64(error.code)), "message": .string(error.message)]
+            if let data = error.data { e["data"] = data }
+            members["error"] = .object(e)
+        } else {
+            members["result"] = result ?? .null
+        }
+        var bytes = try JSONWriter.write(.object(members))
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+}
+
+public extension RPCNotification {
+    /// This notification as one line (`\n`-terminated), written by `JSONWriter`: the bytes `WireCoding.line` writes.
+    func line() throws -> [UInt8] {
+        var bytes = try JSONWriter.write(.object(["jsonrpc": .string(jsonrpc), "method": .string(method), "params": params]))
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+}

@@ -55,8 +55,7 @@ public extension JSONValue {
 
     /// Decodes this value as `T`.
     func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
-        let data = try WireCoding.encoder.encode(self)
-        return try WireCoding.decoder.decode(T.self, from: data)
+        try WireCoding.decoder.decode(T.self, from: Data(JSONWriter.write(self)))
     }
 }
 
