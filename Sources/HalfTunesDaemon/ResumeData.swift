@@ -45,7 +45,17 @@ struct ResumeData: Codable, Equatable {
 
     static func newToken() -> String {
         var rng = SystemRandomNumberGenerator()
-        return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &rng)) }.joined()
+        let hex = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(32)
+        for _ in 0..<2 {
+            var word = rng.next() // 64 random bits: 16 hex digits
+            for _ in 0..<16 {
+                text.append(hex[Int(word & 0xF)])
+                word >>= 4
+            }
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }
 

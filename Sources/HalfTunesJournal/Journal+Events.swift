@@ -83,7 +83,7 @@ extension Journal {
     }
 
     static func requireSession(_ identifier: String, _ db: Database) throws {
-        let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE identifier = ?",
+        let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM sessions WHERE identifier = ?"),
                                        arguments: [identifier]) ?? false
         if !exists { throw JournalError.unknownSession(identifier) }
     }
@@ -104,7 +104,7 @@ extension Journal {
                 if let known = taskOwners[task] {
                     owner = known
                 } else {
-                    guard let found = try String.fetchOne(db, sql: "SELECT session FROM tasks WHERE id = ?",
+                    guard let found = try String.fetchOne(db.cachedStatement(sql: "SELECT session FROM tasks WHERE id = ?"),
                                                           arguments: [task]) else {
                         throw JournalError.unknownTask(task)
                     }
@@ -122,8 +122,8 @@ extension Journal {
             stored.append(event)
         }
         for (session, seq) in lastSeq {
-            try db.execute(sql: "UPDATE sessions SET last_event_seq = max(last_event_seq, ?) WHERE identifier = ?",
-                           arguments: [seq, session])
+            try db.cachedStatement(sql: "UPDATE sessions SET last_event_seq = max(last_event_seq, ?) WHERE identifier = ?")
+                .execute(arguments: [seq, session])
         }
         return stored
     }

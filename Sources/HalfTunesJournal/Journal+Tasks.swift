@@ -35,7 +35,7 @@ extension Journal {
             + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
         return try write { db in
             try Journal.requireSession(t.session, db)
-            try db.execute(sql: sql, arguments: arguments)
+            try db.cachedStatement(sql: sql).execute(arguments: arguments)
             var stored = t
             let id = db.lastInsertedRowID
             stored.id = id
@@ -59,7 +59,7 @@ extension Journal {
         let sql = "UPDATE tasks SET " + TaskRecord.columns.map { "\($0) = ?" }.joined(separator: ", ")
             + " WHERE id = ?"
         return try write { db in
-            try db.execute(sql: sql, arguments: arguments)
+            try db.cachedStatement(sql: sql).execute(arguments: arguments)
             guard db.changesCount == 1 else { throw JournalError.unknownTask(id) }
             return try Journal.append(events, db)
         }
