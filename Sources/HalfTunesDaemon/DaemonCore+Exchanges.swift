@@ -181,14 +181,20 @@ extension DaemonCore {
         if shuttingDown || t.machine.state != .running {
             // Stopped on purpose (suspend, cancel, shutdown): the next attempt starts from byte 0 anyway.
             _ = try? journal.updateTask(t.record, events: [])
+            evictIfFinished(id)
             return
         }
         switch outcome {
         case .completed(let response):
             logger.info("\(t.record.kind) task complete", metadata: ["task": "\(id)", "status": "\(response.status)",
                                                                      "bodyBytes": "\(response.bodyBytes)"])
-            if let total = t.bytesExpectedToSend, t.record.kind == TaskKind.upload.rawValue { tasks[id]?.bytesSent = total }
-            _ = try? apply(.completed, to: id) { $0.response = response }
+            let upload = t.record.kind == TaskKind.upload.rawValue
+            if let total = t.bytesExpectedToSend, upload { tasks[id]?.bytesSent = total }
+            let sent = tasks[id]?.bytesSent
+            _ = try? apply(.completed, to: id) { record in
+                record.response = response
+                if upload, let sent { record.bytesDurable = sent } // an upload's bytes sent, kept with the task
+            }
         case let .failed(failure, response):
             logger.info("\(t.record.kind) attempt failed: \(failure.error.message)",
                         metadata: ["task": "\(id)", "transient": "\(failure.isTransient)"])

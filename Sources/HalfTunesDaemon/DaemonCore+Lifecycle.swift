@@ -15,7 +15,11 @@ extension DaemonCore {
                                                       pendingEvents: 0)
             countPendingEvents(row.identifier, pending[row.identifier] ?? 0)
         }
-        let rows = try journal.loadTasks().sorted { ($0.queueOrder, $0.id ?? 0) < ($1.queueOrder, $1.id ?? 0) }
+        // Finished tasks stay in the journal (counted here, read when asked for); the rest come back to memory.
+        for (session, counts) in try journal.finishedTaskCounts() where sessions[session] != nil {
+            for (state, n) in counts { tasks.countFinished(session: session, state: state, by: n) }
+        }
+        let rows = try journal.loadUnfinishedTasks().sorted { ($0.queueOrder, $0.id ?? 0) < ($1.queueOrder, $1.id ?? 0) }
         nextQueueOrder = (rows.map(\.queueOrder).max() ?? 0) + 1
         tasks.reserveCapacity(rows.count)
         var resumed = 0

@@ -115,12 +115,12 @@ extension DaemonCore {
         var s = try session(p.identifier, for: caller)
         let ids = tasks.values.filter { $0.record.session == p.identifier }.map(\.id).sorted()
         if p.cancelTasks == true {
-            for id in ids where !(tasks[id]!.machine.state.isTerminal) {
+            for id in ids where tasks[id].map({ !$0.machine.state.isTerminal }) ?? false {
                 try apply(.sessionInvalidated, to: id)
             }
         } else {
             // finishTasksAndInvalidate: pending tasks finish; suspended ones would never end, so they are canceled.
-            for id in ids where tasks[id]!.machine.state == .suspended {
+            for id in ids where tasks[id]?.machine.state == .suspended {
                 try apply(.sessionInvalidated, to: id)
             }
         }
@@ -151,6 +151,7 @@ extension DaemonCore {
         try journaled { try journal.deleteSession(identifier) }
         countPendingEvents(identifier, -(sessions[identifier]?.pendingEvents ?? 0))   // deleted with the session
         for id in tasks.values.filter({ $0.record.session == identifier }).map(\.id) { tasks[id] = nil }
+        tasks.forgetFinished(session: identifier)
         sessions[identifier] = nil
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
         for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }

@@ -154,8 +154,7 @@ extension DaemonCore {
     }
 
     private func makeResumeData(for id: Int64, durable: Int64?) throws(RPCError) -> String? {
-        guard let t = tasks[id] else { return nil }
-        let r = t.record
+        guard let r = tasks[id]?.record ?? (try? journal.loadTask(id)) ?? nil else { return nil }
         let bytes = min(max(r.bytesDurable, durable ?? 0), PartialFile.length(path: r.partialPath) ?? 0)
         guard bytes > 0 else {
             PartialFile.remove(path: r.partialPath)
@@ -187,20 +186,19 @@ extension DaemonCore {
             }
             after = id
         }
+        // The journal holds every task, finished or not: a page is read through its primary key, and the
+        // unfinished tasks on it are described from memory (their progress is there).
+        let scope: [String]? = p.session.map { [$0] }
+            ?? (caller.uid == 0 ? nil : sessions.values.filter { $0.record.uid == caller.uid }.map(\.record.identifier))
+        let rows = try journaled { try journal.tasks(after: after, sessions: scope, state: p.state, limit: limit + 1) }
         var page: [ManagedTask] = []
-        var more = false
-        for id in tasks.ids(after: after) {
-            guard let t = tasks[id], p.session == nil || t.record.session == p.session,
-                  p.state == nil || t.machine.state == p.state,
-                  caller.mayAccess(owner: t.owner) else { continue }
-            if page.count == limit {
-                more = true
-                break
-            }
+        for row in rows.prefix(limit) {
+            guard let id = row.id, let t = tasks[id] ?? finishedTask(row), caller.mayAccess(owner: t.owner) else { continue }
             page.append(t)
         }
+        let more = rows.count > limit
         return TaskListResult(tasks: infos(page).map(\.withoutResponseBody),
-                              nextCursor: more ? page.last.map { String($0.id) } : nil)
+                              nextCursor: more ? rows.prefix(limit).last.flatMap(\.id).map(String.init) : nil)
     }
 
     // MARK: - Applying lifecycle inputs
@@ -210,7 +208,16 @@ extension DaemonCore {
     @discardableResult
     func apply(_ input: TaskStateMachine.Input, to id: Int64, extra: [EventPayload] = [],
                update: (inout TaskRecord) -> Void = { _ in }) throws(RPCError) -> [TaskStateMachine.Action] {
-        guard var t = tasks[id] else { throw RPCError.unknownTask(id) }
+        guard var t = tasks[id] else {
+            // A finished task lives in the journal only: it refuses every input as its state machine would.
+            guard var finished = finishedTask(id)?.machine else { throw RPCError.unknownTask(id) }
+            do {
+                _ = try finished.handle(input, now: clock())
+            } catch {
+                throw RPCError.illegalStateChange(task: id, from: error.state, action: error.input)
+            }
+            return [] // an input a finished task ignores
+        }
         t.machine.backoff = backoff(forSession: t.record.session) // the session's current retry policy
         let now = clock()
         let actions: [TaskStateMachine.Action]
@@ -264,6 +271,7 @@ extension DaemonCore {
         if t.machine.state.isTerminal, sessions[t.record.session]?.record.state == .invalidating {
             finishInvalidationIfDone(t.record.session)
         }
+        evictIfFinished(id)
         return actions
     }
 

@@ -109,6 +109,7 @@ extension DaemonCore {
         if shuttingDown || t.machine.state != .running {
             // Stopped on purpose (suspend, cancel, shutdown): keep the state; just record the length.
             _ = try? journal.updateTask(t.record, events: [])
+            evictIfFinished(id)
             return
         }
         switch outcome {

@@ -107,12 +107,41 @@ actor DaemonCore {
         return s
     }
 
-    /// The task; a task of another uid's session is "unknown", as if it did not exist.
+    /// The task (a finished one read from the journal); a task of another uid's session is "unknown", as if
+    /// it did not exist.
     func task(_ id: Int64, for caller: Caller) throws(RPCError) -> ManagedTask {
-        guard let t = tasks[id], caller.mayAccess(owner: t.owner) else {
+        guard let t = tasks[id] ?? finishedTask(id), caller.mayAccess(owner: t.owner) else {
             throw RPCError.unknownTask(id)
         }
         return t
+    }
+
+    /// A finished task, which lives in the journal only, as the daemon describes it (nil when there is none).
+    func finishedTask(_ id: Int64) -> ManagedTask? {
+        guard let record = try? journal.loadTask(id) else { return nil }
+        return finishedTask(record)
+    }
+
+    func finishedTask(_ record: TaskRecord) -> ManagedTask? {
+        guard record.state.isTerminal, let session = sessions[record.session] else { return nil }
+        let machine = TaskStateMachine(state: record.state, waitingReason: record.waitingReason,
+                                       nextAttemptAt: record.nextAttemptAt, error: record.error,
+                                       resourceDeadline: record.resourceDeadline)
+        var t = ManagedTask(record: record, owner: session.record.uid, machine: machine, bytesReceived: record.bytesDurable)
+        if record.kind == TaskKind.data.rawValue || record.kind == TaskKind.upload.rawValue {
+            t.bytesReceived = record.response?.bodyBytes ?? 0
+        }
+        if record.kind == TaskKind.upload.rawValue, record.state == .completed {
+            t.bytesSent = record.bytesDurable // journaled at completion
+            t.bytesExpectedToSend = record.bytesDurable
+        }
+        return t
+    }
+
+    /// Takes a task out of memory once it is finished (no transfer stopping, not being published): it stays in
+    /// the journal, where `task.get` and `task.list` read it.
+    func evictIfFinished(_ id: Int64) {
+        tasks.evict(id)
     }
 
     func info(_ t: ManagedTask) -> TaskInfo {

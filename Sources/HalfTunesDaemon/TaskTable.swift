@@ -26,6 +26,9 @@ struct TaskTable: Sequence {
     private(set) var runningByHost: [String: Int] = [:]
     /// The tasks in state `queued`, in start order.
     private(set) var queue = RunQueue()
+    /// Finished tasks live in the journal, not here: how many there are per state, and per session and state.
+    private var finishedByState: [TaskState: Int] = [:]
+    private var finishedBySessionState: [String: [TaskState: Int]] = [:]
 
     subscript(id: Int64) -> ManagedTask? {
         get { storage[id] }
@@ -76,10 +79,36 @@ struct TaskTable: Sequence {
     func unfinished(session: String) -> Int { unfinishedBySession[session] ?? 0 }
     /// Tasks of all the sessions of `owner` that are not completed, failed or canceled.
     func unfinished(owner: UInt32) -> Int { unfinishedByOwner[owner] ?? 0 }
-    /// Tasks in `state`.
-    func count(in state: TaskState) -> Int { byState[state] ?? 0 }
-    /// Tasks of `session` per state (states without tasks left out).
-    func counts(session: String) -> [TaskState: Int] { bySessionState[session] ?? [:] }
+    /// Tasks in `state` (finished ones included).
+    func count(in state: TaskState) -> Int { (byState[state] ?? 0) + (finishedByState[state] ?? 0) }
+    /// Tasks of `session` per state, finished ones included (states without tasks left out).
+    func counts(session: String) -> [TaskState: Int] {
+        (bySessionState[session] ?? [:]).merging(finishedBySessionState[session] ?? [:], uniquingKeysWith: +)
+    }
+
+    /// Takes a finished task out of memory (it stays in the journal) and counts it; false, and nothing done,
+    /// for a task that is not finished, still has a transfer stopping, or is being published.
+    @discardableResult
+    mutating func evict(_ id: Int64) -> Bool {
+        guard let t = storage[id], t.machine.state.isTerminal, t.runtime == nil, t.record.phase != .publishing else { return false }
+        self[id] = nil
+        countFinished(session: t.record.session, state: t.machine.state, by: 1)
+        return true
+    }
+
+    /// Counts finished tasks that are in the journal only (recovery, and `evict`).
+    mutating func countFinished(session: String, state: TaskState, by n: Int) {
+        Self.add(n, to: &finishedByState, state)
+        var counts = finishedBySessionState[session] ?? [:]
+        Self.add(n, to: &counts, state)
+        finishedBySessionState[session] = counts.isEmpty ? nil : counts
+    }
+
+    /// Forgets a deleted session's finished tasks.
+    mutating func forgetFinished(session: String) {
+        for (state, n) in finishedBySessionState[session] ?? [:] { Self.add(-n, to: &finishedByState, state) }
+        finishedBySessionState[session] = nil
+    }
     /// Whether the task's (previous) transfer has not ended yet.
     func isStopping(_ id: Int64) -> Bool { storage[id]?.runtime != nil }
     /// Whether an unfinished task may still write `path` (its destination).

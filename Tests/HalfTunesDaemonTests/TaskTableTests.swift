@@ -80,4 +80,26 @@ struct TaskTableTests {
         table[5]?.machine = TaskStateMachine(state: .completed)   // an update keeps its place
         #expect(Array(table.ids(after: 0)) == [1, 5, 9, 11])
     }
+
+    /// A finished task leaves memory but stays counted; one still stopping or publishing, or unfinished, stays.
+    @Test func finishedTasksAreEvictedButStillCounted() {
+        var table = TaskTable()
+        table[1] = task(1, session: "a", owner: 1, state: .completed)
+        table[2] = task(2, session: "a", owner: 1, state: .queued)
+        table[3] = task(3, session: "a", owner: 1, state: .canceled)
+        table[3]?.record.phase = .publishing
+        let evicted = table.evict(1)
+        #expect(evicted && table[1] == nil && table.count == 2)
+        let kept = [table.evict(2), table.evict(3), table.evict(42)]
+        #expect(kept == [false, false, false])
+        table[3]?.record.phase = .transfer
+        let canceled = table.evict(3)
+        #expect(canceled)
+        table.countFinished(session: "b", state: .failed, by: 5)     // recovery counts what stays in the journal
+        #expect(table.count(in: .completed) == 1 && table.count(in: .canceled) == 1 && table.count(in: .failed) == 5)
+        #expect(table.counts(session: "a") == [.completed: 1, .canceled: 1, .queued: 1] && table.counts(session: "b") == [.failed: 5])
+        #expect(table.unfinished(session: "a") == 1 && !table.isReserved("d1") && table.isReserved("d2"))
+        table.forgetFinished(session: "a")
+        #expect(table.counts(session: "a") == [.queued: 1] && table.count(in: .completed) == 0 && table.count(in: .failed) == 5)
+    }
 }

@@ -1,0 +1,66 @@
+import GRDB
+import HalfTunesProtocol
+
+/// Finished tasks (completed, failed, canceled) live in the journal only: the daemon loads the unfinished ones,
+/// counts the finished ones, and reads them by id or by page when a client asks.
+extension Journal {
+    static let finishedStates = "('\(TaskState.completed.rawValue)', '\(TaskState.failed.rawValue)', '\(TaskState.canceled.rawValue)')"
+
+    /// The tasks that are not finished (or whose publish a crash interrupted), ordered by id: what the daemon
+    /// keeps in memory.
+    public func loadUnfinishedTasks() throws -> [TaskRecord] {
+        try read { db in
+            var records: [TaskRecord] = []
+            var positions: [String: Int]?
+            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM tasks WHERE state NOT IN \(Self.finishedStates) OR phase = '\(TaskPhase.publishing.rawValue)' ORDER BY id")
+            while let row = try rows.next() {
+                let p = positions ?? RowReader.positions(of: row)
+                positions = p
+                records.append(try TaskRecord(row: row, positions: p))
+            }
+            return records
+        }
+    }
+
+    /// How many finished tasks each session has, per state.
+    public func finishedTaskCounts() throws -> [String: [TaskState: Int]] {
+        try read { db in
+            var counts: [String: [TaskState: Int]] = [:]
+            let sql = "SELECT session, state, count(*) FROM tasks WHERE state IN \(Self.finishedStates) AND phase != '\(TaskPhase.publishing.rawValue)' GROUP BY session, state"
+            for row in try Row.fetchAll(db, sql: sql) {
+                guard let state = TaskState(rawValue: row[1]) else { continue }
+                counts[row[0], default: [:]][state] = row[2]
+            }
+            return counts
+        }
+    }
+
+    /// Up to `limit` tasks with ids above `after`, ascending, of `sessions` (every session when nil), in `state`
+    /// when given: one page of `task.list`, read through the primary key.
+    public func tasks(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> [TaskRecord] {
+        var conditions = ["id > ?"]
+        var arguments: StatementArguments = [after]
+        if let sessions {
+            if sessions.isEmpty { return [] }
+            conditions.append("session IN (" + Array(repeating: "?", count: sessions.count).joined(separator: ", ") + ")")
+            arguments += StatementArguments(sessions)
+        }
+        if let state {
+            conditions.append("state = ?")
+            arguments += [state.rawValue]
+        }
+        arguments += [limit]
+        let sql = "SELECT * FROM tasks WHERE " + conditions.joined(separator: " AND ") + " ORDER BY id LIMIT ?"
+        return try read { db in
+            var records: [TaskRecord] = []
+            var positions: [String: Int]?
+            let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+            while let row = try rows.next() {
+                let p = positions ?? RowReader.positions(of: row)
+                positions = p
+                records.append(try TaskRecord(row: row, positions: p))
+            }
+            return records
+        }
+    }
+}
