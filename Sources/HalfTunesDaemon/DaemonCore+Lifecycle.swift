@@ -29,8 +29,10 @@ extension DaemonCore {
                                            nextAttemptAt: row.nextAttemptAt, error: row.error,
                                            resourceDeadline: row.resourceDeadline)
             var t = ManagedTask(record: row, owner: session.record.uid, machine: machine, bytesReceived: row.bytesDurable)
-            if !row.state.isTerminal, row.phase == .transfer, let length = PartialFile.length(path: row.partialPath),
-               length < row.bytesDurable {
+            // Only a task with durable bytes can have lost some (a stat of every partial file was a quarter of
+            // a restart with 100,000 tasks that never started).
+            if !row.state.isTerminal, row.phase == .transfer, row.bytesDurable > 0,
+               let length = PartialFile.length(path: row.partialPath), length < row.bytesDurable {
                 logger.warning("partial data shorter than journaled; resuming from what is on disk",
                                metadata: ["task": "\(id)", "journaled": "\(row.bytesDurable)", "onDisk": "\(length)"])
                 t.record.bytesDurable = length

@@ -10,15 +10,7 @@ extension Journal {
     /// keeps in memory.
     public func loadUnfinishedTasks() throws -> [TaskRecord] {
         try read { db in
-            var records: [TaskRecord] = []
-            var positions: [String: Int]?
-            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM tasks WHERE state NOT IN \(Self.finishedStates) OR phase = '\(TaskPhase.publishing.rawValue)' ORDER BY id")
-            while let row = try rows.next() {
-                let p = positions ?? RowReader.positions(of: row)
-                positions = p
-                records.append(try TaskRecord(row: row, positions: p))
-            }
-            return records
+            try Self.taskRecords(db, sql: "SELECT * FROM tasks WHERE state NOT IN \(Self.finishedStates) OR phase = '\(TaskPhase.publishing.rawValue)' ORDER BY id")
         }
     }
 
@@ -51,16 +43,19 @@ extension Journal {
         }
         arguments += [limit]
         let sql = "SELECT * FROM tasks WHERE " + conditions.joined(separator: " AND ") + " ORDER BY id LIMIT ?"
-        return try read { db in
-            var records: [TaskRecord] = []
-            var positions: [String: Int]?
-            let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
-            while let row = try rows.next() {
-                let p = positions ?? RowReader.positions(of: row)
-                positions = p
-                records.append(try TaskRecord(row: row, positions: p))
-            }
-            return records
+        return try read { db in try Self.taskRecords(db, sql: sql, arguments: arguments) }
+    }
+
+    /// The task rows a query selects (`SELECT * FROM tasks …`), column positions looked up once.
+    static func taskRecords(_ db: Database, sql: String, arguments: StatementArguments = []) throws -> [TaskRecord] {
+        var records: [TaskRecord] = []
+        var positions: [String: Int]?
+        let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+        while let row = try rows.next() {
+            let p = positions ?? RowReader.positions(of: row)
+            positions = p
+            records.append(try TaskRecord(row: row, positions: p))
         }
+        return records
     }
 }

@@ -4,17 +4,7 @@ import HalfTunesProtocol
 extension Journal {
     /// Every task, ordered by id.
     public func loadTasks() throws -> [TaskRecord] {
-        try read { db in
-            var records: [TaskRecord] = []
-            var positions: [String: Int]?
-            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM tasks ORDER BY id")
-            while let row = try rows.next() {
-                let p = positions ?? RowReader.positions(of: row)
-                positions = p
-                records.append(try TaskRecord(row: row, positions: p))
-            }
-            return records
-        }
+        try read { db in try Journal.taskRecords(db, sql: "SELECT * FROM tasks ORDER BY id") }
     }
 
     /// One task, or nil when there is no task with that id.
