@@ -190,15 +190,15 @@ extension DaemonCore {
         // unfinished tasks on it are described from memory (their progress is there).
         let scope: [String]? = p.session.map { [$0] }
             ?? (caller.uid == 0 ? nil : sessions.values.filter { $0.record.uid == caller.uid }.map(\.record.identifier))
-        let rows = try journaled { try journal.tasks(after: after, sessions: scope, state: p.state, limit: limit + 1) }
+        let ids = try journaled { try journal.taskIDs(after: after, sessions: scope, state: p.state, limit: limit + 1) }
         var page: [ManagedTask] = []
-        for row in rows.prefix(limit) {
-            guard let id = row.id, let t = tasks[id] ?? finishedTask(row), caller.mayAccess(owner: t.owner) else { continue }
+        for id in ids.prefix(limit) {
+            guard let t = tasks[id] ?? finishedTask(id), caller.mayAccess(owner: t.owner) else { continue }
             page.append(t)
         }
-        let more = rows.count > limit
+        let more = ids.count > limit
         return TaskListResult(tasks: infos(page).map(\.withoutResponseBody),
-                              nextCursor: more ? rows.prefix(limit).last.flatMap(\.id).map(String.init) : nil)
+                              nextCursor: more ? ids.prefix(limit).last.map(String.init) : nil)
     }
 
     // MARK: - Applying lifecycle inputs

@@ -27,9 +27,10 @@ extension Journal {
         }
     }
 
-    /// Up to `limit` tasks with ids above `after`, ascending, of `sessions` (every session when nil), in `state`
-    /// when given: one page of `task.list`, read through the primary key.
-    public func tasks(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> [TaskRecord] {
+    /// The ids of up to `limit` tasks with ids above `after`, ascending, of `sessions` (every session when nil), in
+    /// `state` when given: one page of `task.list`, read through the primary key (rows are read only for the
+    /// finished tasks on it, with `loadTask`).
+    public func taskIDs(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> [Int64] {
         var conditions = ["id > ?"]
         var arguments: StatementArguments = [after]
         if let sessions {
@@ -42,8 +43,8 @@ extension Journal {
             arguments += [state.rawValue]
         }
         arguments += [limit]
-        let sql = "SELECT * FROM tasks WHERE " + conditions.joined(separator: " AND ") + " ORDER BY id LIMIT ?"
-        return try read { db in try Self.taskRecords(db, sql: sql, arguments: arguments) }
+        let sql = "SELECT id FROM tasks WHERE " + conditions.joined(separator: " AND ") + " ORDER BY id LIMIT ?"
+        return try read { db in try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) }
     }
 
     /// The task rows a query selects (`SELECT * FROM tasks …`), column positions looked up once.

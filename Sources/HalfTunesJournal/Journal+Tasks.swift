@@ -10,7 +10,7 @@ extension Journal {
     /// One task, or nil when there is no task with that id.
     public func loadTask(_ id: Int64) throws -> TaskRecord? {
         try read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM tasks WHERE id = ?", arguments: [id]).map { try TaskRecord(row: $0) }
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tasks WHERE id = ?"), arguments: [id]).map { try TaskRecord(row: $0) }
         }
     }
 
