@@ -199,13 +199,13 @@ extension DaemonCore {
             logger.info("\(t.record.kind) attempt failed: \(failure.error.message)",
                         metadata: ["task": "\(id)", "transient": "\(failure.isTransient)"])
             let kept = failure.isTransient ? nil : response
-            _ = try? apply(.transferFailed(failure.error, transient: failure.isTransient, retryAfter: failure.retryAfter),
-                           to: id) { record in
+            _ = try? apply(.transferFailed(failure.error, transient: failure.isTransient, retryAfter: failure.retryAfter,
+                                           jitterSample: Double.random(in: 0..<1)), to: id) { record in
                 if let kept { record.response = kept }
             }
         case .stopped:
             let error = TaskError(code: TaskErrorCode.connectionLost, message: "The transfer stopped unexpectedly")
-            _ = try? apply(.transferFailed(error, transient: true, retryAfter: nil), to: id)
+            _ = try? apply(.transferFailed(error, transient: true, retryAfter: nil, jitterSample: Double.random(in: 0..<1)), to: id)
         }
     }
 }
