@@ -137,10 +137,12 @@ final class Outbox: Sendable {
     /// Writes the held items whose commits are durable, in order; waits again for the next one, if any.
     private func releaseHeld() {
         let next: UInt64? = held.withLockedValue { h in
+            var ready: [Item] = []
             while let first = h.items.first, durability?.isDurable(first.ticket) ?? true {
                 h.items.removeFirst()
-                perform(first.item)
+                ready.append(first.item)
             }
+            perform(ready)
             guard let first = h.items.first else {
                 h.registered = false
                 return nil
@@ -151,19 +153,28 @@ final class Outbox: Sendable {
     }
 
     /// Hands an item to the channel's event loop (called with `held` locked, which keeps the order).
-    private func perform(_ item: Item) {
+    private func perform(_ item: Item) { perform([item]) }
+
+    /// Hands items to the channel's event loop in one hop, flushed once (a group commit releases many
+    /// answers at a time).
+    private func perform(_ items: [Item]) {
+        guard !items.isEmpty else { return }
         let channel = self.channel
-        switch item {
-        case .line(let line):
-            let size = line.count
-            channel.eventLoop.execute {
-                let buffer = channel.allocator.buffer(bytes: line)
-                channel.writeAndFlush(buffer).whenComplete { [weak self] _ in
-                    self?.written(size)
+        channel.eventLoop.execute {
+            for item in items {
+                switch item {
+                case .line(let line):
+                    let size = line.count
+                    channel.write(channel.allocator.buffer(bytes: line)).whenComplete { [weak self] _ in
+                        self?.written(size)
+                    }
+                case .close:
+                    channel.flush()
+                    channel.close(promise: nil)
+                    return
                 }
             }
-        case .close:
-            channel.eventLoop.execute { channel.close(promise: nil) }
+            channel.flush()
         }
     }
 

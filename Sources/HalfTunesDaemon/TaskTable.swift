@@ -34,12 +34,15 @@ struct TaskTable: Sequence {
         get { storage[id] }
         set {
             let old = storage[id]
-            if let old { index(old, id: id, by: -1) }
-            if let new = newValue { index(new, id: id, by: 1) }
-            let oldEntry = old.flatMap(Self.queueEntry), newEntry = newValue.flatMap(Self.queueEntry)
-            if oldEntry != newEntry {
-                if let oldEntry { queue.remove(oldEntry.id) }
-                if let newEntry { queue.insert(newEntry) }
+            // Most writes (progress of a running task, its durable length) change nothing an index reads.
+            if old.map(IndexedFields.init) != newValue.map(IndexedFields.init) {
+                if let old { index(old, id: id, by: -1) }
+                if let new = newValue { index(new, id: id, by: 1) }
+                let oldEntry = old.flatMap(Self.queueEntry), newEntry = newValue.flatMap(Self.queueEntry)
+                if oldEntry != newEntry {
+                    if let oldEntry { queue.remove(oldEntry.id) }
+                    if let newEntry { queue.insert(newEntry) }
+                }
             }
             storage[id] = newValue
             if old == nil, newValue != nil {
@@ -135,6 +138,31 @@ struct TaskTable: Sequence {
         Self.add(delta, to: &unfinishedBySession, task.record.session)
         Self.add(delta, to: &unfinishedByOwner, task.owner)
         Self.add(delta, to: &reservedDestinations, task.record.destination)
+    }
+
+    /// What the indexes read of a task: a write that changes none of it leaves them as they are.
+    private struct IndexedFields: Equatable {
+        var state: TaskState
+        var session: String
+        var owner: UInt32
+        var destination: String
+        var url: String
+        var priority: TaskPriority
+        var queueOrder: Int64
+        var stopping: Bool
+        var publishing: Bool
+
+        init(_ t: ManagedTask) {
+            state = t.machine.state
+            session = t.record.session
+            owner = t.owner
+            destination = t.record.destination
+            url = t.record.url
+            priority = t.record.priority
+            queueOrder = t.record.queueOrder
+            stopping = t.runtime != nil
+            publishing = t.record.phase == .publishing
+        }
     }
 
     /// A task's place in the queue while it is queued.
