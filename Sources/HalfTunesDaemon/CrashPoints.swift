@@ -17,4 +17,19 @@ enum CrashPoints {
         guard let armed, armed == name else { return }
         kill(getpid(), SIGKILL)
     }
+
+    /// `HALFTUNES_STOP_AT=<name>` makes the daemon stop itself (SIGSTOP) at that point, so a test can send it a
+    /// signal at an exact step (e.g. SIGTERM during start-up) and let it continue with SIGCONT. Unset: no effect.
+    static let stopArmed: String? = {
+        let value = ProcessInfo.processInfo.environment["HALFTUNES_STOP_AT"]
+        return (value?.isEmpty ?? true) ? nil : value
+    }()
+
+    /// The journal replay is about to begin (nothing is served yet).
+    static let recoverStart = "recover.start"
+
+    static func stop(_ name: String) {
+        guard let stopArmed, stopArmed == name else { return }
+        kill(getpid(), SIGSTOP)
+    }
 }

@@ -8,6 +8,7 @@ extension DaemonCore {
     /// running and queued tasks back in the queue (in their old order), re-arms retry timers, and
     /// drops expired resume data. Runs before the control socket accepts anyone.
     func recover() throws {
+        CrashPoints.stop(CrashPoints.recoverStart)
         loadLimits()
         let pending = try journal.eventCounts()
         for row in try journal.loadSessions() {

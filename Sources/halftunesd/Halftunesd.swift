@@ -155,11 +155,13 @@ struct Halftunesd: AsyncParsableCommand {
         }
         logLevel.level = settings.logLevel
 
-        let service = DaemonService(settings: settings, loader: loader, logLevel: logLevel, logger: logger)
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
+        let group: ServiceGroup
+        do {
+            group = try await Daemon.serviceGroup(settings: settings, loader: loader, logLevel: logLevel, logger: logger)
+        } catch {
+            logger.critical("halftunesd cannot start: \(error)")
+            throw ExitCode(1)
+        }
         do {
             try await group.run()
         } catch {

@@ -61,6 +61,12 @@ final class DaemonProcess: @unchecked Sendable {
     var isRunning: Bool { process?.isRunning ?? false }
 
     func start() throws {
+        try launch()
+        try waitUntilReady()
+    }
+
+    /// Starts the process without waiting for it to answer.
+    func launch() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: launcher.first ?? Binaries.daemon)
         p.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [Binaries.daemon])
@@ -79,7 +85,6 @@ final class DaemonProcess: @unchecked Sendable {
         try p.run()
         process = p
         logHandle = log
-        try waitUntilReady()
     }
 
     /// Waits until the daemon answers daemon.status (it accepts clients only after replaying its journal).

@@ -1,0 +1,129 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// What the core service hands to the control server once the journal is replayed.
+struct CoreHandle: Sendable {
+    let core: DaemonCore
+    let configuration: DaemonConfiguration
+    let eventLoopGroup: EventLoopGroup
+}
+
+/// The first service: locks the state directory, opens the journal, replays it into `DaemonCore`, and hands
+/// the core on. Shut down last: every transfer stops with a checkpoint, then the HTTP client, the journal
+/// (synced) and the event loop close.
+final class CoreService: Service {
+    let configuration: DaemonConfiguration
+    let logger: Logger
+    let handoff: StartupHandoff<CoreHandle>
+
+    init(configuration: DaemonConfiguration, logger: Logger, handoff: StartupHandoff<CoreHandle>) {
+        self.configuration = configuration
+        self.logger = logger
+        self.handoff = handoff
+    }
+
+    func run() async throws {
+        let config = configuration
+        let resources: (lock: Int32, journal: Journal, group: MultiThreadedEventLoopGroup, client: HTTPClient, core: DaemonCore)
+        do {
+            resources = try await Self.open(config, logger: logger)
+        } catch {
+            handoff.abandon()
+            throw error
+        }
+        defer { Glibc.close(resources.lock) }
+        handoff.provide(CoreHandle(core: resources.core, configuration: config, eventLoopGroup: resources.group))
+
+        try? await gracefulShutdown() // returns on graceful shutdown, or at once when the group is cancelled
+
+        await resources.core.shutdown()
+        try? await resources.client.shutdown()
+        try? resources.journal.close()
+        try? await resources.group.shutdownGracefully()
+        logger.info("stopped")
+    }
+
+    private static func open(_ config: DaemonConfiguration, logger: Logger) async throws
+        -> (lock: Int32, journal: Journal, group: MultiThreadedEventLoopGroup, client: HTTPClient, core: DaemonCore)
+    {
+        let lockFD = try prepareStateDirectory(config)
+        var opened: [() async -> Void] = [{ Glibc.close(lockFD) }]
+        func unwind() async { for undo in opened.reversed() { await undo() } }
+        do {
+            let journal: Journal
+            do {
+                journal = try Journal(path: config.journalPath)
+            } catch {
+                throw DaemonError.journal("cannot open the journal at \(config.journalPath): \(error)")
+            }
+            opened.append { try? journal.close() }
+            let resumeKey: SymmetricKey
+            do {
+                resumeKey = try ResumeDataKey.loadOrCreate(stateDirectory: config.stateDirectory)
+            } catch {
+                throw DaemonError.journal("cannot load the resume-data key: \(error)")
+            }
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            opened.append { try? await group.shutdownGracefully() }
+            let httpClient: HTTPClient
+            do {
+                httpClient = try HTTPClientFactory.make(eventLoopGroup: group, caFile: config.caFile)
+            } catch {
+                throw DaemonError.configuration("ca-file \(config.caFile ?? ""): cannot load certificate authorities from it: \(error)")
+            }
+            opened.append { try? await httpClient.shutdown() }
+            let core = DaemonCore(configuration: config, journal: journal, httpClient: httpClient, logger: logger,
+                                  resumeKey: resumeKey)
+            do {
+                try await core.recover()
+            } catch {
+                await core.shutdown()
+                throw DaemonError.journal("cannot replay the journal: \(error)")
+            }
+            return (lockFD, journal, group, httpClient, core)
+        } catch {
+            await unwind()
+            throw error
+        }
+    }
+
+    /// Creates the state directory (0700) and takes an exclusive lock so two daemons never share it. An
+    /// existing one must belong to the daemon's user; read or write access for others is taken away (search
+    /// access stays: the system unit makes it 0711 so users reach their own `downloads/<uid>/`).
+    static func prepareStateDirectory(_ config: DaemonConfiguration) throws -> Int32 {
+        do {
+            try FileManager.default.createDirectory(atPath: config.stateDirectory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw DaemonError.stateDirectory("cannot create the state directory \(config.stateDirectory): \(error.localizedDescription)")
+        }
+        var st = stat()
+        guard stat(config.stateDirectory, &st) == 0 else {
+            throw DaemonError.stateDirectory("cannot inspect \(config.stateDirectory): \(String(cString: strerror(errno)))")
+        }
+        guard st.st_uid == geteuid() else {
+            throw DaemonError.stateDirectory("the state directory \(config.stateDirectory) belongs to uid \(st.st_uid), not to "
+                + "this daemon's user (uid \(geteuid())); whoever owns it could change the journal. Use a directory of your own")
+        }
+        if st.st_mode & 0o066 != 0, chmod(config.stateDirectory, st.st_mode & 0o7711) != 0 {
+            throw DaemonError.stateDirectory("cannot take others' access to \(config.stateDirectory) away: \(String(cString: strerror(errno)))")
+        }
+        let fd = Glibc.open(config.lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw DaemonError.stateDirectory("cannot open \(config.lockPath): \(String(cString: strerror(errno)))")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            Glibc.close(fd)
+            throw DaemonError.locked("another halftunesd is using the state directory \(config.stateDirectory)")
+        }
+        return fd
+    }
+}
