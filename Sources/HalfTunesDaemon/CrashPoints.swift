@@ -27,9 +27,26 @@ enum CrashPoints {
 
     /// The journal replay is about to begin (nothing is served yet).
     static let recoverStart = "recover.start"
+    /// A download's publish intent is journaled and its file is about to be moved (off the core).
+    static let publishMoving = "publish.moving"
 
     static func stop(_ name: String) {
         guard let stopArmed, stopArmed == name else { return }
         kill(getpid(), SIGSTOP)
+    }
+
+    /// `HALFTUNES_HOLD_AT=<name>:<path>` makes the thread that reaches that point wait until `<path>` exists
+    /// (the rest of the daemon keeps running), so a test can act while a step is in progress. Unset: no effect.
+    static let holdArmed: (name: String, path: String)? = {
+        guard let value = ProcessInfo.processInfo.environment["HALFTUNES_HOLD_AT"],
+              let colon = value.firstIndex(of: ":") else { return nil }
+        return (String(value[..<colon]), String(value[value.index(after: colon)...]))
+    }()
+
+    /// Blocks the calling thread (never the core's) while held.
+    static func hold(_ name: String) {
+        guard let holdArmed, holdArmed.name == name else { return }
+        FileHandle.standardError.write(Data("halftunesd: held at \(name) until \(holdArmed.path) exists\n".utf8))
+        while access(holdArmed.path, F_OK) != 0 { usleep(5_000) }
     }
 }

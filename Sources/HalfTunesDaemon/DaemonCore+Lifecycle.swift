@@ -41,7 +41,7 @@ extension DaemonCore {
             }
             tasks[id] = t
             if row.phase == .publishing {
-                recoverPublish(id)
+                recoverCompletion(id)
                 continue
             }
             if (try? apply(.restored, to: id))?.isEmpty == false { resumed += 1 }
@@ -59,26 +59,6 @@ extension DaemonCore {
         logger.info("journal replayed", metadata: ["sessions": "\(sessions.count)", "tasks": "\(tasks.count)",
                                                    "resumed": "\(resumed)"])
         pump()
-    }
-
-    /// Finishes a publish that a crash interrupted, idempotently.
-    private func recoverPublish(_ id: Int64) {
-        guard let t = tasks[id] else { return }
-        let location = t.record.location ?? t.record.destination
-        switch FilePublisher.recover(partialPath: t.record.partialPath, destination: location) {
-        case .published:
-            logger.info("completing a download whose publish was interrupted", metadata: ["task": "\(id)"])
-            _ = try? apply(.completed, to: id, extra: [.didFinishDownloading(location: location)]) {
-                $0.phase = .transfer
-                $0.location = location
-            }
-        case .needsPublish, .conflict:
-            publish(id, total: PartialFile.length(path: t.record.partialPath) ?? t.record.bytesDurable)
-        case .lost:
-            let err = TaskError(code: TaskErrorCode.ioError,
-                                message: "The downloaded data disappeared while being moved to \(location)")
-            _ = try? apply(.transferFailed(err, transient: false, retryAfter: nil), to: id) { $0.phase = .transfer }
-        }
     }
 
     /// Once a second: fail pending tasks whose resource timeout has passed; hourly, expire resume data.
@@ -123,6 +103,8 @@ extension DaemonCore {
             await group.next()
             group.cancelAll()
         }
+        // A file being moved into place finishes moving, and the journal says so.
+        for id in Array(completions.keys) { await waitUntilMoved(id) }
         for runtime in runtimes {
             guard var t = tasks[runtime.taskID] else { continue }
             t.record.bytesDurable = runtime.durableBytes

@@ -128,6 +128,7 @@ extension DaemonCore {
     /// final: everything received was fsynced and journaled, and a resume continues exactly there.
     func suspendTask(_ id: Int64, caller: Caller) async throws(RPCError) -> TaskInfo {
         _ = try task(id, for: caller) // only the owner (or root) may
+        await waitUntilMoved(id)
         let actions = try apply(.suspend, to: id)
         pump()
         if actions.contains(.stopTransfer), let runtime = tasks[id]?.runtime { _ = await runtime.outcome() }
@@ -135,6 +136,8 @@ extension DaemonCore {
     }
 
     func cancelTask(_ id: Int64, produceResumeData: Bool, caller: Caller) async throws(RPCError) -> TaskCancelResult {
+        _ = try task(id, for: caller) // only the owner (or root) may
+        await waitUntilMoved(id)
         let before = try task(id, for: caller)
         let canKeep = produceResumeData && Validators(etag: before.record.etag, lastModified: before.record.lastModified).ifRangeValue != nil
         try apply(.cancel(keepPartial: canKeep), to: id)
@@ -218,6 +221,11 @@ extension DaemonCore {
             }
             return [] // an input a finished task ignores
         }
+        if completions[id]?.machine.isMoving == true {
+            // Its file is being moved into place: suspend and cancel wait for that (`waitUntilMoved`), a session
+            // invalidation lets it finish; the move's outcome ends the completion before it is applied.
+            return []
+        }
         t.machine.backoff = backoff(forSession: t.record.session) // the session's current retry policy
         let now = clock()
         let actions: [TaskStateMachine.Action]
@@ -267,6 +275,7 @@ extension DaemonCore {
         }
         tasks[id] = t
         commit(id, payloads)
+        leaveCompletionIfStopped(id)
         if startNow { startTransfer(id) }
         if t.machine.state.isTerminal, sessions[t.record.session]?.record.state == .invalidating {
             finishInvalidationIfDone(t.record.session)

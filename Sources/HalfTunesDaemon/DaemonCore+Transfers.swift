@@ -114,7 +114,7 @@ extension DaemonCore {
         }
         switch outcome {
         case .completed(let total, _):
-            publish(id, total: total)
+            beginCompletion(id, total: total)
         case .failed(let failure):
             logger.info("transfer failed: \(failure.error.message)",
                         metadata: ["task": "\(id)", "transient": "\(failure.isTransient)"])
@@ -125,65 +125,5 @@ extension DaemonCore {
             _ = try? apply(.transferFailed(TaskError(code: TaskErrorCode.connectionLost, message: "The transfer stopped unexpectedly"),
                                        transient: true, retryAfter: nil), to: id)
         }
-    }
-
-    /// Moves the complete partial file to its destination and journals completion. The intent
-    /// (phase=publishing, location) is journaled first so a crash in between is finished on restart.
-    func publish(_ id: Int64, total: Int64) {
-        if verifyChecksumFirst(id, total: total) { return } // publishes once the digest matches
-        guard var t = tasks[id] else { return }
-        t.bytesReceived = total
-        t.record.bytesDurable = total
-        if t.record.bytesExpected == nil { t.record.bytesExpected = total }
-        // Names in the way: destinations other unfinished tasks hold (not this task's own), and names found
-        // taken at the rename below.
-        let own = t.record.destination
-        var taken: Set<String> = []
-        var location = t.record.location ?? t.record.destination
-        for _ in 0..<5 {
-            if !t.record.overwrite, FileManager.default.fileExists(atPath: location) || isLink(location) {
-                location = FilePublisher.availableName(for: t.record.destination, isReserved: {
-                    taken.contains($0) || ($0 != own && tasks.isReserved($0))
-                })
-            }
-            t.record.phase = .publishing
-            t.record.location = location
-            tasks[id] = t
-            _ = try? journal.updateTask(t.record, events: [])
-            journal.sync() // the intent is on disk before the file is moved (recovery finishes the move)
-            CrashPoints.hit(CrashPoints.publishAfterIntent)
-            do {
-                try FilePublisher.publish(partialPath: t.record.partialPath, destination: location,
-                                          replacing: t.record.overwrite)
-                CrashPoints.hit(CrashPoints.publishAfterMove)
-                logger.info("download complete", metadata: ["task": "\(id)", "location": "\(location)"])
-                _ = try? apply(.completed, to: id, extra: [.didFinishDownloading(location: location)]) {
-                    $0.phase = .transfer
-                    $0.location = location
-                }
-                return
-            } catch PublishError.destinationExists {
-                taken.insert(location)
-                continue
-            } catch {
-                let err = TaskError(code: TaskErrorCode.ioError, message: "Could not move the file into place at \(location): \(error)")
-                _ = try? apply(.transferFailed(err, transient: false, retryAfter: nil), to: id) {
-                    $0.phase = .transfer
-                    $0.location = nil
-                }
-                return
-            }
-        }
-        let err = TaskError(code: TaskErrorCode.destinationConflict,
-                            message: "Every free name near \(t.record.destination) kept being taken while the finished file was moved into place")
-        _ = try? apply(.transferFailed(err, transient: false, retryAfter: nil), to: id) {
-            $0.phase = .transfer
-            $0.location = nil
-        }
-    }
-
-    private func isLink(_ path: String) -> Bool {
-        var st = stat()
-        return lstat(path, &st) == 0
     }
 }

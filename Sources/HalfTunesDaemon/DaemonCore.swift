@@ -24,8 +24,6 @@ struct ManagedTask {
     var bytesExpectedToSend: Int64?
     /// The task's own bandwidth bucket while a transfer runs (its rate follows `record.bandwidthLimit`).
     var bandwidth: BandwidthBucket?
-    /// The complete partial file matched the expected checksum (set just before it is published).
-    var checksumVerified = false
     /// The per-host limit's key (`HostKey`).
     var hostKey: String { HostKey.of(record.url) }
 
@@ -66,6 +64,8 @@ actor DaemonCore {
     var lastServed: [UInt32: Int64] = [:]
     var servedSerial: Int64 = 0
     var subscribers: [String: [UInt64: Outbox]] = [:]
+    /// Downloads between "every byte is durable" and completed/failed (`DaemonCore+Completion`).
+    var completions: [Int64: Completion] = [:]
     /// Journaled, unacknowledged events per uid, over all its sessions (see `countPendingEvents`).
     var pendingEventsByUID: [UInt32: Int] = [:]
     var rateMeter = RateMeter()

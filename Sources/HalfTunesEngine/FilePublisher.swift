@@ -80,7 +80,7 @@ public enum FilePublisher {
         try syncDirectories(partialPath, destination)
     }
 
-    public enum Recovery: Equatable {
+    public enum Recovery: Sendable, Equatable {
         case published, needsPublish, conflict, lost
     }
 

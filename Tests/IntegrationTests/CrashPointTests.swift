@@ -38,4 +38,38 @@ struct CrashPointTests {
         #expect(replay.all.filter(\.isDidComplete).count == 1)
         try await origin.shutdown()
     }
+
+    /// A cancel that arrives while the finished file is being moved into place waits for the move: the task
+    /// ends completed with its file whole at the destination (never canceled with a file left behind).
+    @Test func aCancelDuringTheMoveWaitsAndFindsTheTaskCompleted() async throws {
+        let origin = try await TestOrigin.start()
+        let daemon = try DaemonProcess(start: false)
+        defer { daemon.kill9(); daemon.dir.remove() }
+        let release = daemon.dir.path + "/release-move"
+        daemon.environment = ["HALFTUNES_HOLD_AT": "publish.moving:" + release]
+        try daemon.start()
+        let body = TestOrigin.randomBytes(count: 256 * 1024 + 3, seed: 51)
+        origin.put("/moving.bin", body)
+        let client = try daemon.client()
+        let t = try client.startDownload(origin.url("/moving.bin"))
+        try eventually("the move to be held") { daemon.log().contains("held at publish.moving") ? true : nil }
+        let raw = try RawSocket(path: daemon.socketPath)
+        try raw.send(#"{"jsonrpc":"2.0","id":7,"method":"task.cancel","params":{"id":\#(t.id)}}"# + "\n")
+        try eventually("the cancel to wait for the move") {
+            daemon.log().contains("waiting for the file to be moved into place") ? true : nil
+        }
+        #expect(try client.task(t.id).state == .running) // the daemon still answers meanwhile
+        FileManager.default.createFile(atPath: release, contents: nil)
+        let answer = try #require(try raw.readObject())
+        let error = try #require(answer["error"] as? [String: Any], "\(answer)")
+        #expect(error["code"] as? Int == RPCErrorCode.illegalStateChange.rawValue)
+        #expect((error["message"] as? String)?.contains("completed") == true, "\(error)")
+        let done = try client.task(t.id)
+        #expect(done.state == .completed)
+        let path = daemon.downloadsDir + "/moving.bin"
+        #expect(done.location == path)
+        #expect(try sha256(ofFile: path) == TestOrigin.sha256Hex(body))
+        #expect(partialFiles(in: daemon.downloadsDir).isEmpty)
+        try await origin.shutdown()
+    }
 }
