@@ -61,15 +61,12 @@ extension DaemonCore {
         pump()
     }
 
-    /// Once a second: fail pending tasks whose resource timeout has passed; hourly, expire resume data.
+    /// Once a second: fail pending tasks whose resource timeout has passed (from the deadline index, without a
+    /// walk over the tasks); hourly, expire resume data.
     func tick() {
         guard !shuttingDown else { return }
         let now = clock()
-        for t in tasks.values where t.machine.state.isPending {
-            if let deadline = t.record.resourceDeadline, now >= deadline {
-                _ = try? apply(.resourceDeadlinePassed, to: t.id)
-            }
-        }
+        for id in tasks.dueDeadlines(now: now) { _ = try? apply(.resourceDeadlinePassed, to: id) }
         if now - lastTokenPrune > 3600 { pruneResumeTokens() }
         pump()
     }

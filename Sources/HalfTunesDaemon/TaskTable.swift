@@ -26,6 +26,9 @@ struct TaskTable: Sequence {
     private(set) var runningByHost: [String: Int] = [:]
     /// The tasks in state `queued`, in start order.
     private(set) var queue = RunQueue()
+    /// Resource deadlines of pending tasks (lazily pruned; see `dueDeadlines`), and how many tasks they hold.
+    private var deadlines = DeadlineIndex()
+    private var pendingWithDeadline = 0
     /// Finished tasks live in the journal, not here: how many there are per state, and per session and state.
     private var finishedByState: [TaskState: Int] = [:]
     private var finishedBySessionState: [String: [TaskState: Int]] = [:]
@@ -43,6 +46,9 @@ struct TaskTable: Sequence {
                     if let oldEntry { queue.remove(oldEntry.id) }
                     if let newEntry { queue.insert(newEntry) }
                 }
+                // A task that becomes pending (or gets another deadline) is pushed; its old entry goes stale.
+                let newDeadline = newValue.flatMap(Self.pendingDeadline)
+                if let newDeadline, newDeadline != old.flatMap(Self.pendingDeadline) { deadlines.insert(id, at: newDeadline) }
             }
             storage[id] = newValue
             if old == nil, newValue != nil {
@@ -119,8 +125,22 @@ struct TaskTable: Sequence {
     /// Whether some task is queued, running or waiting to retry, still stopping a transfer, or publishing.
     var anyBusy: Bool { !busy.isEmpty }
 
+    /// The pending tasks whose resource deadline is at or before `now`, earliest first; each is returned once
+    /// for each time it became pending.
+    mutating func dueDeadlines(now: Double) -> [Int64] {
+        let due = deadlines.takeDue(now: now, isLive: isLive)
+        if deadlines.count > 2 * pendingWithDeadline + 1024 { deadlines.compact(isLive: isLive) }
+        return due
+    }
+
+    /// Whether a deadline entry still stands for its task (pending, with that deadline).
+    private func isLive(_ entry: DeadlineIndex.Entry) -> Bool {
+        storage[entry.id].flatMap(Self.pendingDeadline) == entry.deadline
+    }
+
     private mutating func index(_ task: ManagedTask, id: Int64, by delta: Int) {
         let state = task.machine.state
+        if Self.pendingDeadline(task) != nil { pendingWithDeadline += delta }
         Self.add(delta, to: &byState, state)
         var sessionCounts = bySessionState[task.record.session] ?? [:]
         Self.add(delta, to: &sessionCounts, state)
@@ -151,6 +171,7 @@ struct TaskTable: Sequence {
         var queueOrder: Int64
         var stopping: Bool
         var publishing: Bool
+        var deadline: Double?
 
         init(_ t: ManagedTask) {
             state = t.machine.state
@@ -162,7 +183,13 @@ struct TaskTable: Sequence {
             queueOrder = t.record.queueOrder
             stopping = t.runtime != nil
             publishing = t.record.phase == .publishing
+            deadline = t.record.resourceDeadline
         }
+    }
+
+    /// A task's resource deadline while it is pending.
+    private static func pendingDeadline(_ task: ManagedTask) -> Double? {
+        task.machine.state.isPending ? task.record.resourceDeadline : nil
     }
 
     /// A task's place in the queue while it is queued.

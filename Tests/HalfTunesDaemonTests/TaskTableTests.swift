@@ -102,4 +102,43 @@ struct TaskTableTests {
         table.forgetFinished(session: "a")
         #expect(table.counts(session: "a") == [.queued: 1] && table.count(in: .completed) == 0 && table.count(in: .failed) == 5)
     }
+
+    /// The deadline index returns exactly the pending tasks whose resource deadline has passed, once per time
+    /// they became pending (or got another deadline), whatever the writes in between: checked against a model
+    /// on random writes.
+    @Test func dueDeadlinesMatchAModelOnRandomWrites() {
+        var rng = SplitMix(seed: 0xDEAD11)
+        var table = TaskTable()
+        var armed: [Int64: Double] = [:]   // the model: pending tasks not yet reported, with their deadline
+        let states: [TaskState] = [.suspended, .queued, .running, .waiting, .completed, .failed]
+        var now = 0.0
+        for step in 0..<20_000 {
+            let id = Int64(rng.next() % 300) + 1
+            let old = table[id]
+            let oldDeadline = old.flatMap { $0.machine.state.isPending ? $0.record.resourceDeadline : nil }
+            switch rng.next() % 10 {
+            case 0:
+                table[id] = nil
+            case 1, 2:
+                var t = table[id] ?? task(id, session: "s", owner: 1, state: .suspended)
+                t.record.resourceDeadline = rng.next() % 4 == 0 ? nil : now + Double(rng.next() % 50)
+                table[id] = t
+            default:
+                var t = table[id] ?? task(id, session: "s", owner: 1, state: .suspended)
+                if old == nil { t.record.resourceDeadline = now + Double(rng.next() % 50) }
+                t.machine = TaskStateMachine(state: states[Int(rng.next() % UInt64(states.count))])
+                table[id] = t
+            }
+            let new = table[id].flatMap { $0.machine.state.isPending ? $0.record.resourceDeadline : nil }
+            if new == nil { armed[id] = nil } else if new != oldDeadline { armed[id] = new }
+            if step % 7 == 0 {
+                now += Double(rng.next() % 3)
+                let due = table.dueDeadlines(now: now)
+                let expected = armed.filter { $0.value <= now }
+                #expect(Set(due) == Set(expected.keys), "step \(step)")
+                #expect(due.count == Set(due).count, "step \(step): a task reported twice")
+                for id in expected.keys { armed[id] = nil }
+            }
+        }
+    }
 }
