@@ -89,7 +89,7 @@ final class Outbox: Sendable {
     }
 
     func send(notification event: Event) {
-        guard var params = try? JSONValue(encoding: event) else { return }
+        var params = event.jsonValue
         if let uid = viewer.withLockedValue({ $0 }) { params = SessionNames.present(params, to: uid) }
         guard let line = try? RPCNotification(method: HalfTunes.eventNotification, params: params).line()
         else { return }

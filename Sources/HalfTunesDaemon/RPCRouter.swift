@@ -54,14 +54,14 @@ struct RPCRouter: Sendable {
         routes[method.rawValue] = { ctx, params in
             let p: P = try Self.decodeParams(params)
             let result = try await body(p, ctx)
-            return .result(try JSONValue(encoding: result))
+            return .result(try JSONValue.of(result))
         }
     }
 
     static func decodeParams<P: Codable>(_ params: JSONValue) throws(RPCError) -> P {
         do {
             let p = try params.decode(P.self)
-            let unknown = StrictParams.unknownFields(input: params, decoded: try JSONValue(encoding: p))
+            let unknown = StrictParams.unknownFields(input: params, decoded: try JSONValue.of(p))
             if !unknown.isEmpty {
                 let list = unknown.map { "'\($0)'" }.joined(separator: ", ")
                 throw RPCError.invalidParams("unknown field\(unknown.count == 1 ? "" : "s") \(list); see docs/protocol.md for this method's fields")

@@ -9,7 +9,22 @@ import HalfTunesProtocol
 /// JSON text columns, encoded with the wire encoder (sorted keys) so rows read like protocol messages.
 enum JSONText {
     static func encode<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try WireCoding.encoder.encode(value), as: UTF8.self)
+        if let convertible = value as? JSONValueConvertible {
+            return String(decoding: try JSONWriter.write(convertible.jsonValue), as: UTF8.self) // the same bytes
+        }
+        return String(decoding: try WireCoding.encoder.encode(value), as: UTF8.self)
+    }
+
+    /// Header maps (every task row has one, usually empty), written without JSONEncoder: the same bytes.
+    static func encode(_ headers: [String: String]) throws -> String {
+        if headers.isEmpty { return "{}" }
+        return String(decoding: try JSONWriter.write(.object(headers.mapValues(JSONValue.string))), as: UTF8.self)
+    }
+
+    static func decodeHeaders(_ text: String?, table: String, key: String) throws -> [String: String]? {
+        guard let text else { return nil }
+        if text == "{}" { return [:] }
+        return try decode([String: String].self, text, table: table, key: key)
     }
 
     static func encodeIfPresent<T: Encodable>(_ value: T?) throws -> String? {
@@ -125,7 +140,7 @@ extension TaskRecord {
             destination: try row.decode(forColumn: "destination"),
             location: try row.decode(forColumn: "location"),
             partialPath: try row.decode(forColumn: "partial_path"),
-            headers: try json([String: String].self, "headers") ?? [:],
+            headers: try JSONText.decodeHeaders(try row.decode(String?.self, forColumn: "headers"), table: "tasks", key: key) ?? [:],
             description: try row.decode(forColumn: "description"),
             bytesDurable: try row.decode(forColumn: "bytes_durable"),
             bytesExpected: try row.decode(forColumn: "bytes_expected"),

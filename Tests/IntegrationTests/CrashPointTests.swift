@@ -59,7 +59,7 @@ struct CrashPointTests {
             daemon.log().contains("waiting for the file to be moved into place") ? true : nil
         }
         #expect(try client.task(t.id).state == .running) // the daemon still answers meanwhile
-        FileManager.default.createFile(atPath: release, contents: nil)
+        #expect(FileManager.default.createFile(atPath: release, contents: nil))
         let answer = try #require(try raw.readObject())
         let error = try #require(answer["error"] as? [String: Any], "\(answer)")
         #expect(error["code"] as? Int == RPCErrorCode.illegalStateChange.rawValue)

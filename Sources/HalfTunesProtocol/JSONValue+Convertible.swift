@@ -1,0 +1,169 @@
+/// A wire type the daemon sends often, converted to a `JSONValue` directly: exactly the value
+/// `JSONValue(encoding:)` gives (its Codable conformance stays the definition, and tests hold the two equal),
+/// without a trip through `JSONEncoder` and a parse of its output. Answers to `task.create`, `task.get`,
+/// `task.list` pages and every event take this path.
+public protocol JSONValueConvertible {
+    var jsonValue: JSONValue { get }
+}
+
+public extension JSONValue {
+    /// `value.jsonValue` when it has one, else `JSONValue(encoding:)`.
+    static func of<T: Encodable>(_ value: T) throws -> JSONValue {
+        if let convertible = value as? JSONValueConvertible { return convertible.jsonValue }
+        return try JSONValue(encoding: value)
+    }
+}
+
+extension Optional where Wrapped: JSONValueConvertible {
+    /// `null` when absent (as `encode(_:forKey:)` writes a nil).
+    var jsonValueOrNull: JSONValue { map(\.jsonValue) ?? .null }
+}
+
+private extension Optional where Wrapped == String {
+    var jsonValueOrNull: JSONValue { map(JSONValue.string) ?? .null }
+}
+
+private extension Optional where Wrapped == Int64 {
+    var jsonValueOrNull: JSONValue { map(JSONValue.int) ?? .null }
+}
+
+extension TaskError: JSONValueConvertible {
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = ["code": .string(code), "message": .string(message)]
+        if let httpStatus { o["httpStatus"] = .int(Int64(httpStatus)) }
+        return .object(o)
+    }
+}
+
+extension TaskHold: JSONValueConvertible {
+    public var jsonValue: JSONValue { .object(["reason": .string(reason), "message": .string(message)]) }
+}
+
+extension TaskResponse: JSONValueConvertible {
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = ["status": .int(Int64(status)), "bodyBytes": .int(bodyBytes), "truncated": .bool(truncated)]
+        if let headers { o["headers"] = .array(headers.map { .array($0.map(JSONValue.string)) }) }
+        if let body { o["body"] = .string(body) }
+        return .object(o)
+    }
+}
+
+extension TaskInfo: JSONValueConvertible {
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = [
+            "id": .int(id), "session": .string(session), "kind": .string(kind), "url": .string(url),
+            "state": .string(state.rawValue), "bytesReceived": .int(bytesReceived), "bytesDurable": .int(bytesDurable),
+            "bytesExpected": bytesExpected.jsonValueOrNull, "destination": .string(destination),
+            "error": error.jsonValueOrNull, "createdAt": .string(createdAt), "updatedAt": .string(updatedAt),
+            "description": description.jsonValueOrNull, "attempts": .int(Int64(attempts)),
+            "priority": .string(priority.rawValue),
+        ]
+        o.reserveCapacity(32)
+        if let currentURL { o["currentURL"] = .string(currentURL) }
+        if let waitingReason { o["waitingReason"] = waitingReason.jsonValue }
+        if let nextAttemptAt { o["nextAttemptAt"] = .string(nextAttemptAt) }
+        if let queuePosition { o["queuePosition"] = .int(Int64(queuePosition)) }
+        if let location { o["location"] = .string(location) }
+        if let etag { o["etag"] = .string(etag) }
+        if let lastModified { o["lastModified"] = .string(lastModified) }
+        if let hold { o["hold"] = hold.jsonValue }
+        if let checksum { o["checksum"] = .string(checksum) }
+        if let bandwidthLimit { o["bandwidthLimit"] = .int(bandwidthLimit) }
+        if let method { o["method"] = .string(method) }
+        if let file { o["file"] = .string(file) }
+        if let bytesSent { o["bytesSent"] = .int(bytesSent) }
+        if let bytesExpectedToSend { o["bytesExpectedToSend"] = .int(bytesExpectedToSend) }
+        if let response { o["response"] = response.jsonValue }
+        if let overwrite { o["overwrite"] = .bool(overwrite) }
+        return .object(o)
+    }
+}
+
+extension TaskListResult: JSONValueConvertible {
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = ["tasks": .array(tasks.map(\.jsonValue))]
+        if let nextCursor { o["nextCursor"] = .string(nextCursor) }
+        return .object(o)
+    }
+}
+
+extension TaskCancelResult: JSONValueConvertible {
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = ["task": task.jsonValue]
+        if let resumeData { o["resumeData"] = .string(resumeData) }
+        return .object(o)
+    }
+}
+
+extension Event: JSONValueConvertible {
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = [
+            "seq": seq.jsonValueOrNull, "session": .string(session), "task": task.jsonValueOrNull,
+            "time": .string(time), "type": .string(type),
+        ]
+        switch payload {
+        case let .stateChanged(state, previous, reason):
+            o["state"] = .string(state.rawValue)
+            o["previousState"] = previous.map { .string($0.rawValue) } ?? .null
+            if let reason { o["reason"] = reason.jsonValue }
+        case let .didWriteData(written, total, expected):
+            o["bytesWritten"] = .int(written)
+            o["totalBytesWritten"] = .int(total)
+            o["totalBytesExpectedToWrite"] = .int(expected ?? -1)
+        case let .didResumeAtOffset(offset, expected, discarded, reason):
+            o["offset"] = .int(offset)
+            o["expectedTotalBytes"] = .int(expected ?? -1)
+            if let discarded { o["discardedBytes"] = .int(discarded) }
+            if let reason { o["reason"] = .string(reason) }
+        case let .didFinishDownloading(location):
+            o["location"] = .string(location)
+        case let .didSendBodyData(sent, total, expected):
+            o["bytesSent"] = .int(sent)
+            o["totalBytesSent"] = .int(total)
+            o["totalBytesExpectedToSend"] = .int(expected ?? -1)
+        case let .didComplete(error, response):
+            o["error"] = error.jsonValueOrNull
+            if let response { o["response"] = response.jsonValue }
+        case let .didFinishEvents(through):
+            o["through"] = .int(through)
+        case .didBecomeInvalid:
+            break
+        }
+        return .object(o)
+    }
+}
+
+// Parameters, encoded again by the daemon's unknown-field check (`StrictParams`) after every decode.
+
+extension TaskCreateParams: JSONValueConvertible {
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = ["session": .string(session)]
+        if let url { o["url"] = .string(url) }
+        if let destination { o["destination"] = .string(destination) }
+        if let headers { o["headers"] = .object(headers.mapValues(JSONValue.string)) }
+        if let description { o["description"] = .string(description) }
+        if let resumeData { o["resumeData"] = .string(resumeData) }
+        if let start { o["start"] = .bool(start) }
+        if let kind { o["kind"] = .string(kind.rawValue) }
+        if let checksum { o["checksum"] = .string(checksum) }
+        if let priority { o["priority"] = .string(priority.rawValue) }
+        if let bandwidthLimit { o["bandwidthLimit"] = .int(bandwidthLimit) }
+        if let method { o["method"] = .string(method) }
+        if let file { o["file"] = .string(file) }
+        if let maxResponseBytes { o["maxResponseBytes"] = .int(maxResponseBytes) }
+        if let overwrite { o["overwrite"] = .bool(overwrite) }
+        return .object(o)
+    }
+}
+
+extension TaskIDParams: JSONValueConvertible {
+    public var jsonValue: JSONValue { .object(["id": .int(id)]) }
+}
+
+extension TaskCancelParams: JSONValueConvertible {
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = ["id": .int(id)]
+        if let produceResumeData { o["produceResumeData"] = .bool(produceResumeData) }
+        return .object(o)
+    }
+}

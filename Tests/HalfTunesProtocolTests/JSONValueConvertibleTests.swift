@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+@testable import HalfTunesProtocol
+
+/// The direct conversions are exactly what the Codable conformances (the definition of the wire format) give,
+/// for every field present or absent: checked on random values of every type that has one.
+@Suite("JSONValueConvertible")
+struct JSONValueConvertibleTests {
+    var rng = JSONParserTests.Generator(seed: 0x7A5C_1F0)
+
+    mutating func maybe<T>(_ make: (inout Self) -> T) -> T? { rng.next(3) == 0 ? nil : make(&self) }
+    mutating func text() -> String { ["", "plain", "with \"quotes\"/slash", "ünïcödé 🎵", "tab\tnl\n", "\u{1}"][rng.next(6)] }
+    mutating func int() -> Int64 { [0, 1, -1, 65536, Int64.max, Int64(rng.next(1_000_000))][rng.next(6)] }
+
+    mutating func error() -> TaskError {
+        TaskError(code: text(), message: text(), httpStatus: maybe { $0.rng.next(600) })
+    }
+
+    mutating func response() -> TaskResponse {
+        TaskResponse(status: rng.next(600), headers: maybe { me in (0..<me.rng.next(3)).map { _ in [me.text(), me.text()] } },
+                     body: maybe { $0.text() }, bodyBytes: int(), truncated: rng.next(2) == 0)
+    }
+
+    mutating func info() -> TaskInfo {
+        TaskInfo(id: int(), session: text(), kind: ["download", "upload", "data"][rng.next(3)], url: text(),
+                 currentURL: maybe { $0.text() }, state: TaskState.allCases[rng.next(TaskState.allCases.count)],
+                 waitingReason: maybe { $0.error() }, nextAttemptAt: maybe { $0.text() },
+                 queuePosition: maybe { $0.rng.next(100) }, bytesReceived: int(), bytesDurable: int(),
+                 bytesExpected: maybe { $0.int() }, destination: text(), location: maybe { $0.text() },
+                 error: maybe { $0.error() }, createdAt: text(), updatedAt: text(), description: maybe { $0.text() },
+                 etag: maybe { $0.text() }, lastModified: maybe { $0.text() }, attempts: rng.next(10),
+                 priority: TaskPriority.allCases[rng.next(TaskPriority.allCases.count)],
+                 hold: maybe { TaskHold(reason: $0.text(), message: $0.text()) }, checksum: maybe { $0.text() },
+                 bandwidthLimit: maybe { $0.int() }, method: maybe { $0.text() }, file: maybe { $0.text() },
+                 bytesSent: maybe { $0.int() }, bytesExpectedToSend: maybe { $0.int() },
+                 response: maybe { $0.response() }, overwrite: maybe { $0.rng.next(2) == 0 })
+    }
+
+    mutating func event() -> Event {
+        let payload: EventPayload
+        switch rng.next(8) {
+        case 0: payload = .stateChanged(state: .running, previous: maybe { _ in .queued }, reason: maybe { $0.error() })
+        case 1: payload = .didWriteData(bytesWritten: int(), totalBytesWritten: int(), totalBytesExpectedToWrite: maybe { $0.int() })
+        case 2: payload = .didResumeAtOffset(offset: int(), expectedTotalBytes: maybe { $0.int() },
+                                             discardedBytes: maybe { $0.int() }, reason: maybe { $0.text() })
+        case 3: payload = .didFinishDownloading(location: text())
+        case 4: payload = .didSendBodyData(bytesSent: int(), totalBytesSent: int(), totalBytesExpectedToSend: maybe { $0.int() })
+        case 5: payload = .didComplete(error: maybe { $0.error() }, response: maybe { $0.response() })
+        case 6: payload = .didFinishEvents(through: int())
+        default: payload = .didBecomeInvalid
+        }
+        return Event(seq: maybe { $0.int() }, session: text(), task: maybe { $0.int() }, time: text(), payload: payload)
+    }
+
+    @Test mutating func everyConversionEqualsTheCodableEncoding() throws {
+        for _ in 0..<400 {
+            let info = info()
+            #expect(info.jsonValue == (try JSONValue(encoding: info)), "\(info)")
+            let event = event()
+            #expect(event.jsonValue == (try JSONValue(encoding: event)), "\(event)")
+            // The journal's event column: the same bytes either way.
+            #expect(try JSONWriter.write(event.jsonValue) == Array(WireCoding.encoder.encode(event)))
+        }
+        let page = TaskListResult(tasks: (0..<5).map { _ in info() }, nextCursor: "42")
+        #expect(page.jsonValue == (try JSONValue(encoding: page)))
+        #expect(TaskListResult(tasks: []).jsonValue == (try JSONValue(encoding: TaskListResult(tasks: []))))
+        for resumeData in [nil, "abc"] {
+            let cancel = TaskCancelResult(task: info(), resumeData: resumeData)
+            #expect(cancel.jsonValue == (try JSONValue(encoding: cancel)))
+        }
+        #expect(try JSONValue.of(page) == page.jsonValue)
+        for _ in 0..<200 {
+            let p = TaskCreateParams(
+                session: text(), url: maybe { $0.text() }, destination: maybe { $0.text() },
+                headers: maybe { me in Dictionary((0..<me.rng.next(3)).map { _ in (me.text(), me.text()) }, uniquingKeysWith: { a, _ in a }) },
+                description: maybe { $0.text() }, resumeData: maybe { $0.text() }, start: maybe { $0.rng.next(2) == 0 },
+                kind: maybe { TaskKind.allCases[$0.rng.next(TaskKind.allCases.count)] }, checksum: maybe { $0.text() },
+                priority: maybe { TaskPriority.allCases[$0.rng.next(TaskPriority.allCases.count)] },
+                bandwidthLimit: maybe { $0.int() }, method: maybe { $0.text() }, file: maybe { $0.text() },
+                maxResponseBytes: maybe { $0.int() }, overwrite: maybe { $0.rng.next(2) == 0 })
+            #expect(p.jsonValue == (try JSONValue(encoding: p)), "\(p)")
+            let cancel = TaskCancelParams(id: int(), produceResumeData: maybe { $0.rng.next(2) == 0 })
+            #expect(cancel.jsonValue == (try JSONValue(encoding: cancel)))
+            let id = TaskIDParams(id: int())
+            #expect(id.jsonValue == (try JSONValue(encoding: id)))
+        }
+        let status = EventsAckResult(ackedThrough: 3, pruned: 2) // no direct conversion: through Codable
+        #expect(try JSONValue.of(status) == JSONValue(encoding: status))
+    }
+}
