@@ -157,12 +157,13 @@ public final class JournalDurability: @unchecked Sendable {
     }
 
     /// fsyncs the WAL (reopened if SQLite replaced the file); the first time, its directory too, so the WAL's
-    /// name survives as well. Returns the error text on failure.
+    /// name survives as well. Later syncs are `fdatasync`: the frames and the file's length, without writing the
+    /// inode for its modification time each time. Returns the error text on failure.
     private func syncWAL() -> String? {
         guard let walPath else { return nil }
         var st = stat()
         if walDescriptor >= 0, stat(walPath, &st) == 0, st.st_ino == walInode {
-            return fsync(walDescriptor) == 0 ? nil : "fsync of \(walPath): \(String(cString: strerror(errno)))"
+            return fdatasync(walDescriptor) == 0 ? nil : "fdatasync of \(walPath): \(String(cString: strerror(errno)))"
         }
         if walDescriptor >= 0 { _ = close(walDescriptor) }
         walDescriptor = open(walPath, O_RDONLY | O_CLOEXEC)
