@@ -104,5 +104,9 @@ struct ProtocolTests {
     @Test func timestampsAreRFC3339UTC() {
         #expect(Timestamp.format(0) == "1970-01-01T00:00:00.000Z")
         #expect(Timestamp.format(1_795_000_000.25) == "2026-11-18T11:06:40.250Z")
+        #expect(Timestamp.format(1_795_000_000.9999) == "2026-11-18T11:06:40.999Z")
+        #expect(Timestamp.format(951_782_400.001) == "2000-02-29T00:00:00.001Z")
+        #expect(Timestamp.format(253_402_300_799.5) == "9999-12-31T23:59:59.500Z")
+        #expect(Timestamp.format(253_402_300_800) == "10000-01-01T00:00:00.000Z") // past the fast path
     }
 }
