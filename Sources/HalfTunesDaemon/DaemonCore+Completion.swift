@@ -9,6 +9,8 @@ struct Completion {
     var machine: CompletionMachine
     /// The task's attempt number when it began: a result from an earlier attempt is stale.
     let attempt: Int
+    /// Every byte of the partial was fsynced by the transfer that just completed (not so after a restart).
+    var partialIsDurable = false
     /// Suspend/cancel requests waiting for a move in flight to end.
     var waiters: [CheckedContinuation<Void, Never>] = []
 }
@@ -25,7 +27,7 @@ extension DaemonCore {
         if t.record.bytesExpected == nil { t.record.bytesExpected = total }
         tasks[id] = t
         let (machine, actions) = CompletionMachine.transferCompleted(total: total, checksum: t.record.checksum)
-        completions[id] = Completion(machine: machine, attempt: t.record.attempts)
+        completions[id] = Completion(machine: machine, attempt: t.record.attempts, partialIsDurable: true)
         carryOut(actions, for: id)
     }
 
@@ -142,11 +144,13 @@ extension DaemonCore {
     private func move(_ id: Int64, attempt: Int, to location: String) {
         guard let t = tasks[id] else { return }
         let (partial, replacing) = (t.record.partialPath, t.record.overwrite)
+        let durable = completions[id]?.partialIsDurable ?? false
         Task.detached { [weak self] in
             let outcome: CompletionMachine.MoveOutcome
             CrashPoints.hold(CrashPoints.publishMoving)
             do {
-                try FilePublisher.publish(partialPath: partial, destination: location, replacing: replacing)
+                try FilePublisher.publish(partialPath: partial, destination: location, replacing: replacing,
+                                          partialIsDurable: durable)
                 CrashPoints.hit(CrashPoints.publishAfterMove)
                 outcome = .published
             } catch PublishError.destinationExists {

@@ -22,10 +22,14 @@ public enum FilePublisher {
     ///
     /// With `replacing`, the partial is renamed over the destination instead (the request asked to overwrite):
     /// atomic, and a symlink at the destination is replaced itself, never followed. A directory is refused.
-    public static func publish(partialPath: String, destination: String, replacing: Bool = false) throws {
+    ///
+    /// `partialIsDurable`: the caller has just fsynced every byte of the partial (a transfer that completed),
+    /// so it is not fsynced again.
+    public static func publish(partialPath: String, destination: String, replacing: Bool = false,
+                               partialIsDurable: Bool = false) throws {
         guard POSIX.exists(partialPath) else { throw PublishError.partialMissing(partialPath) }
         do {
-            try POSIX.fsyncFile(partialPath)
+            if !partialIsDurable { try POSIX.fsyncFile(partialPath) }
         } catch let e as FileIOError {
             if e.errno == ENOENT { throw PublishError.partialMissing(partialPath) }
             throw PublishError.io(e.description, e.errno)
