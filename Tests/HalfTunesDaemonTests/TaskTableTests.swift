@@ -141,4 +141,25 @@ struct TaskTableTests {
             }
         }
     }
+
+    /// Tasks are boxed inside the table, but a copy of the table is still a value: writes to one never show
+    /// in the other, whether they change an index or not.
+    @Test func aCopyOfTheTableIsIndependent() {
+        var table = TaskTable()
+        table[1] = task(1, session: "a", owner: 1, state: .running)
+        table[2] = task(2, session: "a", owner: 1, state: .suspended)
+        let snapshot = table
+        table[1]?.bytesReceived = 99                                  // no index changes
+        table[2]?.machine = TaskStateMachine(state: .queued)           // indexes change
+        table[3] = task(3, session: "b", owner: 1, state: .suspended)
+        #expect(snapshot[1]?.bytesReceived == 0 && table[1]?.bytesReceived == 99)
+        #expect(snapshot[2]?.machine.state == .suspended && table[2]?.machine.state == .queued)
+        #expect(snapshot[3] == nil && snapshot.count == 2 && table.count == 3)
+        var copy = snapshot
+        copy[1] = nil
+        #expect(snapshot[1] != nil && copy[1] == nil)
+        // Written again and again in place, the table's own boxes stay its own.
+        for n in 0..<10 { table[1]?.bytesReceived = Int64(n) }
+        #expect(table[1]?.bytesReceived == 9 && snapshot[1]?.bytesReceived == 0)
+    }
 }
