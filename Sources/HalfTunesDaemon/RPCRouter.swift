@@ -60,7 +60,12 @@ struct RPCRouter: Sendable {
 
     static func decodeParams<P: Codable>(_ params: JSONValue) throws(RPCError) -> P {
         do {
-            let p = try params.decode(P.self)
+            let p: P
+            if let fast = P.self as? JSONValueDecodable.Type, let decoded = fast.init(jsonValue: params) as? P {
+                p = decoded // the usual shape, read directly; anything else through JSONDecoder for its exact error
+            } else {
+                p = try params.decode(P.self)
+            }
             let unknown = StrictParams.unknownFields(input: params, decoded: try JSONValue.of(p))
             if !unknown.isEmpty {
                 let list = unknown.map { "'\($0)'" }.joined(separator: ", ")

@@ -167,3 +167,82 @@ extension TaskCancelParams: JSONValueConvertible {
         return .object(o)
     }
 }
+
+/// A parameter type read straight from a parsed `JSONValue` when the value has the usual shape; nil for
+/// anything else (a wrong type, a number that is not an integer), which then goes through `JSONDecoder` for its
+/// exact error. Tests hold the two to the same result.
+public protocol JSONValueDecodable {
+    init?(jsonValue: JSONValue)
+}
+
+/// Reading optional members: absent and null are nil; any other mismatch makes the whole decode fail.
+private struct Members {
+    let object: [String: JSONValue]
+    var failed = false
+
+    mutating func string(_ key: String) -> String? {
+        switch object[key] {
+        case nil, .null?: return nil
+        case .string(let s)?: return s
+        default: failed = true; return nil
+        }
+    }
+
+    mutating func int(_ key: String) -> Int64? {
+        switch object[key] {
+        case nil, .null?: return nil
+        case .int(let i)?: return i
+        default: failed = true; return nil
+        }
+    }
+
+    mutating func bool(_ key: String) -> Bool? {
+        switch object[key] {
+        case nil, .null?: return nil
+        case .bool(let b)?: return b
+        default: failed = true; return nil
+        }
+    }
+
+    mutating func raw<E: RawRepresentable>(_ key: String, _ type: E.Type) -> E? where E.RawValue == String {
+        guard let text = string(key) else { return nil }
+        guard let value = E(rawValue: text) else { failed = true; return nil }
+        return value
+    }
+
+    mutating func stringMap(_ key: String) -> [String: String]? {
+        switch object[key] {
+        case nil, .null?: return nil
+        case .object(let members)?:
+            var map: [String: String] = [:]
+            map.reserveCapacity(members.count)
+            for (k, v) in members {
+                guard case .string(let s) = v else { failed = true; return nil }
+                map[k] = s
+            }
+            return map
+        default: failed = true; return nil
+        }
+    }
+}
+
+extension TaskCreateParams: JSONValueDecodable {
+    public init?(jsonValue: JSONValue) {
+        guard case .object(let object) = jsonValue, case .string(let session)? = object["session"] else { return nil }
+        var m = Members(object: object)
+        self.init(session: session, url: m.string("url"), destination: m.string("destination"),
+                  headers: m.stringMap("headers"), description: m.string("description"),
+                  resumeData: m.string("resumeData"), start: m.bool("start"), kind: m.raw("kind", TaskKind.self),
+                  checksum: m.string("checksum"), priority: m.raw("priority", TaskPriority.self),
+                  bandwidthLimit: m.int("bandwidthLimit"), method: m.string("method"), file: m.string("file"),
+                  maxResponseBytes: m.int("maxResponseBytes"), overwrite: m.bool("overwrite"))
+        if m.failed { return nil }
+    }
+}
+
+extension TaskIDParams: JSONValueDecodable {
+    public init?(jsonValue: JSONValue) {
+        guard case .object(let object) = jsonValue, case .int(let id)? = object["id"] else { return nil }
+        self.init(id: id)
+    }
+}

@@ -87,4 +87,54 @@ struct JSONValueConvertibleTests {
         let status = EventsAckResult(ackedThrough: 3, pruned: 2) // no direct conversion: through Codable
         #expect(try JSONValue.of(status) == JSONValue(encoding: status))
     }
+
+    /// The direct reading of parameters agrees with JSONDecoder: the same value whenever it gives one, and none
+    /// whenever JSONDecoder fails (so every error still comes from JSONDecoder, word for word).
+    @Test mutating func directParameterDecodingAgreesWithJSONDecoder() throws {
+        let fields = ["session", "url", "destination", "headers", "description", "resumeData", "start", "kind", "checksum",
+                      "priority", "bandwidthLimit", "method", "file", "maxResponseBytes", "overwrite", "id", "extra"]
+        var agreed = 0
+        for _ in 0..<3000 {
+            var members: [String: JSONValue] = [:]
+            let wellFormed = rng.next(2) == 0 // every field of its own type, or anything at all
+            for field in fields where rng.next(3) == 0 {
+                if wellFormed {
+                    switch field {
+                    case "start", "overwrite": members[field] = .bool(rng.next(2) == 0)
+                    case "bandwidthLimit", "maxResponseBytes", "id": members[field] = .int(int())
+                    case "kind": members[field] = .string(["download", "upload", "data"][rng.next(3)])
+                    case "priority": members[field] = .string(["high", "normal", "low"][rng.next(3)])
+                    case "headers": members[field] = .object(["A": .string(text()), "b": .string("v")])
+                    default: members[field] = rng.next(5) == 0 ? .null : .string(text())
+                    }
+                    continue
+                }
+                switch rng.next(9) {
+                case 0: members[field] = .null
+                case 1: members[field] = .string(text())
+                case 2: members[field] = .int(int())
+                case 3: members[field] = .bool(rng.next(2) == 0)
+                case 4: members[field] = .double([1.0, 2.5, -0.0, 1e3][rng.next(4)])
+                case 5: members[field] = .string(["download", "upload", "data", "high", "normal", "low", "bogus"][rng.next(7)])
+                case 6: members[field] = .object(["A": .string(text()), "b": rng.next(4) == 0 ? .int(1) : .string("v")])
+                case 7: members[field] = .array([.string(text())])
+                default: members[field] = .object([:])
+                }
+            }
+            if rng.next(2) == 0 { members["session"] = .string(text()) }
+            let value = JSONValue.object(members)
+            let slow = try? value.decode(TaskCreateParams.self)
+            let fast = TaskCreateParams(jsonValue: value)
+            if let fast {
+                // A direct reading only where JSONDecoder reads the same (it may also accept more, e.g. 1.0 for
+                // an integer: those take its path).
+                #expect(slow != nil && fast.jsonValue == slow?.jsonValue, "\(value)")
+                agreed += 1
+            }
+            if let fastID = TaskIDParams(jsonValue: value) {
+                #expect(fastID.id == (try? value.decode(TaskIDParams.self))?.id, "\(value)")
+            }
+        }
+        #expect(agreed > 500) // the usual shapes do take the direct path (985 of 3000 with this seed)
+    }
 }
