@@ -4,10 +4,7 @@ import Foundation
 /// SIGKILL when it reaches that point, so a test can crash it exactly between two steps of a
 /// multi-step operation (e.g. after journaling a publish intent, before the link). Unset: no effect.
 enum CrashPoints {
-    static let armed: String? = {
-        let value = ProcessInfo.processInfo.environment["HALFTUNES_CRASH_AT"]
-        return (value?.isEmpty ?? true) ? nil : value
-    }()
+    static let armed = setting("HALFTUNES_CRASH_AT")
 
     /// Points in the completion sequence, in order.
     static let publishAfterIntent = "publish.afterIntent"
@@ -20,10 +17,7 @@ enum CrashPoints {
 
     /// `HALFTUNES_STOP_AT=<name>` makes the daemon stop itself (SIGSTOP) at that point, so a test can send it a
     /// signal at an exact step (e.g. SIGTERM during start-up) and let it continue with SIGCONT. Unset: no effect.
-    static let stopArmed: String? = {
-        let value = ProcessInfo.processInfo.environment["HALFTUNES_STOP_AT"]
-        return (value?.isEmpty ?? true) ? nil : value
-    }()
+    static let stopArmed = setting("HALFTUNES_STOP_AT")
 
     /// The journal replay is about to begin (nothing is served yet).
     static let recoverStart = "recover.start"
@@ -37,16 +31,19 @@ enum CrashPoints {
 
     /// `HALFTUNES_HOLD_AT=<name>:<path>` makes the thread that reaches that point wait until `<path>` exists
     /// (the rest of the daemon keeps running), so a test can act while a step is in progress. Unset: no effect.
-    static let holdArmed: (name: String, path: String)? = {
-        guard let value = ProcessInfo.processInfo.environment["HALFTUNES_HOLD_AT"],
-              let colon = value.firstIndex(of: ":") else { return nil }
-        return (String(value[..<colon]), String(value[value.index(after: colon)...]))
-    }()
+    static let holdArmed: (name: String, path: String)? = setting("HALFTUNES_HOLD_AT").flatMap { value in
+        value.firstIndex(of: ":").map { (String(value[..<$0]), String(value[value.index(after: $0)...])) }
+    }
 
     /// Blocks the calling thread (never the core's) while held.
     static func hold(_ name: String) {
         guard let holdArmed, holdArmed.name == name else { return }
         FileHandle.standardError.write(Data("halftunesd: held at \(name) until \(holdArmed.path) exists\n".utf8))
         while access(holdArmed.path, F_OK) != 0 { usleep(5_000) }
+    }
+
+    /// A test hook's variable, nil when unset or empty.
+    private static func setting(_ name: String) -> String? {
+        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
     }
 }

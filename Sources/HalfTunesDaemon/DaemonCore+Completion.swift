@@ -86,9 +86,7 @@ extension DaemonCore {
                 t.record.phase = .publishing
                 t.record.location = location
                 tasks[id] = t
-                _ = try? journal.updateTask(t.record, events: [])
-                journal.sync() // the intent is on disk before the file is moved (recovery finishes the move)
-                CrashPoints.hit(CrashPoints.publishAfterIntent)
+                _ = try? journal.updateTask(t.record, events: []) // synced by `move` before anything moves
             case .move(let location):
                 move(id, attempt: attempt, to: location)
             case .complete(let location):
@@ -133,20 +131,23 @@ extension DaemonCore {
         let own = t.record.destination
         let location = t.record.location ?? own
         guard !t.record.overwrite else { return location }
-        guard avoiding.contains(location) || FileManager.default.fileExists(atPath: location) || Self.isLink(location)
-        else { return location }
-        return FilePublisher.availableName(for: own, isReserved: {
-            avoiding.contains($0) || ($0 != own && tasks.isReserved($0))
-        })
+        return FilePublisher.publishName(preferred: location, destination: own, avoiding: avoiding,
+                                         isReserved: { $0 != own && tasks.isReserved($0) })
     }
 
-    /// Moves the complete partial file into place off the actor (fsyncs of the file and both directories).
+    /// Syncs the journal (the recorded intent), then moves the complete partial file into place, off the actor
+    /// (fsyncs of the file and both directories).
     private func move(_ id: Int64, attempt: Int, to location: String) {
         guard let t = tasks[id] else { return }
         let (partial, replacing) = (t.record.partialPath, t.record.overwrite)
         let durable = completions[id]?.partialIsDurable ?? false
+        let journal = self.journal
         Task.detached { [weak self] in
             let outcome: CompletionMachine.MoveOutcome
+            // The intent is on disk before the file moves (recovery finishes the move); waited for here, not
+            // on the actor.
+            journal.sync()
+            CrashPoints.hit(CrashPoints.publishAfterIntent)
             CrashPoints.hold(CrashPoints.publishMoving)
             do {
                 try FilePublisher.publish(partialPath: partial, destination: location, replacing: replacing,
@@ -160,10 +161,5 @@ extension DaemonCore {
             }
             await self?.completionInput(id, attempt: attempt, .moveEnded(outcome))
         }
-    }
-
-    private static func isLink(_ path: String) -> Bool {
-        var st = stat()
-        return lstat(path, &st) == 0
     }
 }

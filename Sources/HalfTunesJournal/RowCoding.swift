@@ -72,48 +72,46 @@ struct RowReader {
     // The column types of the journal, read without GRDB's generic decoding (whose metadata lookups were a tenth
     // of a restart with 100,000 tasks). Anything but the plain case goes through it, for its conversions and errors.
 
+    func decode(forColumn name: String) throws -> String { try plain(name, \.string) ?? decode(String.self, forColumn: name) }
+    func decode(forColumn name: String) throws -> Int64 { try plain(name, \.int64) ?? decode(Int64.self, forColumn: name) }
+    func decode(forColumn name: String) throws -> Double { try plain(name, \.double) ?? decode(Double.self, forColumn: name) }
+
+    func decode(forColumn name: String) throws -> String? {
+        if let value = nullable(name, \.string) { return value }
+        return try decode(String?.self, forColumn: name)
+    }
+
+    func decode(forColumn name: String) throws -> Int64? {
+        if let value = nullable(name, \.int64) { return value }
+        return try decode(Int64?.self, forColumn: name)
+    }
+
+    func decode(forColumn name: String) throws -> Double? {
+        if let value = nullable(name, \.double) { return value }
+        return try decode(Double?.self, forColumn: name)
+    }
+
     private func storage(_ name: String) -> DatabaseValue.Storage? {
         positions[name].map { row.databaseValues[row.index(row.startIndex, offsetBy: $0)].storage }
     }
 
-    func decode(forColumn name: String) throws -> String {
-        if case .string(let s)? = storage(name) { return s }
-        return try decode(String.self, forColumn: name)
+    /// The column's value when it is stored as `V`; nil for anything else (NULL included).
+    private func plain<V>(_ name: String, _ value: (DatabaseValue.Storage) -> V?) -> V? {
+        storage(name).flatMap(value)
     }
 
-    func decode(forColumn name: String) throws -> String? {
-        switch storage(name) {
-        case .null?: return nil
-        case .string(let s)?: return s
-        default: return try decode(String?.self, forColumn: name)
-        }
+    /// `.some(nil)` for NULL, `.some(value)` when stored as `V`; nil for anything else.
+    private func nullable<V>(_ name: String, _ value: (DatabaseValue.Storage) -> V?) -> V?? {
+        guard let storage = storage(name) else { return nil }
+        if case .null = storage { return .some(nil) }
+        return value(storage).map { .some($0) }
     }
+}
 
-    func decode(forColumn name: String) throws -> Int64 {
-        if case .int64(let v)? = storage(name) { return v }
-        return try decode(Int64.self, forColumn: name)
-    }
-
-    func decode(forColumn name: String) throws -> Int64? {
-        switch storage(name) {
-        case .null?: return nil
-        case .int64(let v)?: return v
-        default: return try decode(Int64?.self, forColumn: name)
-        }
-    }
-
-    func decode(forColumn name: String) throws -> Double {
-        if case .double(let v)? = storage(name) { return v }
-        return try decode(Double.self, forColumn: name)
-    }
-
-    func decode(forColumn name: String) throws -> Double? {
-        switch storage(name) {
-        case .null?: return nil
-        case .double(let v)?: return v
-        default: return try decode(Double?.self, forColumn: name)
-        }
-    }
+private extension DatabaseValue.Storage {
+    var string: String? { if case .string(let s) = self { s } else { nil } }
+    var int64: Int64? { if case .int64(let v) = self { v } else { nil } }
+    var double: Double? { if case .double(let v) = self { v } else { nil } }
 }
 
 /// Reads a `TEXT` column holding a raw-value enum, with a clear error for unknown values.

@@ -118,4 +118,20 @@ import Testing
         #expect(FilePublisher.availableName(for: dir.path(".profile"), reserved: [dir.path(".profile")])
             == dir.path(".profile (1)"))
     }
+
+    /// The name a finished download is published at: the preferred one while nothing is there (a dangling link
+    /// counts as something) and it is not to be avoided; else the next free one, past avoided and reserved names.
+    @Test func publishNameKeepsThePreferredNameOnlyWhileItIsFree() throws {
+        let dir = try TempDir()
+        let name = dir.path("a.bin"), first = dir.path("a (1).bin"), second = dir.path("a (2).bin")
+        let free = { (_: String) in false }
+        #expect(FilePublisher.publishName(preferred: name, destination: name, avoiding: [], isReserved: free) == name)
+        #expect(FilePublisher.publishName(preferred: name, destination: name, avoiding: [name], isReserved: free) == first)
+        #expect(symlink(dir.path("nowhere"), name) == 0)
+        #expect(FilePublisher.publishName(preferred: name, destination: name, avoiding: [], isReserved: free) == first)
+        #expect(FilePublisher.publishName(preferred: name, destination: name, avoiding: [first],
+                                          isReserved: { $0 == second }) == dir.path("a (3).bin"))
+        // A journaled location elsewhere is kept while free.
+        #expect(FilePublisher.publishName(preferred: second, destination: name, avoiding: [], isReserved: free) == second)
+    }
 }
