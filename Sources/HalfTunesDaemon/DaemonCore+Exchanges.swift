@@ -1,4 +1,4 @@
-// Upload and data tasks in the core: task.create checks, starting an Exchange, progress, the response.
+// Upload and data tasks in the core: task.create's checks and the task they create (attempts: +Attempts).
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
@@ -101,112 +101,6 @@ extension DaemonCore {
         if t.bytesExpectedToSend == nil { t.bytesExpectedToSend = fields.fileBytes }
         tasks[created.id] = t
         return info(t)
-    }
-
-    /// Starts one attempt of an upload or data task (from byte 0, whatever happened before).
-    func startExchange(_ id: Int64) {
-        guard var t = tasks[id], let s = sessions[t.record.session] else { return }
-        let config = s.record.configuration
-        let headers = (config.headers ?? [:]).merging(t.record.headers) { _, task in task }
-            .sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
-        let isUpload = t.record.kind == TaskKind.upload.rawValue
-        let kind: TaskKind = isUpload ? .upload : .data
-        let method = t.record.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET")
-        var request = ExchangeRequest(
-            taskID: id, url: t.record.url, method: method, headers: headers,
-            uploadFile: isUpload ? t.record.file : nil,
-            responseLimit: isUpload ? .upload : .data(maxBytes: t.record.maxResponseBytes),
-            requestTimeout: config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout)
-        request.uploadFileID = t.record.fileID.flatMap(FileID.init(text:))
-        request.rateLimiter = makeRateLimiter(for: &t)
-        request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
-        let runtime = TaskRuntime(taskID: id, journal: journal, durableBytes: 0)
-        var taskLogger = logger
-        taskLogger[metadataKey: "task"] = "\(id)"
-        let exchange = Exchange(request: request, client: httpClient, observer: runtime, logger: taskLogger)
-        t.runtime = runtime
-        t.record.attempts += 1
-        t.bytesReceived = 0
-        if isUpload { t.bytesSent = 0 }
-        tasks[id] = t
-        runtime.start(exchange)
-        Task { [weak self] in
-            for await message in runtime.messages {
-                guard let self else { return }
-                await self.handle(message, from: runtime)
-            }
-        }
-        logger.debug("exchange started", metadata: ["task": "\(id)", "kind": "\(kind.rawValue)", "method": "\(method)"])
-    }
-
-    /// Progress and the end of an exchange (called by `handle` for `.exchange` messages).
-    func handleExchange(_ message: TaskRuntime.ExchangeMessage, from runtime: TaskRuntime) {
-        let id = runtime.taskID
-        guard var t = tasks[id], t.runtime === runtime else { return }
-        switch message {
-        case .sourceOpened(let bytes):
-            t.bytesSent = 0
-            t.bytesExpectedToSend = bytes
-            tasks[id] = t
-        case let .sent(delta, total, expected):
-            t.bytesSent = total
-            if let expected { t.bytesExpectedToSend = expected }
-            tasks[id] = t
-            uploadRateMeter.add(delta, at: clock())
-            guard t.machine.state == .running, delta > 0 else { return }
-            broadcast([Event(seq: nil, session: t.record.session, task: id, time: Timestamp.format(clock()),
-                             payload: .didSendBodyData(bytesSent: delta, totalBytesSent: total,
-                                                       totalBytesExpectedToSend: expected ?? t.bytesExpectedToSend))])
-        case let .received(delta, total, expected):
-            t.bytesReceived = total
-            if let expected { t.record.bytesExpected = expected }
-            tasks[id] = t
-            rateMeter.add(delta, at: clock())
-        case .finished(let outcome):
-            exchangeEnded(id, outcome)
-        }
-    }
-
-    /// A 2xx response completes the task with it; a permanent failure fails it (with the response when one
-    /// arrived); a transient one makes it wait and retry from the start.
-    private func exchangeEnded(_ id: Int64, _ outcome: ExchangeOutcome) {
-        guard var t = tasks[id] else { return }
-        t.runtime = nil
-        t.discardPartialWhenStopped = false
-        tasks[id] = t
-        defer {
-            finishInvalidationIfDone(t.record.session)
-            pump()
-        }
-        if shuttingDown || t.machine.state != .running {
-            // Stopped on purpose (suspend, cancel, shutdown): the next attempt starts from byte 0 anyway.
-            _ = try? journal.updateTask(t.record, events: [])
-            evictIfFinished(id)
-            return
-        }
-        switch outcome {
-        case .completed(let response):
-            logger.info("\(t.record.kind) task complete", metadata: ["task": "\(id)", "status": "\(response.status)",
-                                                                     "bodyBytes": "\(response.bodyBytes)"])
-            let upload = t.record.kind == TaskKind.upload.rawValue
-            if let total = t.bytesExpectedToSend, upload { tasks[id]?.bytesSent = total }
-            let sent = tasks[id]?.bytesSent
-            _ = try? apply(.completed, to: id) { record in
-                record.response = response
-                if upload, let sent { record.bytesDurable = sent } // an upload's bytes sent, kept with the task
-            }
-        case let .failed(failure, response):
-            logger.info("\(t.record.kind) attempt failed: \(failure.error.message)",
-                        metadata: ["task": "\(id)", "transient": "\(failure.isTransient)"])
-            let kept = failure.isTransient ? nil : response
-            _ = try? apply(.transferFailed(failure.error, transient: failure.isTransient, retryAfter: failure.retryAfter,
-                                           jitterSample: Double.random(in: 0..<1)), to: id) { record in
-                if let kept { record.response = kept }
-            }
-        case .stopped:
-            let error = TaskError(code: TaskErrorCode.connectionLost, message: "The transfer stopped unexpectedly")
-            _ = try? apply(.transferFailed(error, transient: true, retryAfter: nil, jitterSample: Double.random(in: 0..<1)), to: id)
-        }
     }
 }
 

@@ -2,24 +2,18 @@ import HalfTunesEngine
 import HalfTunesJournal
 import NIOConcurrencyHelpers
 
-/// Bridges one running transfer (a download's `Transfer`, or an upload's or data task's `Exchange`) to the
-/// daemon: checkpoints go straight to the journal (after the transfer's fsync, on its write queue);
-/// everything else is delivered to the core in order.
-final class TaskRuntime: TransferObserver, ExchangeObserver, @unchecked Sendable {
+/// Bridges one running `Attempt` (of any task kind) to the daemon: checkpoints go straight to the journal
+/// (after the partial file's fsync, on its callback queue); everything else is delivered to the core in order.
+final class TaskRuntime: AttemptObserver, @unchecked Sendable {
     enum Message: Sendable {
+        /// A download's response was accepted.
         case started(ResponseStart)
-        case progress(delta: Int64, total: Int64, expected: Int64?)
-        case finished(TransferOutcome)
-        /// Uploads and data tasks (see DaemonCore+Exchanges.swift).
-        case exchange(ExchangeMessage)
-    }
-
-    enum ExchangeMessage: Sendable {
-        /// The upload's source was opened: this attempt sends `bytes` bytes.
-        case sourceOpened(bytes: Int64)
-        case sent(delta: Int64, total: Int64, expected: Int64?)
+        /// Response body bytes (a download's totals are positions in the file).
         case received(delta: Int64, total: Int64, expected: Int64?)
-        case finished(ExchangeOutcome)
+        /// An upload's file was opened: this attempt sends `bytes` bytes.
+        case bodyOpened(bytes: Int64)
+        case sent(delta: Int64, total: Int64, expected: Int64?)
+        case finished(AttemptOutcome)
     }
 
     let taskID: Int64
@@ -28,9 +22,8 @@ final class TaskRuntime: TransferObserver, ExchangeObserver, @unchecked Sendable
     private let journal: Journal
     /// The durable length, guarded so that a checkpoint and a full row write never interleave.
     private let durable: NIOLockedValueBox<Int64>
-    private let transfer = NIOLockedValueBox<Transfer?>(nil)
-    private let exchange = NIOLockedValueBox<Exchange?>(nil)
-    private let runTask = NIOLockedValueBox<Task<TransferOutcome, Never>?>(nil)
+    private let attempt = NIOLockedValueBox<Attempt?>(nil)
+    private let runTask = NIOLockedValueBox<Task<AttemptOutcome, Never>?>(nil)
 
     init(taskID: Int64, journal: Journal, durableBytes: Int64) {
         self.taskID = taskID
@@ -46,12 +39,12 @@ final class TaskRuntime: TransferObserver, ExchangeObserver, @unchecked Sendable
         try durable.withLockedValue { try body($0) }
     }
 
-    func start(_ t: Transfer) {
-        transfer.withLockedValue { $0 = t }
+    func start(_ a: Attempt) {
+        attempt.withLockedValue { $0 = a }
         let continuation = self.continuation
         runTask.withLockedValue {
             $0 = Task {
-                let outcome = await t.run()
+                let outcome = await a.run()
                 continuation.yield(.finished(outcome))
                 continuation.finish()
                 return outcome
@@ -59,48 +52,27 @@ final class TaskRuntime: TransferObserver, ExchangeObserver, @unchecked Sendable
         }
     }
 
-    /// Runs an upload's or data task's attempt. `outcome()` then reports `.stopped(0)`, `.failed` or
-    /// `.completed(totalBytes: <response body bytes>)`: callers only wait on it.
-    func start(_ e: Exchange) {
-        exchange.withLockedValue { $0 = e }
-        let continuation = self.continuation
-        runTask.withLockedValue {
-            $0 = Task {
-                let outcome = await e.run()
-                continuation.yield(.exchange(.finished(outcome)))
-                continuation.finish()
-                switch outcome {
-                case .completed(let response):
-                    return .completed(totalBytes: response.bodyBytes, validators: Validators(etag: nil, lastModified: nil))
-                case .stopped: return .stopped(durableBytes: 0)
-                case .failed(let failure, _): return .failed(failure)
-                }
-            }
-        }
-    }
-
     func stop() {
-        transfer.withLockedValue { $0 }?.stop()
-        exchange.withLockedValue { $0 }?.stop()
+        attempt.withLockedValue { $0 }?.stop()
     }
 
-    /// Waits for the transfer to end.
-    func outcome() async -> TransferOutcome? {
+    /// Waits for the attempt to end.
+    func outcome() async -> AttemptOutcome? {
         guard let task = runTask.withLockedValue({ $0 }) else { return nil }
         return await task.value
     }
 
-    // MARK: TransferObserver
+    // MARK: AttemptObserver
 
-    func transferDidStart(_ transfer: Transfer, _ start: ResponseStart) {
+    func attemptDidStart(_ attempt: Attempt, _ start: ResponseStart) {
         continuation.yield(.started(start))
     }
 
-    func transferDidWrite(_ transfer: Transfer, bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpected: Int64?) {
-        continuation.yield(.progress(delta: bytesWritten, total: totalBytesWritten, expected: totalBytesExpected))
+    func attemptDidReceive(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?) {
+        continuation.yield(.received(delta: bytes, total: totalBytes, expected: totalBytesExpected))
     }
 
-    func transferDidCheckpoint(_ transfer: Transfer, durableBytes: Int64) {
+    func attemptDidCheckpoint(_ attempt: Attempt, durableBytes: Int64) {
         durable.withLockedValue { value in
             // The data is fsynced: record its length. If the journal write fails the old, smaller
             // length stays recorded, which is still safe (more is re-fetched after a crash).
@@ -113,17 +85,11 @@ final class TaskRuntime: TransferObserver, ExchangeObserver, @unchecked Sendable
         }
     }
 
-    // MARK: ExchangeObserver
-
-    func exchangeDidOpenSource(_ exchange: Exchange, bytesExpectedToSend: Int64) {
-        continuation.yield(.exchange(.sourceOpened(bytes: bytesExpectedToSend)))
+    func attemptDidOpenBody(_ attempt: Attempt, bytesExpectedToSend: Int64) {
+        continuation.yield(.bodyOpened(bytes: bytesExpectedToSend))
     }
 
-    func exchangeDidSend(_ exchange: Exchange, bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64?) {
-        continuation.yield(.exchange(.sent(delta: bytesSent, total: totalBytesSent, expected: totalBytesExpectedToSend)))
-    }
-
-    func exchangeDidReceive(_ exchange: Exchange, bytesReceived: Int64, totalBytesReceived: Int64, totalBytesExpected: Int64?) {
-        continuation.yield(.exchange(.received(delta: bytesReceived, total: totalBytesReceived, expected: totalBytesExpected)))
+    func attemptDidSend(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?) {
+        continuation.yield(.sent(delta: bytes, total: totalBytes, expected: totalBytesExpected))
     }
 }

@@ -87,8 +87,8 @@ public enum ExchangeRules {
     /// A whole response: 2xx completes; other statuses fail like a download's (transient for 408, 429 and
     /// 5xx as `ResumeDecision` classifies them, honouring Retry-After), carrying the response.
     public static func outcome(status: Int, headers: [(String, String)], response: TaskResponse, now: Double,
-                               url: String) -> ExchangeOutcome {
-        if (200...299).contains(status) { return .completed(response) }
+                               url: String) -> AttemptOutcome {
+        if (200...299).contains(status) { return .responded(response) }
         let decision = ResumeDecision.decide(requestedOffset: 0, status: status, headers: headers, now: now,
                                              sentIfRange: nil, url: url)
         if case let .fail(error, transient, retryAfter) = decision {

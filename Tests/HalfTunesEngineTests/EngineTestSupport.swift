@@ -1,4 +1,4 @@
-// Test helpers: temporary directories, file I/O, a recording TransferObserver, an origin + HTTP client fixture.
+// Test helpers: temporary directories, file I/O, a recording AttemptObserver, an origin + HTTP client fixture.
 import AsyncHTTPClient
 import Foundation
 import HalfTunesEngine
@@ -34,7 +34,7 @@ func readFile(_ path: String) throws -> [UInt8] {
 }
 
 /// Records every observer call; checks they never overlap and that checkpoints never exceed the file.
-final class RecordingObserver: TransferObserver {
+final class RecordingObserver: AttemptObserver {
     struct Checkpoint: Sendable, Equatable {
         var durable: Int64
         var fileLength: Int64
@@ -65,22 +65,22 @@ final class RecordingObserver: TransferObserver {
 
     private func leave() { state.withLockedValue { $0.inCall = false } }
 
-    func transferDidStart(_ transfer: Transfer, _ start: ResponseStart) {
+    func attemptDidStart(_ attempt: Attempt, _ start: ResponseStart) {
         enter()
         defer { leave() }
         state.withLockedValue { $0.starts.append(start) }
     }
 
-    func transferDidWrite(_ transfer: Transfer, bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpected: Int64?) {
+    func attemptDidReceive(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?) {
         enter()
         defer { leave() }
         state.withLockedValue { s in
             if s.starts.isEmpty { s.eventsBeforeStart += 1 }
-            s.writes.append((bytesWritten, totalBytesWritten, totalBytesExpected))
+            s.writes.append((bytes, totalBytes, totalBytesExpected))
         }
     }
 
-    func transferDidCheckpoint(_ transfer: Transfer, durableBytes: Int64) {
+    func attemptDidCheckpoint(_ attempt: Attempt, durableBytes: Int64) {
         enter()
         defer { leave() }
         let length = PartialFile.length(path: partialPath) ?? -1
@@ -122,15 +122,15 @@ struct EngineFixture {
         if let failure { throw failure }
     }
 
-    func transfer(_ request: TransferRequest, observer: RecordingObserver) -> Transfer {
-        Transfer(request: request, client: client, observer: observer, logger: logger)
+    func transfer(_ request: AttemptRequest, observer: RecordingObserver) -> Attempt {
+        Attempt(request: request, client: client, observer: observer, logger: logger)
     }
 
     /// Runs one attempt of `path` into `partial`, returning the outcome and the observer.
     func run(_ path: String, partial: String, durableOffset: Int64 = 0, validators: Validators? = nil,
-             timeout: Double = 30, checkpointInterval: Double = 1.0) async -> (TransferOutcome, RecordingObserver) {
+             timeout: Double = 30, checkpointInterval: Double = 1.0) async -> (AttemptOutcome, RecordingObserver) {
         let observer = RecordingObserver(partialPath: partial)
-        let request = TransferRequest(taskID: 1, url: origin.url(path), partialPath: partial,
+        let request = AttemptRequest.download(taskID: 1, url: origin.url(path), partialPath: partial,
                                       durableOffset: durableOffset, validators: validators,
                                       requestTimeout: timeout, checkpointInterval: checkpointInterval)
         let outcome = await transfer(request, observer: observer).run()
@@ -150,9 +150,9 @@ func waitUntil(_ what: String, seconds: Double = 30, _ condition: () -> Bool) as
     }
 }
 
-extension TransferOutcome {
+extension AttemptOutcome {
     var failure: TransferFailure? {
-        if case .failed(let f) = self { return f }
+        if case .failed(let f, _) = self { return f }
         return nil
     }
 }
@@ -198,8 +198,8 @@ final class SilentListener {
 
 /// `waitUntil`, but on a timeout the transfer is stopped and awaited before the error is thrown, so it
 /// never outlives the fixture's event loop (which would crash the whole test process).
-func waitUntil(_ what: String, seconds: Double = 30, stopping transfer: Transfer,
-               _ running: Task<TransferOutcome, Never>, _ condition: () -> Bool) async throws {
+func waitUntil(_ what: String, seconds: Double = 30, stopping transfer: Attempt,
+               _ running: Task<AttemptOutcome, Never>, _ condition: () -> Bool) async throws {
     do {
         try await waitUntil(what, seconds: seconds, condition)
     } catch {

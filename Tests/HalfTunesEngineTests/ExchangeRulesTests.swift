@@ -79,11 +79,11 @@ struct ExchangeRulesTests {
 
     @Test func statusesAreClassifiedLikeDownloads() {
         let response = TaskResponse(status: 0, body: nil, bodyBytes: 0, truncated: false)
-        func outcome(_ status: Int, _ headers: [(String, String)] = []) -> ExchangeOutcome {
+        func outcome(_ status: Int, _ headers: [(String, String)] = []) -> AttemptOutcome {
             ExchangeRules.outcome(status: status, headers: headers, response: response, now: 1_000_000, url: "http://h/x")
         }
         for status in [200, 201, 204, 206] {
-            #expect(outcome(status) == .completed(response), "\(status)")
+            #expect(outcome(status) == .responded(response), "\(status)")
         }
         for status in [408, 429, 500, 502, 503, 504] {
             guard case let .failed(failure, kept) = outcome(status) else {

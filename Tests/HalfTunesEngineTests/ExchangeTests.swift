@@ -6,7 +6,7 @@ import TestOrigin
 import Testing
 
 /// Records an exchange's progress calls.
-final class ExchangeRecorder: ExchangeObserver {
+final class ExchangeRecorder: AttemptObserver {
     struct State {
         var opened: [Int64] = []
         var sent: [(total: Int64, expected: Int64?)] = []
@@ -15,27 +15,27 @@ final class ExchangeRecorder: ExchangeObserver {
 
     let state = NIOLockedValueBox(State())
 
-    func exchangeDidOpenSource(_ exchange: Exchange, bytesExpectedToSend: Int64) {
+    func attemptDidOpenBody(_ attempt: Attempt, bytesExpectedToSend: Int64) {
         state.withLockedValue { $0.opened.append(bytesExpectedToSend) }
     }
 
-    func exchangeDidSend(_ exchange: Exchange, bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64?) {
-        state.withLockedValue { $0.sent.append((totalBytesSent, totalBytesExpectedToSend)) }
+    func attemptDidSend(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?) {
+        state.withLockedValue { $0.sent.append((totalBytes, totalBytesExpected)) }
     }
 
-    func exchangeDidReceive(_ exchange: Exchange, bytesReceived: Int64, totalBytesReceived: Int64, totalBytesExpected: Int64?) {
-        state.withLockedValue { $0.received.append(totalBytesReceived) }
+    func attemptDidReceive(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?) {
+        state.withLockedValue { $0.received.append(totalBytes) }
     }
 }
 
 @Suite("Exchanges against the test origin")
 struct ExchangeTests {
     func upload(_ fixture: EngineFixture, file: String, to url: String, method: String = "PUT", timeout: Double = 30,
-                limiter: RateLimiter? = nil, recorder: ExchangeRecorder = ExchangeRecorder()) -> Exchange {
-        var request = ExchangeRequest(taskID: 1, url: url, method: method, uploadFile: file, responseLimit: .upload,
-                                      requestTimeout: timeout)
+                limiter: RateLimiter? = nil, recorder: ExchangeRecorder = ExchangeRecorder()) -> Attempt {
+        var request = AttemptRequest(taskID: 1, url: url, method: method, body: .init(path: file), sink: .memory(.upload),
+                                     requestTimeout: timeout)
         request.rateLimiter = limiter
-        return Exchange(request: request, client: fixture.client, observer: recorder, logger: fixture.logger)
+        return Attempt(request: request, client: fixture.client, observer: recorder, logger: fixture.logger)
     }
 
     @Test func aPutRedirectedWith302SendsTheWholeBodyAgainToTheNewPlace() async throws {
@@ -48,7 +48,7 @@ struct ExchangeTests {
             f.origin.acceptUploads("/new")
             let recorder = ExchangeRecorder()
             let outcome = await upload(f, file: f.dir.path("body"), to: f.origin.url("/old"), recorder: recorder).run()
-            guard case .completed(let response) = outcome else {
+            guard case .responded(let response) = outcome else {
                 Issue.record("unexpected \(outcome)")
                 return
             }
@@ -85,7 +85,7 @@ struct ExchangeTests {
             async let outcome = exchange.run()
             try await waitUntil("some bytes at the origin") { f.origin.uploadBytesReceived("/slow") > 0 }
             exchange.stop()
-            #expect(await outcome == .stopped)
+            #expect(await outcome == .stopped(durableBytes: 0))
             #expect(f.origin.uploads("/slow").allSatisfy { !$0.complete })
         }
     }

@@ -134,7 +134,7 @@ import Testing
             let partial = f.dir.path("never.partial")
             try writeFile(partial, [9, 9, 9, 9])
             let observer = RecordingObserver(partialPath: partial)
-            let transfer = f.transfer(TransferRequest(taskID: 2, url: f.origin.url("/never.bin"), partialPath: partial,
+            let transfer = f.transfer(AttemptRequest.download(taskID: 2, url: f.origin.url("/never.bin"), partialPath: partial,
                                                       durableOffset: 2), observer: observer)
             transfer.stop()
             #expect(await transfer.run() == .stopped(durableBytes: 2))
@@ -175,13 +175,13 @@ import Testing
             let url = closed.url("/x")
             try await closed.shutdown()
             let observer = RecordingObserver(partialPath: f.dir.path("x.partial"))
-            let refused = await f.transfer(TransferRequest(taskID: 3, url: url, partialPath: f.dir.path("x.partial")),
+            let refused = await f.transfer(AttemptRequest.download(taskID: 3, url: url, partialPath: f.dir.path("x.partial")),
                                            observer: observer).run()
             let failure = try #require(refused.failure, "\(refused)")
             #expect(failure.error.code == TaskErrorCode.connectionRefused)
             #expect(failure.isTransient)
 
-            let ftp = await f.transfer(TransferRequest(taskID: 4, url: "ftp://127.0.0.1/x",
+            let ftp = await f.transfer(AttemptRequest.download(taskID: 4, url: "ftp://127.0.0.1/x",
                                                        partialPath: f.dir.path("y.partial")), observer: observer).run()
             let bad = try #require(ftp.failure, "\(ftp)")
             #expect(bad.error.code == TaskErrorCode.invalidResponse)

@@ -11,7 +11,7 @@ import Testing
             let partial = f.dir.path("silent.partial")
             try writeFile(partial, [1, 2, 3, 4, 5])
             let observer = RecordingObserver(partialPath: partial)
-            let transfer = f.transfer(TransferRequest(taskID: 5, url: silent.url("/x"), partialPath: partial,
+            let transfer = f.transfer(AttemptRequest.download(taskID: 5, url: silent.url("/x"), partialPath: partial,
                                                       durableOffset: 5,
                                                       validators: Validators(etag: "\"e\"", lastModified: nil)),
                                       observer: observer)
@@ -29,7 +29,7 @@ import Testing
         try await EngineFixture.with { f in
             let silent = try SilentListener()
             let partial = f.dir.path("quiet.partial")
-            let request = TransferRequest(taskID: 6, url: silent.url("/x"), partialPath: partial, requestTimeout: 0.3)
+            let request = AttemptRequest.download(taskID: 6, url: silent.url("/x"), partialPath: partial, requestTimeout: 0.3)
             let outcome = await f.transfer(request, observer: RecordingObserver(partialPath: partial)).run()
             let failure = try #require(outcome.failure, "\(outcome)")
             #expect(failure.error.code == TaskErrorCode.timedOut)
@@ -47,10 +47,10 @@ import Testing
             f.origin.setBehavior("/p.bin", behavior)
             let partial = f.dir.path("p.partial")
             let observer = RecordingObserver(partialPath: partial)
-            let transfer = f.transfer(TransferRequest(taskID: 8, url: f.origin.url("/p.bin"), partialPath: partial,
+            let transfer = f.transfer(AttemptRequest.download(taskID: 8, url: f.origin.url("/p.bin"), partialPath: partial,
                                                       checkpointInterval: 60), observer: observer)
             let running = Task { await transfer.run() }
-            try await waitUntil("777,777 bytes received", stopping: transfer, running) { transfer.bytesReceived == 777_777 }
+            try await waitUntil("777,777 bytes received", stopping: transfer, running) { observer.snapshot.writes.last?.total == 777_777 }
             transfer.stop()
             // With no periodic checkpoint due, stop() itself flushes, fsyncs and checkpoints.
             #expect(await running.value == .stopped(durableBytes: 777_777))

@@ -54,11 +54,11 @@ import Testing
             f.origin.setBehavior("/s.bin", stall)
             let partial = f.dir.path("s.partial")
             let observer = RecordingObserver(partialPath: partial)
-            let transfer = f.transfer(TransferRequest(taskID: 7, url: f.origin.url("/s.bin"), partialPath: partial),
+            let transfer = f.transfer(AttemptRequest.download(taskID: 7, url: f.origin.url("/s.bin"), partialPath: partial),
                                       observer: observer)
             #expect(transfer.taskID == 7)
             let running = Task { await transfer.run() }
-            try await waitUntil("1,500,000 bytes received", stopping: transfer, running) { transfer.bytesReceived >= 1_500_000 }
+            try await waitUntil("1,500,000 bytes received", stopping: transfer, running) { (observer.snapshot.writes.last?.total ?? 0) >= 1_500_000 }
             transfer.stop()
             transfer.stop()  // idempotent
             let outcome = await running.value

@@ -1,12 +1,12 @@
-// How the end of a request, the file's final state and stop() combine into one TransferOutcome.
+// How the end of a download's request, its partial file's final state and stop() combine into one outcome.
 import HalfTunesProtocol
 
-enum TransferOutcomeRules {
+enum PartialFileOutcome {
     /// Precedence: a body that arrived completely (and checks out) completes; then stop() gives `.stopped`;
     /// then a file error; then the engine's own decision on the response; then the idle timeout; then the
     /// transport error.
-    static func outcome(result: Result<Void, Error>, stopRequested: Bool, info: TransferDelegate.FinishInfo,
-                        snapshot: PartialWriter.Snapshot, url: String) -> TransferOutcome {
+    static func outcome(result: Result<Void, Error>, stopRequested: Bool, info: PartialFileSink.FinishInfo,
+                        snapshot: PartialWriter.Snapshot, url: String) -> AttemptOutcome {
         let durable = snapshot.durable
         if case .alreadyComplete(let total, let start)? = info.decided {
             if let error = snapshot.error { return fileFailure(error, durable: durable) }
@@ -48,13 +48,13 @@ enum TransferOutcomeRules {
         }
     }
 
-    static func fileFailure(_ error: FileIOError, durable: Int64) -> TransferOutcome {
+    static func fileFailure(_ error: FileIOError, durable: Int64) -> AttemptOutcome {
         .failed(TransferFailure(error: error.taskError, isTransient: error.isTransient, durableBytes: durable))
     }
 
     /// A body that ended normally completes only if it has every announced byte (and no more).
     static func verifyLength(start: ResponseStart, expectedEnd: Int64?, written: Int64, durable: Int64,
-                             url: String) -> TransferOutcome {
+                             url: String) -> AttemptOutcome {
         let announced = [expectedEnd, start.expectedTotal].compactMap { $0 }
         if let short = announced.filter({ written < $0 }).max() {
             let error = TaskError(code: TaskErrorCode.connectionLost,

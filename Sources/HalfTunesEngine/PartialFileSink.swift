@@ -1,18 +1,14 @@
-// The AsyncHTTPClient delegate of one transfer: response decision, batching with backpressure, timers.
+// A download's response sink: the resume decision, batched writes with backpressure, checkpoints.
 import AsyncHTTPClient
 import HalfTunesProtocol
 import NIOCore
 import NIOHTTP1
 
-/// Runs on the transfer's event loop (requests use `.delegateAndChannel(on:)`), so body parts arrive without hops.
-/// Body parts are gathered into ~1 MiB batches; one batch is written at a time, and while it is in flight a full
-/// next batch holds the response back (the future returned from `didReceiveBodyPart`).
-///
-/// Nothing here calls into AsyncHTTPClient or completes a promise while the loop state is being accessed:
-/// those calls can re-enter the delegate synchronously.
-final class TransferDelegate: HTTPClientResponseDelegate {
-    typealias Response = Void
-
+/// Used on the attempt's event loop only (see `ResponseSink`). Body parts are gathered into ~1 MiB batches;
+/// one batch is written at a time, and while it is in flight a full next batch holds the response back (the
+/// future returned from `bodyPart`). Observer calls go through the writer's callback queue, so progress and
+/// checkpoints reach the observer in the order the data was written.
+final class PartialFileSink: ResponseSink, @unchecked Sendable {
     /// Bytes gathered before a write is submitted.
     static let batchSize = 1 << 20
     /// Body parts at least this big are written from the buffer they came in; smaller ones are copied together.
@@ -28,11 +24,7 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         var sentIfRange: String?
         var requestValidators: Validators?
         var expectedLength: Int64?
-        var idleTimeout: TimeAmount
         var checkpointInterval: TimeAmount
-        var progressInterval: TimeAmount
-        /// The session's `allowInsecureRedirects` (https → http).
-        var allowInsecureRedirects = false
     }
 
     enum Decided: Sendable {
@@ -46,15 +38,12 @@ final class TransferDelegate: HTTPClientResponseDelegate {
     struct LoopState {
         var task: HTTPClient.Task<Void>?
         var phase = Phase.connecting
-        var finalURL: String
-        /// URLs requested in this attempt, the first one first (for `RedirectPolicy`).
-        var visited: [String] = []
         var decided: Decided?
         var start: ResponseStart?
         /// Absolute offset where this response's body should end, when the response says.
         var expectedEnd: Int64?
-        /// Absolute offset of the received data (written or pending).
-        var received: Int64
+        /// Absolute offset of the received data (written or pending), paced for progress reports.
+        var received: ProgressPacer
         var pending: [ByteBuffer] = []
         var pendingBytes = 0
         var lastIsOwned = false
@@ -64,18 +53,12 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         /// A checkpoint is due; it goes with the next batch, once the write in flight is done.
         var syncRequested = false
         var unsynced = false
-        var lastActivity = NIODeadline.now()
-        var idleTimer: Scheduled<Void>?
         var checkpointTimer: RepeatedTask?
-        var lastProgressAt = NIODeadline.now()
         /// Reports bytes left unreported by the interval even if no further body part comes (a stall).
         var progressTimer: Scheduled<Void>?
-        var reportedBytes: Int64
-        var timedOut = false
-        var ended = false
     }
 
-    /// What the loop state snapshot says after the request ended.
+    /// What the loop state says after the request ended.
     struct FinishInfo: Sendable {
         var decided: Decided?
         var start: ResponseStart?
@@ -87,91 +70,52 @@ final class TransferDelegate: HTTPClientResponseDelegate {
     let eventLoop: EventLoop
     let config: Config
     let writer: PartialWriter
-    let transfer: Transfer
-    let observer: any TransferObserver
+    let attempt: Attempt
+    let observer: any AttemptObserver
     private let box: NIOLoopBoundBox<LoopState>
-    /// Bandwidth limits: delays acknowledging body parts (nil: unlimited).
-    let throttle: BodyThrottle?
 
-    init(eventLoop: EventLoop, config: Config, writer: PartialWriter, transfer: Transfer, observer: any TransferObserver) {
+    init(eventLoop: EventLoop, config: Config, progressInterval: TimeAmount, writer: PartialWriter, attempt: Attempt,
+         observer: any AttemptObserver) {
         self.eventLoop = eventLoop
         self.config = config
         self.writer = writer
-        self.transfer = transfer
+        self.attempt = attempt
         self.observer = observer
-        let state = LoopState(finalURL: config.url, received: config.kept, reportedBytes: config.kept)
+        let state = LoopState(received: ProgressPacer(interval: progressInterval, total: config.kept))
         self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
-        self.throttle = transfer.rateLimiter.map { BodyThrottle(limiter: $0, eventLoop: eventLoop) }
     }
 
-    // MARK: - Lifecycle
+    var requestHeaders: [(String, String)] {
+        ResumeDecision.rangeHeaders(offset: config.requestedOffset, validators: config.requestValidators)
+    }
 
-    /// Starts the idle and checkpoint timers; `task` is what they cancel.
-    func attach(_ task: HTTPClient.Task<Void>) {
-        eventLoop.execute {
-            self.box.withValue { s in
-                guard s.phase != .finished, s.task == nil else { return }
-                s.task = task
-                s.lastActivity = .now()
-                self.scheduleIdleCheck(&s, at: s.lastActivity + self.config.idleTimeout)
-                let interval = self.config.checkpointInterval
-                s.checkpointTimer = self.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-                    self.checkpointTick()
-                }
+    func attached(_ task: HTTPClient.Task<Void>) {
+        box.withValue { s in
+            guard s.phase != .finished else { return }
+            s.task = task
+            let interval = self.config.checkpointInterval
+            s.checkpointTimer = self.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+                self.checkpointTick()
             }
         }
     }
 
-    /// Called for every response head, redirects included, before AsyncHTTPClient follows one: a redirect
-    /// that `RedirectPolicy` refuses fails the request here, so the refused URL is never requested.
-    func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
-        let url = request.url.absoluteString
-        let refused = box.withValue { s -> Bool in
-            s.finalURL = url
-            s.lastActivity = .now()
-            if s.visited.isEmpty { s.visited = [url] }
-            let verdict = RedirectPolicy.evaluate(from: url, status: Int(head.status.code),
-                                                  location: head.headers.first(name: "Location"), visited: s.visited,
-                                                  allowInsecure: self.config.allowInsecureRedirects)
-            switch verdict {
-            case .notARedirect:
-                return false
-            case .follow(let target):
-                s.visited.append(target)
-                return false
-            case .refuse(let error):
-                s.decided = .fail(error, transient: false, retryAfter: nil)
-                s.phase = .ignoringBody
-                return true
-            }
+    var isHoldingBack: Bool { box.withValue { $0.waiting != nil || $0.writesInFlight > 0 } }
+
+    func refuse(_ error: TaskError) {
+        box.withValue { s in
+            s.decided = .fail(error, transient: false, retryAfter: nil)
+            s.phase = .ignoringBody
         }
-        if refused { task.fail(reason: EngineAbort.decided) }
     }
 
-    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
-        let accepted = box.withValue { s -> Bool in
-            s.lastActivity = .now()
-            return self.decide(&s, head: head)
-        }
-        return accepted ? eventLoop.makeSucceededVoidFuture() : eventLoop.makeFailedFuture(EngineAbort.decided)
-    }
-
-    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        let acknowledged = receiveBodyPart(buffer)
-        return throttle?.admit(buffer.readableBytes, acknowledged: acknowledged) ?? acknowledged
-    }
-
-    private func receiveBodyPart(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    func bodyPart(_ buffer: ByteBuffer) -> EventLoopFuture<Void>? {
         box.withValue { s -> EventLoopFuture<Void> in
             guard s.phase == .streaming else { return self.eventLoop.makeSucceededVoidFuture() }
-            let n = buffer.readableBytes
             let now = NIODeadline.now()
-            s.lastActivity = now
-            s.received += Int64(n)
             self.append(&s, buffer)
-            self.transfer.setBytesReceived(s.received)
-            if now - s.lastProgressAt >= self.config.progressInterval {
-                self.emitProgress(&s, now: now)
+            if let report = s.received.add(Int64(buffer.readableBytes), now: now) {
+                self.emitProgress(report, expected: s.start?.expectedTotal)
             } else if s.progressTimer == nil {
                 self.scheduleTrailingProgress(&s)
             }
@@ -186,25 +130,18 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         }
     }
 
-    func didReceiveError(task: HTTPClient.Task<Void>, _ error: Error) {
+    func requestFailed() {
         let waiting = box.withValue { s -> EventLoopPromise<Void>? in
-            s.ended = true
             defer { s.waiting = nil }
             return s.waiting
         }
         waiting?.succeed(())
-        throttle?.release()
     }
 
-    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
-        box.withValue { $0.ended = true }
-    }
-
-    /// After the request's future completed: flushes, fsyncs, checkpoints, closes, and decides the outcome.
-    func finish(result: Result<Void, Error>) -> EventLoopFuture<TransferOutcome> {
-        let promise = eventLoop.makePromise(of: TransferOutcome.self)
+    /// Flushes, fsyncs, checkpoints, closes, and decides the outcome.
+    func finish(_ end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
+        let promise = eventLoop.makePromise(of: AttemptOutcome.self)
         let (waiting, batch, info) = box.withValue { s -> (EventLoopPromise<Void>?, [ByteBuffer], FinishInfo) in
-            s.idleTimer?.cancel()
             s.checkpointTimer?.cancel()
             s.progressTimer?.cancel()
             let streamed = s.phase == .streaming
@@ -214,69 +151,83 @@ final class TransferDelegate: HTTPClientResponseDelegate {
             let batch = s.pending
             s.pending = []
             s.pendingBytes = 0
-            if streamed, case .success = result {
-                self.emitProgress(&s, now: .now())
-            } else if streamed, s.received != s.reportedBytes {
-                self.emitProgress(&s, now: .now())
+            if streamed, let report = s.received.flush(now: .now()) {
+                self.emitProgress(report, expected: s.start?.expectedTotal)
             }
             let info = FinishInfo(decided: s.decided, start: s.start, expectedEnd: s.expectedEnd,
-                                  timedOut: s.timedOut, finalURL: s.finalURL)
+                                  timedOut: end.timedOut, finalURL: end.finalURL)
             return (waiting, batch, info)
         }
         waiting?.succeed(())
-        throttle?.release()
-        let transfer = self.transfer, observer = self.observer, url = config.url
+        let attempt = self.attempt, observer = self.observer, url = config.url, result = end.result
         writer.finish(batch, checkpoint: { durable in
-            observer.transferDidCheckpoint(transfer, durableBytes: durable)
+            observer.attemptDidCheckpoint(attempt, durableBytes: durable)
         }, done: { snapshot in
-            let stopRequested = transfer.isStopRequested
-            promise.succeed(TransferOutcomeRules.outcome(result: result, stopRequested: stopRequested, info: info,
-                                                         snapshot: snapshot, url: url))
+            promise.succeed(PartialFileOutcome.outcome(result: result, stopRequested: attempt.isStopRequested,
+                                                       info: info, snapshot: snapshot, url: url))
+        })
+        return promise.futureResult
+    }
+
+    func abandon(_ error: TaskError?) -> EventLoopFuture<AttemptOutcome> {
+        let promise = eventLoop.makePromise(of: AttemptOutcome.self)
+        box.withValue { $0.phase = .finished }
+        let attempt = self.attempt, observer = self.observer
+        writer.finish([], checkpoint: { durable in
+            observer.attemptDidCheckpoint(attempt, durableBytes: durable)
+        }, done: { snapshot in
+            guard let error else { return promise.succeed(.stopped(durableBytes: snapshot.durable)) }
+            promise.succeed(.failed(TransferFailure(error: error, isTransient: false, durableBytes: snapshot.durable)))
         })
         return promise.futureResult
     }
 
     // MARK: - Response head
 
+    func head(_ head: HTTPResponseHead, finalURL: String) -> Bool {
+        box.withValue { s in self.decide(&s, head: head, finalURL: finalURL) }
+    }
+
     /// Applies the resume decision; returns false when the response is refused (the request is then failed).
-    private func decide(_ s: inout LoopState, head: HTTPResponseHead) -> Bool {
+    private func decide(_ s: inout LoopState, head: HTTPResponseHead, finalURL: String) -> Bool {
         let headers = head.headers.map { ($0.name, $0.value) }
         let status = Int(head.status.code)
         let decision = ResumeDecision.decide(requestedOffset: config.requestedOffset, status: status, headers: headers,
-                                             now: POSIX.wallClock(), sentIfRange: config.sentIfRange, url: s.finalURL,
+                                             now: POSIX.wallClock(), sentIfRange: config.sentIfRange, url: finalURL,
                                              knownTotal: config.expectedLength)
         let received = Validators(etag: head.headers.first(name: "ETag"),
                                   lastModified: head.headers.first(name: "Last-Modified"))
-        let transfer = self.transfer, observer = self.observer
+        let attempt = self.attempt, observer = self.observer
         switch decision {
         case .start(let total):
             let discarded = config.kept
             accept(&s, status: status, headers: headers, offset: 0, total: total, validators: received,
-                   discarded: discarded, reason: discarded > 0 ? "noValidator" : nil)
+                   discarded: discarded, reason: discarded > 0 ? "noValidator" : nil, finalURL: finalURL)
             return true
         case .append(let total):
             let validators = received.isEmpty ? (config.requestValidators ?? received) : received
             accept(&s, status: status, headers: headers, offset: config.requestedOffset,
-                   total: total ?? config.expectedLength, validators: validators, discarded: 0, reason: nil)
+                   total: total ?? config.expectedLength, validators: validators, discarded: 0, reason: nil,
+                   finalURL: finalURL)
             return true
         case .restartFromZero(let total, let reason):
             accept(&s, status: status, headers: headers, offset: 0, total: total, validators: received,
-                   discarded: config.kept, reason: reason)
+                   discarded: config.kept, reason: reason, finalURL: finalURL)
             return true
         case .alreadyComplete(let total):
             let validators = received.isEmpty ? (config.requestValidators ?? received) : received
             let start = ResponseStart(status: status, offset: total, discardedBytes: 0, reason: nil,
-                                      expectedTotal: total, validators: validators, finalURL: s.finalURL)
+                                      expectedTotal: total, validators: validators, finalURL: finalURL)
             s.decided = .alreadyComplete(total: total, start: start)
             s.start = start
             s.phase = .ignoringBody
-            writer.callback { observer.transferDidStart(transfer, start) }
+            writer.callback { observer.attemptDidStart(attempt, start) }
             return true
         case .discardAndRetry(let reason):
             s.decided = .discard(reason: reason)
             s.phase = .ignoringBody
             writer.begin(truncate: true) { ok in
-                if ok { observer.transferDidCheckpoint(transfer, durableBytes: 0) }
+                if ok { observer.attemptDidCheckpoint(attempt, durableBytes: 0) }
             }
             return false
         case .fail(let error, let transient, let retryAfter):
@@ -287,7 +238,7 @@ final class TransferDelegate: HTTPClientResponseDelegate {
     }
 
     private func accept(_ s: inout LoopState, status: Int, headers: [(String, String)], offset: Int64, total: Int64?,
-                        validators: Validators, discarded: Int64, reason: String?) {
+                        validators: Validators, discarded: Int64, reason: String?, finalURL: String) {
         var end = ResumeDecision.contentLength(headers).map { offset + $0 }
         if end == nil, status == 206, let value = ResumeDecision.header("Content-Range", in: headers),
            let range = ContentRange.parse(value), let last = range.end {
@@ -295,22 +246,19 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         }
         let start = ResponseStart(status: status, offset: offset, discardedBytes: discarded, reason: reason,
                                   expectedTotal: total ?? (status == 206 ? nil : end), validators: validators,
-                                  finalURL: s.finalURL)
+                                  finalURL: finalURL)
         s.start = start
         s.expectedEnd = end
-        s.received = offset
-        s.reportedBytes = offset
-        s.lastProgressAt = .now()
+        s.received.restart(at: offset)
         s.phase = .streaming
-        transfer.setBytesReceived(offset)
-        let transfer = self.transfer, observer = self.observer, eventLoop = self.eventLoop
+        let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
         writer.begin(truncate: discarded > 0) { ok in
             guard ok else {
                 eventLoop.execute { self.writeFailed() }
                 return
             }
-            observer.transferDidStart(transfer, start)
-            if discarded > 0 { observer.transferDidCheckpoint(transfer, durableBytes: 0) }
+            observer.attemptDidStart(attempt, start)
+            if discarded > 0 { observer.attemptDidCheckpoint(attempt, durableBytes: 0) }
         }
     }
 
@@ -350,11 +298,11 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         } else if !batch.isEmpty {
             s.unsynced = true
         }
-        let transfer = self.transfer, observer = self.observer, eventLoop = self.eventLoop
+        let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
         writer.write(batch, sync: sync, written: { ok in
             eventLoop.execute { self.writeDone(ok: ok) }
         }, checkpoint: { durable in
-            observer.transferDidCheckpoint(transfer, durableBytes: durable)
+            observer.attemptDidCheckpoint(attempt, durableBytes: durable)
         }, synced: {
             eventLoop.execute { self.box.withValue { $0.syncInFlight = false } }
         })
@@ -369,7 +317,6 @@ final class TransferDelegate: HTTPClientResponseDelegate {
         let release = box.withValue { s -> EventLoopPromise<Void>? in
             s.writesInFlight -= 1
             guard s.phase == .streaming else { return nil }
-            s.lastActivity = .now()
             if s.writesInFlight == 0, s.pendingBytes >= Self.batchSize || s.syncRequested {
                 self.submit(&s, sync: s.syncRequested)
             }
@@ -389,19 +336,14 @@ final class TransferDelegate: HTTPClientResponseDelegate {
             return (s.task, s.waiting)
         }
         waiting?.succeed(())
-        throttle?.release()
         task?.fail(reason: EngineAbort.writeFailed)
     }
 
-    private func emitProgress(_ s: inout LoopState, now: NIODeadline) {
-        let delta = s.received - s.reportedBytes
-        let total = s.received
-        let expected = s.start?.expectedTotal
-        s.reportedBytes = total
-        s.lastProgressAt = now
-        let transfer = self.transfer, observer = self.observer
+    private func emitProgress(_ report: ProgressPacer.Report, expected: Int64?) {
+        let attempt = self.attempt, observer = self.observer
         writer.callback {
-            observer.transferDidWrite(transfer, bytesWritten: delta, totalBytesWritten: total, totalBytesExpected: expected)
+            observer.attemptDidReceive(attempt, bytes: report.delta, totalBytes: report.total,
+                                       totalBytesExpected: expected)
         }
     }
 
@@ -409,13 +351,13 @@ final class TransferDelegate: HTTPClientResponseDelegate {
 
     /// Else the bytes received just before a stall stayed unreported (bytesReceived behind even bytesDurable).
     private func scheduleTrailingProgress(_ s: inout LoopState) {
-        s.progressTimer = eventLoop.scheduleTask(deadline: s.lastProgressAt + config.progressInterval) {
+        s.progressTimer = eventLoop.scheduleTask(deadline: s.received.lastReportAt + s.received.interval) {
             self.box.withValue { s in
                 s.progressTimer = nil
-                guard s.phase == .streaming, s.received != s.reportedBytes else { return }
+                guard s.phase == .streaming, s.received.isBehind else { return }
                 let now = NIODeadline.now()
-                if now - s.lastProgressAt < self.config.progressInterval { return self.scheduleTrailingProgress(&s) }
-                self.emitProgress(&s, now: now)
+                if now - s.received.lastReportAt < s.received.interval { return self.scheduleTrailingProgress(&s) }
+                if let report = s.received.flush(now: now) { self.emitProgress(report, expected: s.start?.expectedTotal) }
             }
         }
     }
@@ -432,26 +374,5 @@ final class TransferDelegate: HTTPClientResponseDelegate {
             return s.waiting
         }
         release?.succeed(())
-    }
-
-    private func scheduleIdleCheck(_ s: inout LoopState, at deadline: NIODeadline) {
-        s.idleTimer = eventLoop.scheduleTask(deadline: deadline) { self.idleCheck() }
-    }
-
-    private func idleCheck() {
-        let expired = box.withValue { s -> HTTPClient.Task<Void>? in
-            guard s.phase != .finished, !s.ended else { return nil }
-            let now = NIODeadline.now()
-            // While our own writes hold the response back, the silence is ours, not the server's.
-            if s.waiting != nil || self.throttle?.isHolding == true { s.lastActivity = now }
-            let due = s.lastActivity + self.config.idleTimeout
-            guard now >= due else {
-                self.scheduleIdleCheck(&s, at: due)
-                return nil
-            }
-            s.timedOut = true
-            return s.task
-        }
-        expired?.fail(reason: EngineAbort.idleTimeout)
     }
 }

@@ -1,0 +1,214 @@
+// One HTTP attempt of any task: open the sink and the request body, send, stream the response, stop.
+import AsyncHTTPClient
+import HalfTunesProtocol
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// A download resumes or restarts its partial file (`PartialFileSink`); an upload sends its file from byte 0
+/// and, like a data task, keeps the response in memory (`CollectorSink`). Everything else — redirects, the
+/// idle timeout, progress pacing, bandwidth limits, stop — is the same `AttemptDelegate` for every kind.
+public final class Attempt: Sendable {
+    private struct Control {
+        var runCalled = false
+        var stopRequested = false
+        var task: HTTPClient.Task<Void>?
+    }
+
+    private let request: AttemptRequest
+    private let client: HTTPClient
+    private let observer: any AttemptObserver
+    private let logger: Logger
+    private let control = NIOLockedValueBox(Control())
+
+    public init(request: AttemptRequest, client: HTTPClient, observer: any AttemptObserver, logger: Logger) {
+        self.request = request
+        self.client = client
+        self.observer = observer
+        var logger = logger
+        logger[metadataKey: "task"] = "\(request.taskID)"
+        self.logger = logger
+    }
+
+    public var taskID: Int64 { request.taskID }
+
+    var isStopRequested: Bool { control.withLockedValue { $0.stopRequested } }
+
+    /// Idempotent, thread-safe; makes run() return `.stopped` (even if called before run() starts or while
+    /// the request is connecting), unless a whole response already decided the outcome. A download's data
+    /// already received is flushed, fsynced and checkpointed first.
+    public func stop() {
+        let task = control.withLockedValue { c -> HTTPClient.Task<Void>? in
+            c.stopRequested = true
+            return c.task
+        }
+        task?.fail(reason: EngineAbort.stopped)
+    }
+
+    /// Runs the attempt to its end. Call once.
+    public func run() async -> AttemptOutcome {
+        let first = control.withLockedValue { c -> Bool in
+            defer { c.runCalled = true }
+            return !c.runCalled
+        }
+        guard first else {
+            let error = TaskError(code: TaskErrorCode.internalError,
+                                  message: "Attempt.run() was called twice for task \(request.taskID)")
+            return .failed(TransferFailure(error: error, isTransient: false, durableBytes: 0))
+        }
+        let eventLoop = client.eventLoopGroup.next()
+        let sink: any ResponseSink
+        switch request.sink {
+        case .partialFile(let target):
+            switch await openPartialFile(target, eventLoop: eventLoop) {
+            case .success(let opened): sink = opened
+            case .failure(let failed): return failed.outcome
+            }
+        case .memory(let limit):
+            sink = CollectorSink(eventLoop: eventLoop, method: request.method, limit: limit,
+                                 progressInterval: Self.amount(request.progressInterval), attempt: self,
+                                 observer: observer)
+        }
+        var body: UploadBodyStream?
+        var bytesToSend: Int64?
+        if let upload = request.body {
+            let source: UploadSource
+            do {
+                source = try UploadSource.open(path: upload.path, expected: upload.fileID)
+            } catch {
+                logger.warning("cannot open the file to upload", metadata: ["error": "\(error)"])
+                return await eventLoop.flatSubmit { sink.abandon(error.taskError) }.outcome()
+            }
+            logger.debug("upload source opened", metadata: [
+                "file": "\(upload.path)", "bytes": "\(source.size)", "uid": "\(source.openedAsUID)",
+            ])
+            observer.attemptDidOpenBody(self, bytesExpectedToSend: source.size)
+            bytesToSend = source.size
+            body = UploadBodyStream(source: source, eventLoop: eventLoop, limiter: request.rateLimiter,
+                                    label: "halftunesd.upload.\(request.taskID)")
+        }
+        let closeBody = { [body] in if let body { eventLoop.execute { body.close() } } }
+        if isStopRequested {
+            closeBody()
+            return await eventLoop.flatSubmit { sink.abandon(nil) }.outcome()
+        }
+        let httpRequest: HTTPClient.Request
+        do {
+            httpRequest = try makeHTTPRequest(body: body?.body, extraHeaders: sink.requestHeaders)
+        } catch {
+            closeBody()
+            let taskError = ErrorMapping.requestBuildFailure(error, url: request.url)
+            return await eventLoop.flatSubmit { sink.abandon(taskError) }.outcome()
+        }
+
+        let config = AttemptDelegate.Config(
+            url: request.url, idleTimeout: Self.amount(request.requestTimeout),
+            progressInterval: Self.amount(request.progressInterval), bytesToSend: bytesToSend,
+            allowInsecureRedirects: request.allowInsecureRedirects)
+        let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
+                                       sink: sink, body: body, limiter: request.rateLimiter)
+        logger.debug("starting attempt", metadata: ["url": "\(request.url)", "method": "\(request.method)"])
+        let task = client.execute(request: httpRequest, delegate: delegate,
+                                  eventLoop: .delegateAndChannel(on: eventLoop), logger: logger)
+        let stopNow = control.withLockedValue { c -> Bool in
+            c.task = task
+            return c.stopRequested
+        }
+        delegate.attach(task)
+        if stopNow { task.fail(reason: EngineAbort.stopped) }
+
+        let result: Result<Void, Error>
+        do {
+            try await task.get()
+            result = .success(())
+        } catch {
+            result = .failure(error)
+        }
+        control.withLockedValue { $0.task = nil }
+        let outcome = await eventLoop.flatSubmit { delegate.finish(result: result) }.outcome()
+        logger.debug("attempt ended", metadata: ["outcome": "\(Self.summary(outcome))"])
+        return outcome
+    }
+
+    /// Opens and prepares a download's partial file (off the event loop).
+    private func openPartialFile(_ target: PartialFileTarget, eventLoop: EventLoop) async
+        -> Result<PartialFileSink, FailedOpen> {
+        let writer: PartialWriter
+        do {
+            writer = try await PartialWriter.open(path: target.path, durableOffset: target.durableOffset,
+                                                  label: "halftunesd.transfer.\(request.taskID)")
+        } catch {
+            let fileError = error as? FileIOError
+                ?? FileIOError(operation: "open", path: target.path, errno: 5 /* EIO */)
+            logger.warning("cannot prepare the partial file", metadata: ["error": "\(fileError)"])
+            let left = PartialFile.length(path: target.path).map { min($0, max(0, target.durableOffset)) } ?? 0
+            return .failure(FailedOpen(outcome: PartialFileOutcome.fileFailure(fileError, durable: left)))
+        }
+        let ifRange = target.validators?.ifRangeValue
+        let requestedOffset = ifRange != nil ? writer.kept : 0
+        let config = PartialFileSink.Config(
+            url: request.url, requestedOffset: requestedOffset, kept: writer.kept,
+            sentIfRange: requestedOffset > 0 ? ifRange : nil, requestValidators: target.validators,
+            expectedLength: target.expectedLength, checkpointInterval: Self.amount(target.checkpointInterval))
+        logger.debug("partial file prepared", metadata: ["offset": "\(requestedOffset)", "kept": "\(writer.kept)"])
+        return .success(PartialFileSink(eventLoop: eventLoop, config: config,
+                                        progressInterval: Self.amount(request.progressInterval), writer: writer,
+                                        attempt: self, observer: observer))
+    }
+
+    private struct FailedOpen: Error {
+        var outcome: AttemptOutcome
+    }
+
+    private func makeHTTPRequest(body: HTTPClient.Body?, extraHeaders: [(String, String)]) throws
+        -> HTTPClient.Request {
+        var headers = HTTPHeaders()
+        for (name, value) in request.headers {
+            switch name.lowercased() {
+            case "content-length", "transfer-encoding", "accept-encoding", "range", "if-range": continue
+            default: headers.add(name: name, value: value)
+            }
+        }
+        headers.replaceOrAdd(name: "Accept-Encoding", value: "identity")
+        if !headers.contains(name: "User-Agent") {
+            headers.add(name: "User-Agent", value: "halftunesd/\(HalfTunes.version)")
+        }
+        if body != nil, !headers.contains(name: "Content-Type") {
+            headers.add(name: "Content-Type", value: "application/octet-stream")
+        }
+        for (name, value) in extraHeaders {
+            headers.replaceOrAdd(name: name, value: value)
+        }
+        return try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers,
+                                      body: body)
+    }
+
+    /// A log line's worth of an outcome (without a response body).
+    static func summary(_ outcome: AttemptOutcome) -> String {
+        switch outcome {
+        case .completed(let total, _): return "completed (\(total) bytes)"
+        case .responded(let response): return "completed (HTTP \(response.status), \(response.bodyBytes) body bytes)"
+        case .stopped(let durable): return "stopped (\(durable) bytes durable)"
+        case .failed(let failure, let response):
+            return "failed: \(failure.error.message)" + (response.map { " (HTTP \($0.status))" } ?? "")
+        }
+    }
+
+    private static func amount(_ seconds: Double) -> TimeAmount {
+        let clamped = min(max(seconds, 0.001), 1e9)
+        return .nanoseconds(Int64(clamped * 1e9))
+    }
+}
+
+extension EventLoopFuture where Value == AttemptOutcome {
+    /// The outcome; should the future fail (sinks never fail it), a transient internal error.
+    func outcome() async -> AttemptOutcome {
+        do {
+            return try await get()
+        } catch {
+            let taskError = TaskError(code: TaskErrorCode.internalError, message: "The attempt ended abnormally: \(error)")
+            return .failed(TransferFailure(error: taskError, isTransient: true, durableBytes: 0))
+        }
+    }
+}

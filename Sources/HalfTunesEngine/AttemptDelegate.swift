@@ -1,0 +1,279 @@
+// The one AsyncHTTPClient delegate of every attempt: redirects, the idle timeout, sent-body progress, throttling.
+import AsyncHTTPClient
+import HalfTunesProtocol
+import NIOCore
+import NIOHTTP1
+
+/// Where a response body goes: a download's partial file (`PartialFileSink`) or memory (`CollectorSink`).
+/// Every method is called on the attempt's event loop, never while the delegate's own state is being
+/// accessed, so a sink may complete promises and fail the request.
+protocol ResponseSink: AnyObject, Sendable {
+    /// Extra request headers (a download's `Range` and `If-Range`).
+    var requestHeaders: [(String, String)] { get }
+    /// The request is under way (`task` is what a sink fails when it must stop reading).
+    func attached(_ task: HTTPClient.Task<Void>)
+    /// The final response head, after redirects. False refuses it: the request is failed.
+    func head(_ head: HTTPResponseHead, finalURL: String) -> Bool
+    /// A redirect was refused before it was followed.
+    func refuse(_ error: TaskError)
+    /// A body part: the future acknowledges it (a pending one holds the response back); nil refuses the rest.
+    func bodyPart(_ buffer: ByteBuffer) -> EventLoopFuture<Void>?
+    /// The sink's own work holds the response back (that silence is ours, not the server's).
+    var isHoldingBack: Bool { get }
+    /// The request failed: let go of anything held.
+    func requestFailed()
+    /// After the request's future completed: flush what the sink holds and decide the outcome.
+    func finish(_ end: AttemptEnd) -> EventLoopFuture<AttemptOutcome>
+    /// Ends an attempt that never sent a request: `.stopped`, or `.failed` with `error`.
+    func abandon(_ error: TaskError?) -> EventLoopFuture<AttemptOutcome>
+}
+
+/// What the delegate knows when the request is over.
+struct AttemptEnd: Sendable {
+    var result: Result<Void, Error>
+    /// The idle timeout failed the request.
+    var timedOut: Bool
+    /// After redirects.
+    var finalURL: String
+    /// The whole response arrived (AsyncHTTPClient's `didFinishRequest`).
+    var responseEnded: Bool
+}
+
+/// Runs on the attempt's event loop (requests use `.delegateAndChannel(on:)`), so body parts arrive without
+/// hops. Nothing here calls into AsyncHTTPClient, the sink or a promise while the loop state is being
+/// accessed: those calls can re-enter the delegate synchronously.
+final class AttemptDelegate: HTTPClientResponseDelegate {
+    typealias Response = Void
+
+    struct Config: Sendable {
+        var url: String
+        var idleTimeout: TimeAmount
+        var progressInterval: TimeAmount
+        /// The request body's length (uploads).
+        var bytesToSend: Int64?
+        /// The session's `allowInsecureRedirects` (https → http).
+        var allowInsecureRedirects: Bool
+    }
+
+    struct LoopState {
+        var task: HTTPClient.Task<Void>?
+        var finished = false
+        var finalURL: String
+        /// URLs requested in this attempt, the first one first (for `RedirectPolicy`).
+        var visited: [String] = []
+        /// The whole response arrived, or the request failed: the idle timer has nothing left to watch.
+        var ended = false
+        var responseEnded = false
+        var sent: ProgressPacer
+        var lastActivity = NIODeadline.now()
+        var idleTimer: Scheduled<Void>?
+        var timedOut = false
+    }
+
+    let eventLoop: EventLoop
+    let config: Config
+    let attempt: Attempt
+    let observer: any AttemptObserver
+    let sink: any ResponseSink
+    let body: UploadBodyStream?
+    /// Bandwidth limits: delays acknowledging response body parts (nil: unlimited).
+    let throttle: BodyThrottle?
+    private let box: NIOLoopBoundBox<LoopState>
+
+    init(eventLoop: EventLoop, config: Config, attempt: Attempt, observer: any AttemptObserver,
+         sink: any ResponseSink, body: UploadBodyStream?, limiter: RateLimiter?) {
+        self.eventLoop = eventLoop
+        self.config = config
+        self.attempt = attempt
+        self.observer = observer
+        self.sink = sink
+        self.body = body
+        self.throttle = limiter.map { BodyThrottle(limiter: $0, eventLoop: eventLoop) }
+        let state = LoopState(finalURL: config.url, sent: ProgressPacer(interval: config.progressInterval))
+        self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
+    }
+
+    /// Starts the idle timer and the sink's own timers; `task` is what they fail.
+    func attach(_ task: HTTPClient.Task<Void>) {
+        eventLoop.execute {
+            let attached = self.box.withValue { s -> Bool in
+                guard !s.finished, s.task == nil else { return false }
+                s.task = task
+                s.lastActivity = .now()
+                self.scheduleIdleCheck(&s, at: s.lastActivity + self.config.idleTimeout)
+                return true
+            }
+            if attached { self.sink.attached(task) }
+        }
+    }
+
+    // MARK: - Request body
+
+    func didSendRequestHead(task: HTTPClient.Task<Void>, _ head: HTTPRequestHead) {
+        box.withValue { s in
+            // Every request (a redirected one too) sends its body from byte 0.
+            s.sent.restart(at: 0)
+            s.lastActivity = .now()
+        }
+    }
+
+    func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) {
+        let report = box.withValue { s -> ProgressPacer.Report? in
+            let now = NIODeadline.now()
+            s.lastActivity = now
+            return s.sent.add(Int64(part.readableBytes), now: now)
+        }
+        if let report { reportSent(report) }
+    }
+
+    func didSendRequest(task: HTTPClient.Task<Void>) {
+        if let report = box.withValue({ $0.sent.flush(now: .now()) }) { reportSent(report) }
+    }
+
+    // MARK: - Response
+
+    /// Called for every response head, redirects included, before AsyncHTTPClient follows one: a redirect
+    /// that `RedirectPolicy` refuses fails the request here, so the refused URL is never requested.
+    func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
+        let url = request.url.absoluteString
+        let refusal = box.withValue { s -> TaskError? in
+            s.lastActivity = .now()
+            s.finalURL = url
+            if s.visited.isEmpty { s.visited = [url] }
+            let verdict = RedirectPolicy.evaluate(from: url, status: Int(head.status.code),
+                                                  location: head.headers.first(name: "Location"), visited: s.visited,
+                                                  allowInsecure: self.config.allowInsecureRedirects)
+            switch verdict {
+            case .notARedirect:
+                return nil
+            case .follow(let target):
+                s.visited.append(target)
+                return nil
+            case .refuse(let error):
+                return error
+            }
+        }
+        guard let refusal else { return }
+        sink.refuse(refusal)
+        task.fail(reason: EngineAbort.decided)
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        let finalURL = box.withValue { s -> String in
+            s.lastActivity = .now()
+            return s.finalURL
+        }
+        return sink.head(head, finalURL: finalURL)
+            ? eventLoop.makeSucceededVoidFuture() : eventLoop.makeFailedFuture(EngineAbort.decided)
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        box.withValue { $0.lastActivity = .now() }
+        guard let acknowledged = sink.bodyPart(buffer) else { return eventLoop.makeFailedFuture(EngineAbort.decided) }
+        return throttle?.admit(buffer.readableBytes, acknowledged: acknowledged) ?? acknowledged
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: Error) {
+        box.withValue { $0.ended = true }
+        sink.requestFailed()
+        throttle?.release()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+        box.withValue { s in
+            s.ended = true
+            s.responseEnded = true
+        }
+    }
+
+    /// After the request's future completed: stops the timers and the request body, then lets the sink
+    /// flush and decide the outcome.
+    func finish(result: Result<Void, Error>) -> EventLoopFuture<AttemptOutcome> {
+        let (end, report) = box.withValue { s -> (AttemptEnd, ProgressPacer.Report?) in
+            s.idleTimer?.cancel()
+            s.idleTimer = nil
+            s.finished = true
+            let end = AttemptEnd(result: result, timedOut: s.timedOut, finalURL: s.finalURL,
+                                 responseEnded: s.responseEnded)
+            return (end, s.sent.flush(now: .now()))
+        }
+        if let report { reportSent(report) }
+        body?.close()
+        throttle?.release()
+        return sink.finish(end)
+    }
+
+    // MARK: - Progress and the idle timer
+
+    private func reportSent(_ report: ProgressPacer.Report) {
+        observer.attemptDidSend(attempt, bytes: report.delta, totalBytes: report.total,
+                                totalBytesExpected: config.bytesToSend)
+    }
+
+    private func scheduleIdleCheck(_ s: inout LoopState, at deadline: NIODeadline) {
+        s.idleTimer = eventLoop.scheduleTask(deadline: deadline) { self.idleCheck() }
+    }
+
+    private func idleCheck() {
+        // Our own work (writing the file, reading the upload, waiting for the bandwidth limits) holds the
+        // exchange back: that silence is ours, not the server's.
+        let holding = sink.isHoldingBack || body?.isHoldingBack == true || throttle?.isHolding == true
+        let expired = box.withValue { s -> HTTPClient.Task<Void>? in
+            guard !s.finished, !s.ended else { return nil }
+            let now = NIODeadline.now()
+            if holding { s.lastActivity = now }
+            let due = s.lastActivity + self.config.idleTimeout
+            guard now >= due else {
+                self.scheduleIdleCheck(&s, at: due)
+                return nil
+            }
+            s.timedOut = true
+            return s.task
+        }
+        expired?.fail(reason: EngineAbort.idleTimeout)
+    }
+}
+
+/// Paces progress reports: at most one per interval, plus a final one for bytes left unreported.
+struct ProgressPacer: Sendable {
+    struct Report: Sendable, Equatable {
+        var delta: Int64
+        var total: Int64
+    }
+
+    let interval: TimeAmount
+    private(set) var total: Int64 = 0
+    private(set) var reported: Int64 = 0
+    private(set) var lastReportAt = NIODeadline.now()
+
+    init(interval: TimeAmount, total: Int64 = 0) {
+        self.interval = interval
+        self.total = total
+        self.reported = total
+    }
+
+    /// Bytes are left unreported.
+    var isBehind: Bool { total != reported }
+
+    /// Starts counting again from `total` (a new response, or a body sent anew), with nothing to report.
+    mutating func restart(at total: Int64) {
+        self.total = total
+        reported = total
+        lastReportAt = .now()
+    }
+
+    /// Counts `bytes`; a report when the interval has passed since the last one.
+    mutating func add(_ bytes: Int64, now: NIODeadline) -> Report? {
+        total += bytes
+        return now - lastReportAt >= interval ? flush(now: now) : nil
+    }
+
+    /// A report of whatever is unreported (nil when nothing is).
+    mutating func flush(now: NIODeadline) -> Report? {
+        guard total != reported else { return nil }
+        let report = Report(delta: total - reported, total: total)
+        reported = total
+        lastReportAt = now
+        return report
+    }
+}

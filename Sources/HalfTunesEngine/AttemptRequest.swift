@@ -1,0 +1,120 @@
+// What one Attempt is asked to do: the request, its optional body (an upload's file), where the response goes.
+import HalfTunesProtocol
+
+/// One HTTP attempt of any task kind. Downloads, uploads and data tasks differ only in `body` (an upload's
+/// file, sent from byte 0 every attempt) and `sink` (the partial file, resumed from its durable end, or the
+/// response kept in memory); the attempt itself (redirects, idle timeout, progress pacing, bandwidth limits,
+/// stop) is the same for all of them.
+public struct AttemptRequest: Sendable {
+    public var taskID: Int64
+    public var url: String
+    /// GET for downloads; PUT or POST (uploads); GET or HEAD (data tasks).
+    public var method: String
+    /// Session and task headers, merged. `Range`, `If-Range`, `Accept-Encoding`, `Content-Length` and
+    /// `Transfer-Encoding` are set by the engine; a `User-Agent` given here replaces `halftunesd/<version>`.
+    public var headers: [(name: String, value: String)]
+    /// The request body (uploads); nil: none.
+    public var body: UploadBody?
+    /// Where the response body goes.
+    public var sink: Sink
+    /// Idle timeout in seconds, reset by every byte sent or received.
+    public var requestTimeout: Double
+    /// Progress is reported at most this often (seconds), plus once at the end.
+    public var progressInterval: Double
+    /// Bandwidth limits the request and response bodies are metered against (nil: none).
+    public var rateLimiter: RateLimiter? = nil
+    /// Follow a redirect from https to http (the session's `allowInsecureRedirects`); refused by default.
+    public var allowInsecureRedirects = false
+
+    /// An upload's file, opened by `UploadSource.open` when the attempt starts.
+    public struct UploadBody: Sendable, Equatable {
+        public var path: String
+        /// The file every attempt must open (pinned when the task was created; nil: not pinned).
+        public var fileID: FileID?
+
+        public init(path: String, fileID: FileID? = nil) {
+            self.path = path
+            self.fileID = fileID
+        }
+    }
+
+    public enum Sink: Sendable {
+        /// A download's partial file.
+        case partialFile(PartialFileTarget)
+        /// An upload's or data task's response, kept in memory up to its limit.
+        case memory(ResponseLimit)
+    }
+
+    public init(taskID: Int64, url: String, method: String, headers: [(name: String, value: String)] = [],
+                body: UploadBody? = nil, sink: Sink, requestTimeout: Double = 60, progressInterval: Double = 0.25) {
+        self.taskID = taskID
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.sink = sink
+        self.requestTimeout = requestTimeout
+        self.progressInterval = progressInterval
+    }
+
+    /// A download attempt into `partialPath`, resumed from `durableOffset` when `validators` allow it.
+    public static func download(taskID: Int64, url: String, headers: [(name: String, value: String)] = [],
+                                partialPath: String, durableOffset: Int64 = 0, validators: Validators? = nil,
+                                expectedLength: Int64? = nil, requestTimeout: Double = 60,
+                                checkpointInterval: Double = 1.0, progressInterval: Double = 0.25) -> AttemptRequest {
+        let target = PartialFileTarget(path: partialPath, durableOffset: durableOffset, validators: validators,
+                                       expectedLength: expectedLength, checkpointInterval: checkpointInterval)
+        return AttemptRequest(taskID: taskID, url: url, method: "GET", headers: headers, sink: .partialFile(target),
+                              requestTimeout: requestTimeout, progressInterval: progressInterval)
+    }
+}
+
+/// A download's side of an attempt: the partial file and what is known about the resource.
+public struct PartialFileTarget: Sendable, Equatable {
+    /// The partial file (may not exist yet).
+    public var path: String
+    /// Bytes at the start of the partial that are durable and valid.
+    public var durableOffset: Int64
+    /// From an earlier response; nil means the attempt cannot resume and starts at 0.
+    public var validators: Validators?
+    /// Total length known from an earlier response.
+    public var expectedLength: Int64?
+    /// Seconds between checkpoints (fsync, then the journal records the durable length).
+    public var checkpointInterval: Double
+
+    public init(path: String, durableOffset: Int64 = 0, validators: Validators? = nil, expectedLength: Int64? = nil,
+                checkpointInterval: Double = 1.0) {
+        self.path = path
+        self.durableOffset = durableOffset
+        self.validators = validators
+        self.expectedLength = expectedLength
+        self.checkpointInterval = checkpointInterval
+    }
+}
+
+/// The most response body bytes kept, and what happens to a longer body.
+public struct ResponseLimit: Sendable, Equatable {
+    public enum Overflow: Sendable, Equatable {
+        /// Keep the beginning, mark the response `truncated`, read and discard the rest (uploads).
+        case truncate
+        /// Fail the attempt with `responseTooLarge` (data tasks: the body is the result).
+        case fail
+    }
+
+    public var maxBytes: Int
+    public var overflow: Overflow
+
+    public init(maxBytes: Int, overflow: Overflow) {
+        self.maxBytes = maxBytes
+        self.overflow = overflow
+    }
+
+    /// Uploads keep the first 64 KiB of the response body.
+    public static let upload = ResponseLimit(maxBytes: 64 << 10, overflow: .truncate)
+    /// Data tasks' default (and largest) body cap: 16 MiB.
+    public static let dataDefaultBytes: Int64 = 16 << 20
+
+    public static func data(maxBytes: Int64?) -> ResponseLimit {
+        ResponseLimit(maxBytes: Int(min(max(maxBytes ?? dataDefaultBytes, 0), dataDefaultBytes)), overflow: .fail)
+    }
+}

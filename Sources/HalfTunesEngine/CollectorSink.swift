@@ -1,0 +1,135 @@
+// An upload's or data task's response sink: the capped body in memory, and the outcome it makes.
+import AsyncHTTPClient
+import HalfTunesProtocol
+import NIOCore
+import NIOHTTP1
+
+/// Used on the attempt's event loop only (see `ResponseSink`). Nothing survives the attempt: the response
+/// (capped by its `ResponseLimit`) is held until the outcome reports it.
+final class CollectorSink: ResponseSink, @unchecked Sendable {
+    struct LoopState {
+        var status: Int?
+        var headers: [(String, String)] = []
+        var collector: ResponseCollector
+        /// The sink refused the response (too large) or a redirect was refused; the request was failed for it.
+        var refused: TaskError?
+        var received: ProgressPacer
+        /// After redirects (set with the response head).
+        var finalURL = ""
+    }
+
+    let eventLoop: EventLoop
+    let method: String
+    let limit: ResponseLimit
+    let attempt: Attempt
+    let observer: any AttemptObserver
+    private let box: NIOLoopBoundBox<LoopState>
+
+    init(eventLoop: EventLoop, method: String, limit: ResponseLimit, progressInterval: TimeAmount, attempt: Attempt,
+         observer: any AttemptObserver) {
+        self.eventLoop = eventLoop
+        self.method = method
+        self.limit = limit
+        self.attempt = attempt
+        self.observer = observer
+        let state = LoopState(collector: ResponseCollector(limit: limit),
+                              received: ProgressPacer(interval: progressInterval))
+        self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
+    }
+
+    var requestHeaders: [(String, String)] { [] }
+
+    func attached(_ task: HTTPClient.Task<Void>) {}
+
+    var isHoldingBack: Bool { false }
+
+    func refuse(_ error: TaskError) {
+        box.withValue { $0.refused = error }
+    }
+
+    func head(_ head: HTTPResponseHead, finalURL: String) -> Bool {
+        box.withValue { s -> Bool in
+            let status = Int(head.status.code)
+            let headers = head.headers.map { ($0.name, $0.value) }
+            s.status = status
+            s.headers = headers
+            s.finalURL = finalURL
+            if let refusal = ExchangeRules.refusal(status: status, headers: headers, method: self.method,
+                                                   limit: self.limit, url: finalURL) {
+                s.refused = refusal
+                return false
+            }
+            return true
+        }
+    }
+
+    func bodyPart(_ buffer: ByteBuffer) -> EventLoopFuture<Void>? {
+        let (accepted, report, expected) = box.withValue { s -> (Bool, ProgressPacer.Report?, Int64?) in
+            guard s.refused == nil else { return (false, nil, nil) }
+            guard s.collector.append(buffer.readableBytesView) else {
+                s.refused = ExchangeRules.tooLarge(url: s.finalURL, bytes: nil, limit: self.limit)
+                return (false, nil, nil)
+            }
+            let report = s.received.add(Int64(buffer.readableBytes), now: .now())
+            return (true, report, report == nil ? nil : ResumeDecision.contentLength(s.headers))
+        }
+        guard accepted else { return nil }
+        if let report { reportReceived(report, expected: expected) }
+        return eventLoop.makeSucceededVoidFuture()
+    }
+
+    func requestFailed() {}
+
+    func finish(_ end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
+        let s = box.withValue { $0 }
+        if let report = box.withValue({ $0.received.flush(now: .now()) }) {
+            reportReceived(report, expected: ResumeDecision.contentLength(s.headers))
+        }
+        return eventLoop.makeSucceededFuture(Self.outcome(end: end, state: s, stopRequested: attempt.isStopRequested))
+    }
+
+    func abandon(_ error: TaskError?) -> EventLoopFuture<AttemptOutcome> {
+        guard let error else { return eventLoop.makeSucceededFuture(.stopped(durableBytes: 0)) }
+        return eventLoop.makeSucceededFuture(.failed(TransferFailure(error: error, isTransient: false, durableBytes: 0)))
+    }
+
+    private func reportReceived(_ report: ProgressPacer.Report, expected: Int64?) {
+        observer.attemptDidReceive(attempt, bytes: report.delta, totalBytes: report.total, totalBytesExpected: expected)
+    }
+
+    /// Precedence: a whole response decides; then stop(); then the sink's own refusal (or a refused
+    /// redirect); then the idle timeout; then the transport error.
+    static func outcome(end: AttemptEnd, state s: LoopState, stopRequested: Bool) -> AttemptOutcome {
+        if case .success = end.result, let status = s.status, end.responseEnded, s.refused == nil {
+            let response = s.collector.response(status: status, headers: s.headers)
+            return ExchangeRules.outcome(status: status, headers: s.headers, response: response,
+                                         now: POSIX.wallClock(), url: end.finalURL)
+        }
+        if stopRequested { return .stopped(durableBytes: 0) }
+        if let refused = s.refused {
+            var response = s.status.map { s.collector.response(status: $0, headers: s.headers) }
+            if refused.code == TaskErrorCode.responseTooLarge {
+                // Refused at the head (Content-Length) or while reading: no body is kept either way.
+                response?.body = nil
+                response?.truncated = true
+            }
+            return .failed(TransferFailure(error: refused, isTransient: false, durableBytes: 0), response: response)
+        }
+        if end.timedOut {
+            let error = TaskError(code: TaskErrorCode.timedOut,
+                                  message: "No data to or from \(ErrorMapping.hostDescription(end.finalURL)) within the request timeout")
+            return .failed(TransferFailure(error: error, isTransient: true, durableBytes: 0))
+        }
+        switch end.result {
+        case .failure(let error as UploadSourceError):
+            return .failed(TransferFailure(error: error.taskError, isTransient: false, durableBytes: 0))
+        case .failure(let error):
+            let (taskError, transient) = ErrorMapping.classify(error, url: end.finalURL)
+            return .failed(TransferFailure(error: taskError, isTransient: transient, durableBytes: 0))
+        case .success:
+            let error = TaskError(code: TaskErrorCode.connectionLost,
+                                  message: "The exchange with \(end.finalURL) ended without a complete response")
+            return .failed(TransferFailure(error: error, isTransient: true, durableBytes: 0))
+        }
+    }
+}
