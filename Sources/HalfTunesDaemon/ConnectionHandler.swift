@@ -27,8 +27,9 @@ struct ClientLimits: Sendable {
     }
 }
 
-/// One client connection: lines in, requests handled one after another (so responses keep request
-/// order), responses and event notifications out through the connection's `Outbox`.
+/// One client connection: lines in, requests decoded one after another and handled one after another, the
+/// two stages overlapping (responses keep request order), responses and event notifications out through the
+/// connection's `Outbox`.
 final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
 
@@ -39,7 +40,9 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     private let logger: Logger
     private let limits: ClientLimits
     private var outbox: Outbox?
-    private var continuation: AsyncStream<[UInt8]>.Continuation?
+    private var continuation: AsyncStream<[[UInt8]]>.Continuation?
+    /// Lines of the current socket read, handed on together at `channelReadComplete`.
+    private var burst: [[UInt8]] = []
     private let connectionID: UInt64
     /// Requests read but not yet handled, and whether reading is paused because there are too many:
     /// a client pipelining requests faster than they are handled is slowed down, not buffered without end.
@@ -64,9 +67,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         self.outbox = outbox
         let credentials = Self.peerCredentials(context.channel)
         let peerGroups = Self.peerGroups(context.channel)
-        let (lines, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+        let (bursts, continuation) = AsyncStream.makeStream(of: [[UInt8]].self)
         self.continuation = continuation
         let router = self.router
+        let core = self.core
         let id = connectionID
         let quota = limits.quota
         let backlog = self.backlog
@@ -96,20 +100,40 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             outbox.setViewer(uid)
             // Counted until every request read from it is handled (the stream ends after the channel closed).
             defer { quota.release(uid) }
-            for await line in lines {
-                if let response = await router.handle(line: line, connectionID: id, uid: uid, groups: groups, outbox: outbox) {
-                    outbox.send(response: response)
+            // Three stages, so a pipelining client's requests overlap: the next request is parsed and decoded
+            // while the core makes the calls of those before it, one after another on the core (no hop per
+            // request), and the answers are turned into JSON and sent in request order.
+            let (prepared, preparedSink) = AsyncStream.makeStream(of: [(RPCRouter.Prepared, Int)].self)
+            let (answers, answerSink) = AsyncStream.makeStream(of: (RPCRouter.Answer, Int).self)
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    for await lines in bursts {
+                        preparedSink.yield(lines.map { line in
+                            (router.prepare(line: line, connectionID: id, uid: uid, groups: groups, outbox: outbox),
+                             line.count)
+                        })
+                    }
+                    preparedSink.finish()
                 }
-                let resume = backlog.withLockedValue { b -> Bool in
-                    b.queued -= 1
-                    b.bytes -= line.count
-                    guard b.paused, b.queued < Self.resumeBelow, b.bytes < Self.maxQueuedBytes / 2 else { return false }
-                    b.paused = false
-                    return true
+                group.addTask {
+                    await core.serve(prepared, router: router) { answer, bytes in answerSink.yield((answer, bytes)) }
+                    answerSink.finish()
                 }
-                if resume {
-                    channel.eventLoop.execute {
-                        channel.setOption(ChannelOptions.autoRead, value: true).whenSuccess { channel.read() }
+                for await (answer, bytes) in answers {
+                    if let response = router.response(answer) {
+                        outbox.send(response: response)
+                    }
+                    let resume = backlog.withLockedValue { b -> Bool in
+                        b.queued -= 1
+                        b.bytes -= bytes
+                        guard b.paused, b.queued < Self.resumeBelow, b.bytes < Self.maxQueuedBytes / 2 else { return false }
+                        b.paused = false
+                        return true
+                    }
+                    if resume {
+                        channel.eventLoop.execute {
+                            channel.setOption(ChannelOptions.autoRead, value: true).whenSuccess { channel.read() }
+                        }
                     }
                 }
             }
@@ -129,10 +153,22 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             return true
         }
         if pause { context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
-        continuation?.yield(bytes)
+        burst.append(bytes)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if !burst.isEmpty {
+            continuation?.yield(burst)
+            burst = []
+        }
+        context.fireChannelReadComplete()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        if !burst.isEmpty {
+            continuation?.yield(burst)
+            burst = []
+        }
         continuation?.finish()
         outbox?.close()
         let core = self.core

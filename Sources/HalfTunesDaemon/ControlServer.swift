@@ -37,7 +37,7 @@ final class ControlServer: Sendable {
 
     static func start(listener: ControlListener, group: EventLoopGroup, core: DaemonCore, logger: Logger,
                       limits: ClientLimits, connections: ConnectionCounter) async throws -> ControlServer {
-        let router = RPCRouter(core: core)
+        let router = RPCRouter()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelInitializer { channel in

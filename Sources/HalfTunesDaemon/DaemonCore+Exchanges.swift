@@ -85,9 +85,8 @@ extension DaemonCore {
         return fields
     }
 
-    /// Creates an upload or data task (the URL was checked by `createTask`).
-    func createExchangeTask(_ p: TaskCreateParams, _ fields: ExchangeFields, url: String,
-                            in s: ManagedSession) throws(RPCError) -> TaskInfo {
+    /// The row of a new upload or data task (the URL was checked by `prepareCreate`).
+    func exchangeTask(_ p: TaskCreateParams, _ fields: ExchangeFields, url: String, in s: ManagedSession) -> TaskRecord {
         let now = clock()
         var record = TaskRecord(
             session: p.session, kind: fields.kind.rawValue, url: url, state: .suspended, destination: "",
@@ -96,11 +95,7 @@ extension DaemonCore {
             method: fields.method, file: fields.file, maxResponseBytes: fields.maxResponseBytes)
         record.fileID = fields.fileID?.description
         applyControls(p, to: &record)
-        let created = try insertNewTask(record, start: p.start == true)
-        guard var t = tasks[created.id], fields.kind == .upload else { return created }
-        if t.bytesExpectedToSend == nil { t.bytesExpectedToSend = fields.fileBytes }
-        tasks[created.id] = t
-        return info(t)
+        return record
     }
 }
 

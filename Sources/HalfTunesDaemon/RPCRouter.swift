@@ -11,50 +11,77 @@ struct RPCContext: Sendable {
 }
 
 enum RPCReply: Sendable {
-    case result(JSONValue)
+    /// Converted to JSON by the connection, off the core.
+    case result(any Encodable & Sendable)
     /// The handler already wrote its response (events.subscribe, which must precede the replay).
     case alreadySent
 }
 
 /// Every method of the control protocol, routed from one table.
+///
+/// A request is handled in three steps, so one connection's requests overlap: `prepare` parses it, checks
+/// the envelope and decodes the parameters (no core); `run` makes the call on the core (isolated to it, so a
+/// pipelining client's requests cost no hop each); `response` turns the reply into JSON (off the core).
+/// Answers keep request order.
 struct RPCRouter: Sendable {
-    typealias Handler = @Sendable (RPCContext, JSONValue) async throws -> RPCReply
+    /// Decodes a method's parameters (throwing `RPCError.invalidParams`) into the call to make.
+    typealias Handler = @Sendable (RPCContext, JSONValue) throws -> Prepared
+    typealias Call = @Sendable (isolated DaemonCore) async throws -> RPCReply
+
+    /// A request line after `prepare`: its answer is known already (a malformed request, unknown method,
+    /// bad parameters; nil for a notification), or the call to make.
+    enum Prepared: Sendable {
+        case answer(RPCResponse?)
+        case call(id: RPCID?, Call)
+        /// task.create: consecutive ones are made together (`DaemonCore.createTasks`, one journal transaction).
+        case create(id: RPCID?, TaskCreateParams, Caller)
+    }
+
+    /// A request after `run`: the reply, or the error, still to be turned into a response.
+    enum Answer: Sendable {
+        case response(RPCResponse?)
+        case reply(id: RPCID?, RPCReply)
+        case failure(id: RPCID?, any Error)
+    }
 
     private var routes: [String: Handler] = [:]
 
-    init(core: DaemonCore) {
-        route(.daemonStatus) { (_: Empty, _) in await core.status() }
-        route(.sessionOpen) { (p: SessionOpenParams, ctx) in try await core.openSession(p, uid: ctx.uid) }
-        route(.sessionList) { (_: Empty, ctx) in await core.listSessions(caller: ctx.caller) }
-        route(.sessionInvalidate) { (p: SessionInvalidateParams, ctx) in try await core.invalidateSession(p, caller: ctx.caller) }
-        route(.taskCreate) { (p: TaskCreateParams, ctx) in try await core.createTask(p, caller: ctx.caller) }
-        route(.taskResume) { (p: TaskIDParams, ctx) in try await core.resumeTask(p.id, caller: ctx.caller) }
-        route(.taskSuspend) { (p: TaskIDParams, ctx) in try await core.suspendTask(p.id, caller: ctx.caller) }
-        route(.taskCancel) { (p: TaskCancelParams, ctx) in
+    init() {
+        route(.daemonStatus) { (_: Empty, _, core) in core.status() }
+        route(.sessionOpen) { (p: SessionOpenParams, ctx, core) in try core.openSession(p, uid: ctx.uid) }
+        route(.sessionList) { (_: Empty, ctx, core) in core.listSessions(caller: ctx.caller) }
+        route(.sessionInvalidate) { (p: SessionInvalidateParams, ctx, core) in try await core.invalidateSession(p, caller: ctx.caller) }
+        routes[RPCMethod.taskCreate.rawValue] = { ctx, params in
+            .create(id: ctx.requestID, try Self.decodeParams(params), ctx.caller)
+        }
+        route(.taskResume) { (p: TaskIDParams, ctx, core) in try core.resumeTask(p.id, caller: ctx.caller) }
+        route(.taskSuspend) { (p: TaskIDParams, ctx, core) in try await core.suspendTask(p.id, caller: ctx.caller) }
+        route(.taskCancel) { (p: TaskCancelParams, ctx, core) in
             try await core.cancelTask(p.id, produceResumeData: p.produceResumeData == true, caller: ctx.caller)
         }
-        route(.taskGet) { (p: TaskIDParams, ctx) in try await core.getTask(p.id, caller: ctx.caller) }
-        route(.taskList) { (p: TaskListParams, ctx) in try await core.listTasks(p, caller: ctx.caller) }
-        route(.taskUpdate) { (p: TaskUpdateParams, ctx) in try await core.updateTask(p, caller: ctx.caller) }
-        route(.taskMove) { (p: TaskMoveParams, ctx) in try await core.moveTask(p, caller: ctx.caller) }
-        route(.daemonSetLimits) { (p: DaemonSetLimitsParams, ctx) in try await core.setLimits(p, uid: ctx.uid) }
-        route(.eventsAck) { (p: EventsAckParams, ctx) in try await core.ack(p, caller: ctx.caller) }
+        route(.taskGet) { (p: TaskIDParams, ctx, core) in try core.getTask(p.id, caller: ctx.caller) }
+        route(.taskList) { (p: TaskListParams, ctx, core) in try core.listTasks(p, caller: ctx.caller) }
+        route(.taskUpdate) { (p: TaskUpdateParams, ctx, core) in try await core.updateTask(p, caller: ctx.caller) }
+        route(.taskMove) { (p: TaskMoveParams, ctx, core) in try await core.moveTask(p, caller: ctx.caller) }
+        route(.daemonSetLimits) { (p: DaemonSetLimitsParams, ctx, core) in try core.setLimits(p, uid: ctx.uid) }
+        route(.eventsAck) { (p: EventsAckParams, ctx, core) in try core.ack(p, caller: ctx.caller) }
         routes[RPCMethod.eventsSubscribe.rawValue] = { ctx, params in
             let p: EventsSubscribeParams = try Self.decodeParams(params)
-            try await core.subscribe(p, caller: ctx.caller, requestID: ctx.requestID, outbox: ctx.outbox)
-            return .alreadySent
+            return .call(id: ctx.requestID) { core in
+                try await core.subscribe(p, caller: ctx.caller, requestID: ctx.requestID, outbox: ctx.outbox)
+                return .alreadySent
+            }
         }
     }
 
     struct Empty: Codable {}
 
     private mutating func route<P: Codable & Sendable, R: Encodable & Sendable>(
-        _ method: RPCMethod, _ body: @escaping @Sendable (P, RPCContext) async throws -> R
+        _ method: RPCMethod, _ body: @escaping @Sendable (P, RPCContext, isolated DaemonCore) async throws -> R
     ) {
         routes[method.rawValue] = { ctx, params in
             let p: P = try Self.decodeParams(params)
-            let result = try await body(p, ctx)
-            return .result(try JSONValue.of(result))
+            return .call(id: ctx.requestID) { core in .result(try await body(p, ctx, core)) }
         }
     }
 
@@ -82,58 +109,109 @@ struct RPCRouter: Sendable {
     }
 
     /// Handles one request line; returns the response line to send, if any.
-    func handle(line: [UInt8], connectionID: UInt64, uid: UInt32, groups: [gid_t] = [], outbox: Outbox) async -> RPCResponse? {
+    func handle(line: [UInt8], connectionID: UInt64, uid: UInt32, groups: [gid_t] = [], outbox: Outbox,
+                core: DaemonCore) async -> RPCResponse? {
+        let prepared = prepare(line: line, connectionID: connectionID, uid: uid, groups: groups, outbox: outbox)
+        return response(await run(prepared, on: core))
+    }
+
+    /// Makes the call a prepared request names, on the core.
+    func run(_ prepared: Prepared, on core: isolated DaemonCore) async -> Answer {
+        switch prepared {
+        case .answer(let response):
+            return .response(response)
+        case .call(let id, let call):
+            do {
+                return .reply(id: id, try await call(core))
+            } catch {
+                return .failure(id: id, error)
+            }
+        case .create(let id, let p, let caller):
+            return Self.answer(id: id, core.createTasks([(p, caller)])[0])
+        }
+    }
+
+    /// The answer of one task.create.
+    static func answer(id: RPCID?, _ created: Result<TaskInfo, RPCError>) -> Answer {
+        switch created {
+        case .success(let info): return .reply(id: id, .result(info))
+        case .failure(let error): return .failure(id: id, error)
+        }
+    }
+
+    /// The response line an answer makes, if any (none for a notification or an answer already sent).
+    func response(_ answer: Answer) -> RPCResponse? {
+        switch answer {
+        case .response(let response):
+            return response
+        case .failure(let id, let error):
+            return Self.answer(id: id, error)
+        case .reply(_, .alreadySent):
+            return nil
+        case .reply(let id, .result(let result)):
+            guard id != nil else { return nil }
+            do {
+                return RPCResponse(id: id, result: try JSONValue.of(result))
+            } catch {
+                return Self.answer(id: id, error)
+            }
+        }
+    }
+
+    /// Parses a request line and decodes its parameters, without touching the core.
+    func prepare(line: [UInt8], connectionID: UInt64, uid: UInt32, groups: [gid_t] = [], outbox: Outbox) -> Prepared {
         let value: JSONValue
         do {
             value = try JSONParser.parse(line)
         } catch {
-            return RPCResponse(id: nil, error: .parse("the line is not valid JSON (or nests arrays and objects too deeply)"))
+            return .answer(RPCResponse(id: nil, error: .parse("the line is not valid JSON (or nests arrays and objects too deeply)")))
         }
         guard case .object(let object) = value else {
             if case .array = value {
-                return RPCResponse(id: nil, error: .invalidRequest("batches are not supported; send one object per line"))
+                return .answer(RPCResponse(id: nil, error: .invalidRequest("batches are not supported; send one object per line")))
             }
-            return RPCResponse(id: nil, error: .invalidRequest("a request must be a JSON object"))
+            return .answer(RPCResponse(id: nil, error: .invalidRequest("a request must be a JSON object")))
         }
         var id: RPCID?
         switch object["id"] {
         case nil, .null?: id = nil
         case .int(let i)?: id = .int(i)
         case .string(let s)?: id = .string(s)
-        default: return RPCResponse(id: nil, error: .invalidRequest("id must be a string or an integer"))
+        default: return .answer(RPCResponse(id: nil, error: .invalidRequest("id must be a string or an integer")))
         }
         guard object["jsonrpc"] == .string("2.0") else {
-            return RPCResponse(id: id, error: .invalidRequest("\"jsonrpc\" must be \"2.0\""))
+            return .answer(RPCResponse(id: id, error: .invalidRequest("\"jsonrpc\" must be \"2.0\"")))
         }
         guard case .string(let method)? = object["method"] else {
-            return RPCResponse(id: id, error: .invalidRequest("\"method\" must be a string"))
+            return .answer(RPCResponse(id: id, error: .invalidRequest("\"method\" must be a string")))
         }
         let unknown = object.keys.filter { !Self.requestMembers.contains($0) }.sorted()
         if !unknown.isEmpty {
             let list = unknown.map { "'\($0.prefix(64))'" }.joined(separator: ", ")
-            return RPCResponse(id: id, error: .invalidRequest(
-                "unknown member\(unknown.count == 1 ? "" : "s") \(list); a request has only jsonrpc, id, method and params"))
+            return .answer(RPCResponse(id: id, error: .invalidRequest(
+                "unknown member\(unknown.count == 1 ? "" : "s") \(list); a request has only jsonrpc, id, method and params")))
         }
         let params = object["params"] ?? .object([:])
         guard params.isObject else {
-            return RPCResponse(id: id, error: .invalidParams("params must be an object"))
+            return .answer(RPCResponse(id: id, error: .invalidParams("params must be an object")))
         }
         guard let handler = routes[method] else {
-            return id == nil ? nil : RPCResponse(id: id, error: .methodNotFound(method))
+            return .answer(id == nil ? nil : RPCResponse(id: id, error: .methodNotFound(method)))
         }
         let ctx = RPCContext(connectionID: connectionID, caller: Caller(uid: uid, groups: groups), outbox: outbox, requestID: id)
         do {
             let qualified = try SessionNames.qualify(params: params, method: method, uid: uid)
-            let reply = try await handler(ctx, qualified)
-            switch reply {
-            case .result(let result): return id == nil ? nil : RPCResponse(id: id, result: result)
-            case .alreadySent: return nil
-            }
-        } catch let error as RPCError {
-            return id == nil ? nil : RPCResponse(id: id, error: error)
+            return try handler(ctx, qualified)
         } catch {
-            return id == nil ? nil : RPCResponse(id: id, error: RPCError(.internalError, "Internal error: \(error)"))
+            return .answer(Self.answer(id: id, error))
         }
+    }
+
+    /// The error answer to a request (none for a notification).
+    private static func answer(id: RPCID?, _ error: Error) -> RPCResponse? {
+        guard id != nil else { return nil }
+        if let error = error as? RPCError { return RPCResponse(id: id, error: error) }
+        return RPCResponse(id: id, error: RPCError(.internalError, "Internal error: \(error)"))
     }
 
     static let requestMembers: Set<String> = ["jsonrpc", "id", "method", "params"]

@@ -17,24 +17,40 @@ extension Journal {
     /// Inserts the task (assigning its id) and the events in ONE transaction. Events whose `task` is nil get
     /// the new id. Returns the stored task and the events with `seq` assigned.
     public func insertTask(_ t: TaskRecord, events: [Event]) throws -> (TaskRecord, [Event]) {
-        if let id = t.id { throw JournalError.taskAlreadyHasID(id) }
-        try Journal.checkJournaled(events, session: t.session)
-        let arguments = try t.arguments()
+        try insertTasks([(t, events)])[0]
+    }
+
+    /// Inserts new tasks, each with its events, in ONE transaction (one commit for all of them, so one
+    /// WAL write of the pages they share); all of them or none. Returns them as `insertTask` does, in order.
+    public func insertTasks(_ tasks: [(task: TaskRecord, events: [Event])]) throws -> [(TaskRecord, [Event])] {
+        var prepared: [(TaskRecord, [Event], StatementArguments)] = []
+        prepared.reserveCapacity(tasks.count)
+        for (t, events) in tasks {
+            if let id = t.id { throw JournalError.taskAlreadyHasID(id) }
+            try Journal.checkJournaled(events, session: t.session)
+            prepared.append((t, events, try t.arguments()))
+        }
         let columns = TaskRecord.columns
         let sql = "INSERT INTO tasks (\(columns.joined(separator: ", "))) VALUES ("
             + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
         return try write { db in
-            try Journal.requireSession(t.session, db)
-            try db.cachedStatement(sql: sql).execute(arguments: arguments)
-            var stored = t
-            let id = db.lastInsertedRowID
-            stored.id = id
-            let withTask = events.map { event -> Event in
-                var event = event
-                if event.task == nil { event.task = id }
-                return event
+            var stored: [(TaskRecord, [Event])] = []
+            stored.reserveCapacity(prepared.count)
+            var checkedSessions: Set<String> = []
+            for (t, events, arguments) in prepared {
+                if checkedSessions.insert(t.session).inserted { try Journal.requireSession(t.session, db) }
+                try db.cachedStatement(sql: sql).execute(arguments: arguments)
+                var row = t
+                let id = db.lastInsertedRowID
+                row.id = id
+                let withTask = events.map { event -> Event in
+                    var event = event
+                    if event.task == nil { event.task = id }
+                    return event
+                }
+                stored.append((row, try Journal.append(withTask, db)))
             }
-            return (stored, try Journal.append(withTask, db))
+            return stored
         }
     }
 

@@ -54,6 +54,34 @@ import Testing
         #expect(try journal.loadTasks().isEmpty)
     }
 
+    @Test func insertingSeveralIsOneTransactionAllOrNone() throws {
+        let journal = try Journal.openInMemory()
+        try journal.upsertSession(Sample.session())
+        try journal.upsertSession(Sample.session("other"))
+        let created = Sample.stateChanged(to: .suspended, from: nil)
+        let stored = try journal.insertTasks([
+            (Sample.task(name: "1"), [created]),
+            (Sample.task(session: "other", name: "2"), [Sample.stateChanged(session: "other", to: .suspended, from: nil)]),
+            (Sample.task(name: "3"), [created, Sample.stateChanged(to: .queued, from: .suspended)]),
+        ])
+        #expect(stored.map { $0.0.destination } == ["1", "2", "3"].map { "/home/u/Downloads/\($0)" })
+        let ids = stored.map { $0.0.id! }
+        #expect(ids == ids.sorted() && Set(ids).count == 3)
+        // Each task's events carry its id and the seqs follow the order given.
+        #expect(stored.map { $0.1.map(\.task) } == [[ids[0]], [ids[1]], [ids[2], ids[2]]])
+        let seqs = stored.flatMap { $0.1.map { $0.seq! } }
+        #expect(seqs == seqs.sorted())
+        #expect(try journal.loadTasks().map(\.id) == ids)
+        #expect(try journal.events(session: "com.example.app", after: 0).count == 3)
+
+        // One of them cannot be journaled (its session is gone): none of them is.
+        #expect(throws: JournalError.unknownSession("nobody")) {
+            try journal.insertTasks([(Sample.task(name: "4"), [created]), (Sample.task(session: "nobody", name: "5"), [])])
+        }
+        #expect(try journal.loadTasks().map(\.id) == ids)
+        #expect(try journal.events(session: "com.example.app", after: 0).count == 3)
+    }
+
     @Test func updateReplacesTheRowAndAppendsEventsAtomically() throws {
         let journal = try Journal.openInMemory()
         try journal.upsertSession(Sample.session())
