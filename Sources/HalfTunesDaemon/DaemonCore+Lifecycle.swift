@@ -9,6 +9,7 @@ extension DaemonCore {
     /// drops expired resume data. Runs before the control socket accepts anyone.
     func recover() throws {
         CrashPoints.stop(CrashPoints.recoverStart)
+        let began = ContinuousClock.now
         loadLimits()
         let pending = try journal.eventCounts()
         for row in try journal.loadSessions() {
@@ -20,11 +21,16 @@ extension DaemonCore {
         for (session, counts) in try journal.finishedTaskCounts() where sessions[session] != nil {
             for (state, n) in counts { tasks.countFinished(session: session, state: state, by: n) }
         }
-        let rows = try journal.loadUnfinishedTasks().sorted { ($0.queueOrder, $0.id ?? 0) < ($1.queueOrder, $1.id ?? 0) }
+        let rows = try journal.loadUnfinishedTasks()
+        let read = ContinuousClock.now
+        // In their old queue order (the rows' positions sorted, not the rows: moving 100,000 rows of a few
+        // hundred bytes around was a tenth of a restart).
+        let order = rows.indices.sorted { (rows[$0].queueOrder, rows[$0].id ?? 0) < (rows[$1].queueOrder, rows[$1].id ?? 0) }
         nextQueueOrder = (rows.map(\.queueOrder).max() ?? 0) + 1
         tasks.reserveCapacity(rows.count)
         var resumed = 0
-        for row in rows {
+        for position in order {
+            let row = rows[position]
             guard let id = row.id, let session = sessions[row.session] else { continue }
             let machine = TaskStateMachine(state: row.state, waitingReason: row.waitingReason,
                                            nextAttemptAt: row.nextAttemptAt, error: row.error,
@@ -39,11 +45,13 @@ extension DaemonCore {
                 t.record.bytesDurable = length
                 t.bytesReceived = length
             }
-            tasks[id] = t
+            tasks[id] = consume t
             if row.phase == .publishing {
                 recoverCompletion(id)
                 continue
             }
+            // A suspended task needs nothing more (`.restored` has no action for it): not taken out again.
+            guard row.state != .suspended else { continue }
             if (try? apply(.restored, to: id))?.isEmpty == false { resumed += 1 }
         }
         for (identifier, s) in sessions where s.record.state == .invalidating {
@@ -56,9 +64,17 @@ extension DaemonCore {
                 await self?.tick()
             }
         }
+        let done = ContinuousClock.now
         logger.info("journal replayed", metadata: ["sessions": "\(sessions.count)", "tasks": "\(tasks.count)",
-                                                   "resumed": "\(resumed)"])
+                                                   "resumed": "\(resumed)", "readSeconds": "\(Self.seconds(read - began))",
+                                                   "rebuildSeconds": "\(Self.seconds(done - read))"])
         pump()
+    }
+
+    /// A duration as seconds with millisecond precision, for logs.
+    static func seconds(_ d: Duration) -> String {
+        let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+        return "\(ms / 1000).\(String(ms % 1000 + 1000).dropFirst())"
     }
 
     /// Once a second: fail pending tasks whose resource timeout has passed (from the deadline index, without a

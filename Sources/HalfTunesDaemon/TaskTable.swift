@@ -167,9 +167,9 @@ struct TaskTable {
         let state = task.machine.state
         if Self.pendingDeadline(task) != nil { pendingWithDeadline += delta }
         Self.add(delta, to: &byState, state)
-        var sessionCounts = bySessionState[task.record.session] ?? [:]
-        Self.add(delta, to: &sessionCounts, state)
-        bySessionState[task.record.session] = sessionCounts.isEmpty ? nil : sessionCounts
+        // In place (a copy taken out and written back would copy the inner dictionary every time).
+        Self.add(delta, to: &bySessionState[task.record.session, default: [:]], state)
+        if bySessionState[task.record.session]?.isEmpty == true { bySessionState[task.record.session] = nil }
         if state == .running {
             if delta > 0 { running.insert(id) } else { running.remove(id) }
             Self.add(delta, to: &runningByOwner, task.owner)

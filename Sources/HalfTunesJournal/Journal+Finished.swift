@@ -51,8 +51,15 @@ extension Journal {
     static func taskRecords(_ db: Database, sql: String, arguments: StatementArguments = []) throws -> [TaskRecord] {
         var records: [TaskRecord] = []
         var positions: [String: Int]?
-        let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+        let statement = try db.makeStatement(sql: sql)
+        let fast = TaskRowReader(statement)
+        let rows = try Row.fetchCursor(statement, arguments: arguments)
         while let row = try rows.next() {
+            // The usual row straight from SQLite; anything else the general way, for its conversions and errors.
+            if let record = fast?.record() {
+                records.append(record)
+                continue
+            }
             let p = positions ?? RowReader.positions(of: row)
             positions = p
             records.append(try TaskRecord(row: row, positions: p))
