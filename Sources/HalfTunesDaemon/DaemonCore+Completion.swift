@@ -117,9 +117,11 @@ extension DaemonCore {
         guard let path = tasks[id]?.record.partialPath else { return }
         logger.debug("verifying checksum", metadata: ["task": "\(id)"])
         Task.detached { [weak self] in
-            CrashPoints.hit(Self.crashWhileVerifying)
-            let result = Result { () throws(FileIOError) -> Checksum in try Checksum.sha256(ofFile: path) }
-                .mapError(\.taskError)
+            let result = await BlockingWork.run {
+                CrashPoints.hit(Self.crashWhileVerifying)
+                return Result { () throws(FileIOError) -> Checksum in try Checksum.sha256(ofFile: path) }
+                    .mapError(\.taskError)
+            }
             await self?.completionInput(id, attempt: attempt, .digestComputed(result))
         }
     }
@@ -136,28 +138,29 @@ extension DaemonCore {
     }
 
     /// Syncs the journal (the recorded intent), then moves the complete partial file into place, off the actor
-    /// (fsyncs of the file and both directories).
+    /// and off the cooperative pool (`BlockingWork`: fsyncs of the file and both directories).
     private func move(_ id: Int64, attempt: Int, to location: String) {
         guard let t = tasks[id] else { return }
         let (partial, replacing) = (t.record.partialPath, t.record.overwrite)
         let durable = completions[id]?.partialIsDurable ?? false
         let journal = self.journal
         Task.detached { [weak self] in
-            let outcome: CompletionMachine.MoveOutcome
-            // The intent is on disk before the file moves (recovery finishes the move); waited for here, not
-            // on the actor.
-            journal.sync()
-            CrashPoints.hit(CrashPoints.publishAfterIntent)
-            CrashPoints.hold(CrashPoints.publishMoving)
-            do {
-                try FilePublisher.publish(partialPath: partial, destination: location, replacing: replacing,
-                                          partialIsDurable: durable)
-                CrashPoints.hit(CrashPoints.publishAfterMove)
-                outcome = .published
-            } catch PublishError.destinationExists {
-                outcome = .destinationExists
-            } catch {
-                outcome = .failed("\(error)")
+            let outcome = await BlockingWork.run { () -> CompletionMachine.MoveOutcome in
+                // The intent is on disk before the file moves (recovery finishes the move); waited for here,
+                // not on the actor.
+                journal.sync()
+                CrashPoints.hit(CrashPoints.publishAfterIntent)
+                CrashPoints.hold(CrashPoints.publishMoving)
+                do {
+                    try FilePublisher.publish(partialPath: partial, destination: location, replacing: replacing,
+                                              partialIsDurable: durable)
+                    CrashPoints.hit(CrashPoints.publishAfterMove)
+                    return .published
+                } catch PublishError.destinationExists {
+                    return .destinationExists
+                } catch {
+                    return .failed("\(error)")
+                }
             }
             await self?.completionInput(id, attempt: attempt, .moveEnded(outcome))
         }
