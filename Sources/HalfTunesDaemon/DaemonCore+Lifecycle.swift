@@ -101,11 +101,9 @@ extension DaemonCore {
     func shutdown() async {
         shuttingDown = true
         housekeeping?.cancel()
-        for id in tasks.keys {
-            tasks[id]?.retryTimer?.cancel()
-            tasks[id]?.retryTimer = nil
-        }
-        let runtimes = tasks.values.compactMap(\.runtime)
+        retryWake?.task.cancel()
+        retryWake = nil
+        let runtimes = tasks.runtimes
         for runtime in runtimes { runtime.stop() }
         let grace = configuration.shutdownGrace
         await withTaskGroup(of: Void.self) { group in

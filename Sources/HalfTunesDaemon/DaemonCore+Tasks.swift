@@ -135,12 +135,8 @@ extension DaemonCore {
                 startNow = true
             case .stopTransfer:
                 t.runtime?.stop()
-            case .scheduleRetry(let at):
-                t.retryTimer?.cancel()
-                t.retryTimer = scheduleRetry(id, at: at)
-            case .cancelRetry:
-                t.retryTimer?.cancel()
-                t.retryTimer = nil
+            case .scheduleRetry, .cancelRetry:
+                break // `TaskTable` keeps the retry times of waiting tasks; the timer is re-armed below
             case .discardPartial:
                 if t.runtime != nil {
                     t.discardPartialWhenStopped = true
@@ -162,6 +158,7 @@ extension DaemonCore {
             t.record.bytesDurable = runtime.durableBytes
         }
         tasks[id] = t
+        if actions.contains(where: { if case .scheduleRetry = $0 { true } else { false } }) { armRetryTimer() }
         commit(id, payloads)
         leaveCompletionIfStopped(id)
         if startNow { startTransfer(id) }
@@ -180,18 +177,29 @@ extension DaemonCore {
         }
     }
 
-    private func scheduleRetry(_ id: Int64, at: Double) -> Task<Void, Never> {
+    /// Makes the retry timer wake at the earliest retry time of any waiting task (one timer for all of them,
+    /// however many wait). A timer already set for that time or earlier stays: it re-arms when it fires.
+    func armRetryTimer() {
+        guard !shuttingDown, let at = tasks.earliestRetry else { return }
+        if let wake = retryWake, wake.at <= at { return }
+        retryWake?.task.cancel()
         let delay = max(0, at - clock())
-        return Task { [weak self] in
+        retryWake = (at, Task { [weak self] in
             try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
-            guard !Task.isCancelled, let self else { return }
-            await self.retryDue(id)
-        }
+            guard !Task.isCancelled else { return }
+            await self?.retriesDue()
+        })
+    }
+
+    /// The retry timer fired: every waiting task whose time has come retries, then the timer waits for the next.
+    private func retriesDue() {
+        retryWake = nil
+        for id in tasks.dueRetries(now: clock()) { retryDue(id) }
+        armRetryTimer()
     }
 
     func retryDue(_ id: Int64) {
         guard !shuttingDown, let t = tasks[id], t.machine.state == .waiting else { return }
-        tasks[id]?.retryTimer = nil
         _ = try? apply(.retryDue, to: id)
         pump()
     }

@@ -16,7 +16,6 @@ struct ManagedTask {
     var bytesReceived: Int64
     /// The live (or still stopping) transfer; a new one never starts before the old one has ended.
     var runtime: TaskRuntime?
-    var retryTimer: Task<Void, Never>?
     /// What to do with the partial data once the transfer has stopped (after cancel).
     var discardPartialWhenStopped = false
     /// Uploads: progress of the current attempt.
@@ -73,6 +72,8 @@ actor DaemonCore {
     var uploadRateMeter = RateMeter()
     var shuttingDown = false
     var housekeeping: Task<Void, Never>?
+    /// The one timer for every retry: it wakes at the earliest retry time `TaskTable` holds (`armRetryTimer`).
+    var retryWake: (at: Double, task: Task<Void, Never>)?
     var lastTokenPrune: Double = 0
     /// The daemon-wide bandwidth bucket every transfer is metered against (rate: the global limit).
     let globalBandwidth = BandwidthBucket(rate: 0)

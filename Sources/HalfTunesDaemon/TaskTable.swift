@@ -34,6 +34,8 @@ struct TaskTable {
     private(set) var queue = RunQueue()
     /// Resource deadlines of pending tasks (lazily pruned; see `dueDeadlines`), and how many tasks they hold.
     private var deadlines = DeadlineIndex()
+    /// When each waiting task retries (lazily pruned, like `deadlines`; see `dueRetries`).
+    private var retries = DeadlineIndex()
     private var pendingWithDeadline = 0
     /// Finished tasks live in the journal, not here: how many there are per state, and per session and state.
     private var finishedByState: [TaskState: Int] = [:]
@@ -55,6 +57,8 @@ struct TaskTable {
                 // A task that becomes pending (or gets another deadline) is pushed; its old entry goes stale.
                 let newDeadline = newValue.flatMap(Self.pendingDeadline)
                 if let newDeadline, newDeadline != old.flatMap(Self.pendingDeadline) { deadlines.insert(id, at: newDeadline) }
+                let newRetry = newValue.flatMap(Self.retryAt)
+                if let newRetry, newRetry != old.flatMap(Self.retryAt) { retries.insert(id, at: newRetry) }
             }
             store(newValue, at: id)
             if old == nil, newValue != nil {
@@ -158,6 +162,23 @@ struct TaskTable {
         return due
     }
 
+    /// The waiting tasks whose retry time is at or before `now`, earliest first.
+    mutating func dueRetries(now: Double) -> [Int64] {
+        let due = retries.takeDue(now: now, isLive: isLiveRetry)
+        if retries.count > 2 * (byState[.waiting] ?? 0) + 1024 { retries.compact(isLive: isLiveRetry) }
+        return due
+    }
+
+    /// The earliest retry time held (it may be stale: the timer then finds nothing due and waits for the next).
+    var earliestRetry: Double? { retries.earliest }
+
+    /// The transfers still running or stopping (the tasks that keep the daemon busy, not every task).
+    var runtimes: [TaskRuntime] { busy.compactMap { storage[$0]?.task.runtime } }
+
+    private func isLiveRetry(_ entry: DeadlineIndex.Entry) -> Bool {
+        storage[entry.id].flatMap { Self.retryAt($0.task) } == entry.deadline
+    }
+
     /// Whether a deadline entry still stands for its task (pending, with that deadline).
     private func isLive(_ entry: DeadlineIndex.Entry) -> Bool {
         storage[entry.id].flatMap { Self.pendingDeadline($0.task) } == entry.deadline
@@ -197,6 +218,7 @@ struct TaskTable {
         var stopping: Bool
         var publishing: Bool
         var deadline: Double?
+        var retryAt: Double?
 
         init(_ t: ManagedTask) {
             state = t.machine.state
@@ -209,7 +231,13 @@ struct TaskTable {
             stopping = t.runtime != nil
             publishing = t.record.phase == .publishing
             deadline = t.record.resourceDeadline
+            retryAt = TaskTable.retryAt(t)
         }
+    }
+
+    /// When a waiting task retries (at once if it has no time, which its state machine always sets).
+    fileprivate static func retryAt(_ task: ManagedTask) -> Double? {
+        task.machine.state == .waiting ? (task.machine.nextAttemptAt ?? 0) : nil
     }
 
     /// A task's resource deadline while it is pending.

@@ -49,14 +49,15 @@ public enum FilePublisher {
             try syncDirectories(partialPath, destination)
             return
         }
-        // Both names are used relative to their safely reached directories (`SafePath`).
+        // Both names are used relative to their safely reached directories (`SafePath`), each reached once (the
+        // usual case, both in one directory, once in all) and fsynced through the same descriptor.
         let linked: (result: Int32, errno: Int32)
         do {
+            let sameDirectory = POSIX.directory(of: partialPath) == POSIX.directory(of: destination)
             linked = try SafePath.inParent(of: partialPath) { fromDir, fromName in
-                try SafePath.inParent(of: destination) { toDir, toName in
-                    guard linkat(fromDir, fromName, toDir, toName, 0) == 0 else { return (-1, errno) }
-                    guard unlinkat(fromDir, fromName, 0) == 0 || errno == ENOENT else { return (1, errno) }
-                    return (0, 0)
+                if sameDirectory { return linkAndSync(fromDir, fromName, fromDir, try SafePath.split(destination).name) }
+                return try SafePath.inParent(of: destination) { toDir, toName in
+                    linkAndSync(fromDir, fromName, toDir, toName)
                 }
             }
         } catch let e as FileIOError {
@@ -64,7 +65,10 @@ public enum FilePublisher {
         }
         switch linked.result {
         case 0:
-            break
+            return // both directories fsynced
+        case 2:
+            throw PublishError.io("Cannot fsync the directory of '\(destination)' or '\(partialPath)': "
+                + POSIX.describe(linked.errno), linked.errno)
         case 1:
             throw PublishError.io("Cannot remove '\(partialPath)' after linking it to '\(destination)': "
                 + POSIX.describe(linked.errno), linked.errno)
@@ -82,6 +86,20 @@ public enum FilePublisher {
             }
         }
         try syncDirectories(partialPath, destination)
+    }
+
+    /// Links the partial to its destination name (never over an existing file), removes the partial's name and
+    /// fsyncs both directories: (0, 0); (-1, errno) when the link failed, (1, errno) when the unlink did,
+    /// (2, errno) when an fsync did.
+    private static func linkAndSync(_ fromDir: Int32, _ fromName: String, _ toDir: Int32, _ toName: String)
+        -> (result: Int32, errno: Int32) {
+        guard linkat(fromDir, fromName, toDir, toName, 0) == 0 else { return (-1, errno) }
+        guard unlinkat(fromDir, fromName, 0) == 0 || errno == ENOENT else { return (1, errno) }
+        // Some filesystems cannot fsync a directory (EINVAL); their metadata is then as durable as it gets.
+        for dir in fromDir == toDir ? [toDir] : [toDir, fromDir] where fsync(dir) != 0 && errno != EINVAL {
+            return (2, errno)
+        }
+        return (0, 0)
     }
 
     public enum Recovery: Sendable, Equatable {

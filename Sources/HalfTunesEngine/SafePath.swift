@@ -50,12 +50,7 @@ public enum SafePath {
 
     /// Runs `body` with a descriptor of `path`'s directory and `path`'s last component.
     public static func inParent<T>(of path: String, _ body: (_ directory: Int32, _ name: String) throws -> T) throws -> T {
-        guard let slash = path.lastIndex(of: "/"), path.index(after: slash) != path.endIndex else {
-            throw FileIOError(operation: "use as a file path", path: path, errno: EINVAL)
-        }
-        let directory = slash == path.startIndex ? "/" : String(path[..<slash])
-        let name = String(path[path.index(after: slash)...])
-        guard name != ".", name != ".." else { throw FileIOError(operation: "use as a file path", path: path, errno: EINVAL) }
+        let (directory, name) = try split(path)
         let fd: Int32
         do {
             fd = try openDirectory(directory)
@@ -65,6 +60,17 @@ public enum SafePath {
         }
         defer { close(fd) }
         return try body(fd, name)
+    }
+
+    /// A file path's directory and last component (which must be a name, not "." or "..").
+    static func split(_ path: String) throws -> (directory: String, name: String) {
+        guard let slash = path.lastIndex(of: "/"), path.index(after: slash) != path.endIndex else {
+            throw FileIOError(operation: "use as a file path", path: path, errno: EINVAL)
+        }
+        let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        let name = String(path[path.index(after: slash)...])
+        guard name != ".", name != ".." else { throw FileIOError(operation: "use as a file path", path: path, errno: EINVAL) }
+        return (directory, name)
     }
 
     /// Makes the directory `path` (its parent reached safely) unless it exists; a new one is given to `owner`

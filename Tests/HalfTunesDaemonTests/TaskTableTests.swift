@@ -142,6 +142,46 @@ struct TaskTableTests {
         }
     }
 
+    /// The retry index returns exactly the waiting tasks whose retry time has come, once per time they started
+    /// waiting (or got another time), whatever the writes in between; `earliestRetry` is never later than the
+    /// earliest of them (so the one retry timer never sleeps past one). Checked against a model on random writes.
+    @Test func dueRetriesMatchAModelOnRandomWrites() {
+        var rng = SplitMix(seed: 0x2E7251)
+        var table = TaskTable()
+        var armed: [Int64: Double] = [:]   // the model: waiting tasks not yet reported, with their retry time
+        let states: [TaskState] = [.suspended, .queued, .running, .waiting, .waiting, .completed]
+        var now = 0.0
+        func retryAt(_ t: ManagedTask?) -> Double? {
+            t.flatMap { $0.machine.state == .waiting ? ($0.machine.nextAttemptAt ?? 0) : nil }
+        }
+        for step in 0..<20_000 {
+            let id = Int64(rng.next() % 300) + 1
+            let old = retryAt(table[id])
+            if rng.next() % 10 == 0 {
+                table[id] = nil
+            } else {
+                var t = table[id] ?? task(id, session: "s", owner: 1, state: .suspended)
+                let state = states[Int(rng.next() % UInt64(states.count))]
+                let at = state == .waiting ? now + Double(rng.next() % 40) : nil
+                t.machine = TaskStateMachine(state: state, nextAttemptAt: at)
+                table[id] = t
+            }
+            let new = retryAt(table[id])
+            if new == nil { armed[id] = nil } else if new != old { armed[id] = new }
+            if let earliest = armed.values.min() {
+                #expect((table.earliestRetry ?? .infinity) <= earliest, "step \(step)")
+            }
+            if step % 5 == 0 {
+                now += Double(rng.next() % 3)
+                let due = table.dueRetries(now: now)
+                let expected = armed.filter { $0.value <= now }
+                #expect(Set(due) == Set(expected.keys), "step \(step)")
+                #expect(due.count == Set(due).count, "step \(step): a task reported twice")
+                for id in expected.keys { armed[id] = nil }
+            }
+        }
+    }
+
     /// Tasks are boxed inside the table, but a copy of the table is still a value: writes to one never show
     /// in the other, whether they change an index or not.
     @Test func aCopyOfTheTableIsIndependent() {
