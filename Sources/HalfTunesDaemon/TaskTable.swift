@@ -22,8 +22,6 @@ struct TaskTable {
     private var unfinishedByOwner: [UInt32: Int] = [:]
     private var reservedDestinations: [String: Int] = [:]
     private var busy: Set<Int64> = []
-    /// Every id, ascending (ids only grow, so an insert is almost always an append).
-    private var ordered: [Int64] = []
     /// The ids of the tasks in state `running`.
     private(set) var running: Set<Int64> = []
     /// Running tasks per owner uid, per session and per host (`HostKey`): the limits and fair share read them.
@@ -61,11 +59,6 @@ struct TaskTable {
                 if let newRetry, newRetry != old.flatMap(Self.retryAt) { retries.insert(id, at: newRetry) }
             }
             store(newValue, at: id)
-            if old == nil, newValue != nil {
-                if let last = ordered.last, last >= id { ordered.insert(id, at: position(after: id - 1)) } else { ordered.append(id) }
-            } else if old != nil, newValue == nil {
-                ordered.remove(at: position(after: id - 1))
-            }
         }
     }
 
@@ -90,20 +83,6 @@ struct TaskTable {
     /// Room for `n` tasks without growing (recovery knows how many rows it loads).
     mutating func reserveCapacity(_ n: Int) {
         storage.reserveCapacity(n)
-        ordered.reserveCapacity(n)
-    }
-
-    /// The ids greater than `id`, ascending.
-    func ids(after id: Int64) -> ArraySlice<Int64> { ordered[position(after: id)...] }
-
-    /// The index in `ordered` of the first id greater than `id`.
-    private func position(after id: Int64) -> Int {
-        var low = 0, high = ordered.count
-        while low < high {
-            let mid = (low + high) / 2
-            if ordered[mid] <= id { low = mid + 1 } else { high = mid }
-        }
-        return low
     }
 
     /// Every task (a copy; for the rare walks: shutdown, session invalidation).

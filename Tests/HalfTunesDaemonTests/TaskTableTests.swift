@@ -68,19 +68,6 @@ struct TaskTableTests {
         #expect(!table.anyBusy && table.counts(session: "a") == [.completed: 1] && !table.isReserved("d1"))
     }
 
-    /// The ids stay in order for `task.list`'s pages, whatever order they are written and removed in.
-    @Test func idsStayInOrderForPaging() {
-        var table = TaskTable()
-        for id: Int64 in [5, 9, 2, 7, 11, 1] { table[id] = task(id, session: "s", owner: 1, state: .suspended) }
-        #expect(Array(table.ids(after: .min)) == [1, 2, 5, 7, 9, 11])
-        #expect(Array(table.ids(after: 5)) == [7, 9, 11] && Array(table.ids(after: 6)) == [7, 9, 11])
-        #expect(table.ids(after: 11).isEmpty)
-        table[7] = nil
-        table[2] = nil
-        table[5]?.machine = TaskStateMachine(state: .completed)   // an update keeps its place
-        #expect(Array(table.ids(after: 0)) == [1, 5, 9, 11])
-    }
-
     /// A finished task leaves memory but stays counted; one still stopping or publishing, or unfinished, stays.
     @Test func finishedTasksAreEvictedButStillCounted() {
         var table = TaskTable()
