@@ -128,20 +128,19 @@ extension DaemonCore {
         }
     }
 
-    /// Every kind ends here. A download's durable length is recorded whatever happened; a complete download
-    /// goes on to verification and publishing; a 2xx response completes an upload or data task with it; a
-    /// permanent failure fails the task (with the response when one arrived); a transient one makes it wait
-    /// and retry (with jitter), a download from its durable offset and anything else from byte 0.
+    /// Every kind ends here, as `AttemptVerdict` decides: a download's durable length is recorded whatever
+    /// happened; a complete download goes on to verification and publishing; a 2xx response completes an
+    /// upload or data task with it; a permanent failure fails the task (with the response when one arrived);
+    /// a transient one makes it wait and retry (with jitter), a download from its durable offset and anything
+    /// else from byte 0.
     private func attemptEnded(_ id: Int64, _ outcome: AttemptOutcome) {
         guard var t = tasks[id] else { return }
+        let kind = TaskKind(rawValue: t.record.kind) ?? .download
+        let verdict = AttemptVerdict.of(outcome, kind: kind, stillRunning: !shuttingDown && t.machine.state == .running,
+                                        jitterSample: Double.random(in: 0..<1))
         t.runtime = nil
-        if t.record.kind == TaskKind.download.rawValue {
-            switch outcome {
-            case .stopped(let durable): t.record.bytesDurable = durable
-            case .failed(let failure, _): t.record.bytesDurable = failure.durableBytes
-            case .completed(let total, _): t.record.bytesDurable = total
-            case .responded: break
-            }
+        if let durable = verdict.durableBytes {
+            t.record.bytesDurable = durable
             if t.discardPartialWhenStopped {
                 PartialFile.remove(path: t.record.partialPath)
                 t.record.bytesDurable = 0
@@ -153,38 +152,30 @@ extension DaemonCore {
             finishInvalidationIfDone(t.record.session)
             pump()
         }
-        if shuttingDown || t.machine.state != .running {
-            // Stopped on purpose (suspend, cancel, shutdown): keep the state; just record the length.
+        switch verdict.next {
+        case .record:
             _ = try? journal.updateTask(t.record, events: [])
             evictIfFinished(id)
-            return
-        }
-        switch outcome {
-        case .completed(let total, _):
+        case .beginCompletion(let total):
             beginCompletion(id, total: total)
-        case .responded(let response):
+        case .complete(let response):
             logger.info("\(t.record.kind) task complete", metadata: ["task": "\(id)", "status": "\(response.status)",
                                                                      "bodyBytes": "\(response.bodyBytes)"])
-            let upload = t.record.kind == TaskKind.upload.rawValue
+            let upload = kind == .upload
             if let total = t.bytesExpectedToSend, upload { tasks[id]?.bytesSent = total }
             let sent = tasks[id]?.bytesSent
             _ = try? apply(.completed, to: id) { record in
                 record.response = response
                 if upload, let sent { record.bytesDurable = sent } // an upload's bytes sent, kept with the task
             }
-        case let .failed(failure, response):
-            logger.info("\(t.record.kind) attempt failed: \(failure.error.message)",
-                        metadata: ["task": "\(id)", "transient": "\(failure.isTransient)"])
-            let kept = failure.isTransient ? nil : response
-            _ = try? apply(.transferFailed(failure.error, transient: failure.isTransient, retryAfter: failure.retryAfter,
-                                           jitterSample: Double.random(in: 0..<1)), to: id) { record in
-                if let kept { record.response = kept }
+        case let .fail(input, keepResponse):
+            if case let .transferFailed(error, transient, _, _) = input {
+                logger.info("\(t.record.kind) attempt failed: \(error.message)",
+                            metadata: ["task": "\(id)", "transient": "\(transient)"])
             }
-        case .stopped:
-            // Stopped without being asked (should not happen): retry soon rather than lose the task.
-            let error = TaskError(code: TaskErrorCode.connectionLost, message: "The transfer stopped unexpectedly")
-            _ = try? apply(.transferFailed(error, transient: true, retryAfter: nil, jitterSample: Double.random(in: 0..<1)),
-                           to: id)
+            _ = try? apply(input, to: id) { record in
+                if let keepResponse { record.response = keepResponse }
+            }
         }
     }
 }

@@ -22,6 +22,8 @@ public final class JournalDurability: @unchecked Sendable {
     private let condition = NSCondition()
     private var committed: UInt64 = 0
     private var synced: UInt64 = 0
+    /// The commits whose `whenDurable` callbacks have run (`sync()` waits for these, not just for the fsync).
+    private var notified: UInt64 = 0
     private var stopped = false
     private var waiters: [(ticket: UInt64, action: @Sendable () -> Void)] = []
     private var failed: String?
@@ -94,12 +96,13 @@ public final class JournalDurability: @unchecked Sendable {
     }
 
     /// Blocks until every commit made before this call is durable (for an irreversible step that depends on
-    /// the journal, such as moving a finished file into place after its intent was journaled).
+    /// the journal, such as moving a finished file into place after its intent was journaled), and the
+    /// `whenDurable` callbacks of those commits have run.
     public func sync() {
         condition.lock()
         defer { condition.unlock() }
         let target = committed
-        while synced < target {
+        while notified < target {
             condition.broadcast()
             condition.wait()
         }
@@ -109,7 +112,10 @@ public final class JournalDurability: @unchecked Sendable {
     func didCommit() {
         condition.lock()
         committed += 1
-        if walPath == nil { synced = committed }
+        if walPath == nil {
+            synced = committed
+            notified = committed
+        }
         condition.signal()
         condition.unlock()
     }
@@ -148,11 +154,16 @@ public final class JournalDurability: @unchecked Sendable {
             if let error, failed == nil { failed = error }
             fsyncs += 1
             synced = max(synced, target)
-            let ready = waiters.filter { $0.ticket <= synced }
-            waiters.removeAll { $0.ticket <= synced }
-            condition.broadcast()
+            let reached = synced
+            let ready = waiters.filter { $0.ticket <= reached }
+            waiters.removeAll { $0.ticket <= reached }
             condition.unlock()
             for waiter in ready { waiter.action() }
+            // Only now is `sync()` told: whoever waited for these commits has been told first.
+            condition.lock()
+            notified = max(notified, reached)
+            condition.broadcast()
+            condition.unlock()
         }
     }
 

@@ -1,0 +1,60 @@
+// What the end of an attempt means for its task, for every kind: a pure function of the outcome (no I/O).
+import HalfTunesProtocol
+
+/// The core's decision when an attempt ends (the runner, `DaemonCore.attemptEnded`, carries it out).
+public struct AttemptVerdict: Sendable, Equatable {
+    /// A download's durable length after the attempt, to record in its row (nil for uploads and data tasks,
+    /// whose attempts keep nothing).
+    public var durableBytes: Int64?
+    public var next: Next
+
+    public enum Next: Sendable, Equatable {
+        /// The task was no longer running (suspended, canceled, the daemon shutting down): keep its state and
+        /// record its row.
+        case record
+        /// Every byte of a download is durable: verify and publish it (`CompletionMachine`).
+        case beginCompletion(totalBytes: Int64)
+        /// An upload or data task got its whole 2xx response: the task completes with it.
+        case complete(TaskResponse)
+        /// The attempt failed: this input goes to the task's state machine (a transient failure waits and
+        /// retries, with jitter; a permanent one fails the task), and `keepResponse` goes with the task.
+        case fail(TaskStateMachine.Input, keepResponse: TaskResponse?)
+    }
+
+    public init(durableBytes: Int64?, next: Next) {
+        self.durableBytes = durableBytes
+        self.next = next
+    }
+
+    /// `jitterSample` (0..<1) spreads the retry times of transient failures.
+    public static func of(_ outcome: AttemptOutcome, kind: TaskKind, stillRunning: Bool,
+                          jitterSample: Double) -> AttemptVerdict {
+        var durable: Int64?
+        if kind == .download {
+            switch outcome {
+            case .stopped(let bytes): durable = bytes
+            case .failed(let failure, _): durable = failure.durableBytes
+            case .completed(let total, _): durable = total
+            case .responded: durable = nil
+            }
+        }
+        guard stillRunning else { return AttemptVerdict(durableBytes: durable, next: .record) }
+        switch outcome {
+        case .completed(let total, _):
+            return AttemptVerdict(durableBytes: durable, next: .beginCompletion(totalBytes: total))
+        case .responded(let response):
+            return AttemptVerdict(durableBytes: durable, next: .complete(response))
+        case let .failed(failure, response):
+            let input = TaskStateMachine.Input.transferFailed(failure.error, transient: failure.isTransient,
+                                                              retryAfter: failure.retryAfter, jitterSample: jitterSample)
+            // A permanent failure keeps the response that explains it; a transient one is retried from scratch.
+            return AttemptVerdict(durableBytes: durable, next: .fail(input, keepResponse: failure.isTransient ? nil : response))
+        case .stopped:
+            // Stopped without being asked (should not happen): retry soon rather than lose the task.
+            let error = TaskError(code: TaskErrorCode.connectionLost, message: "The transfer stopped unexpectedly")
+            let input = TaskStateMachine.Input.transferFailed(error, transient: true, retryAfter: nil,
+                                                              jitterSample: jitterSample)
+            return AttemptVerdict(durableBytes: durable, next: .fail(input, keepResponse: nil))
+        }
+    }
+}
