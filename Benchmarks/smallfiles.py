@@ -37,7 +37,8 @@ def free_port():
     return port
 
 
-def start_nginx(work, port):
+def start_nginx(work, port, limit_rate=None, connections=1024):
+    """An nginx of its own serving WORK/www on 127.0.0.1:PORT (`limit_rate`: nginx's per-connection pace)."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     root = os.path.join(work, "nginx")
     os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
@@ -47,7 +48,7 @@ def start_nginx(work, port):
 worker_processes 1;
 pid {root}/nginx.pid;
 error_log {root}/error.log warn;
-events {{ worker_connections 1024; }}
+events {{ worker_connections {connections}; }}
 http {{
     access_log off;
     sendfile on;
@@ -59,7 +60,7 @@ http {{
     fastcgi_temp_path {root}/tmp/fastcgi;
     uwsgi_temp_path {root}/tmp/uwsgi;
     scgi_temp_path {root}/tmp/scgi;
-    server {{ listen 127.0.0.1:{port}; root {work}/www; }}
+    server {{ listen 127.0.0.1:{port}; root {work}/www;{f" limit_rate {limit_rate};" if limit_rate else ""} }}
 }}
 """)
     process = subprocess.Popen([nginx, "-p", root, "-c", conf, "-e", os.path.join(root, "error.log")],

@@ -24,44 +24,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scale import Connection, Daemon  # noqa: E402
-from smallfiles import free_port  # noqa: E402
+from smallfiles import free_port, start_nginx  # noqa: E402
 
 TRANSFERS = 100
-
-
-def start_nginx(work, port, rate):
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    root = os.path.join(work, "nginx")
-    os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
-    conf = os.path.join(root, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(f"""daemon off;
-worker_processes 1;
-pid {root}/nginx.pid;
-error_log {root}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    sendfile on;
-    default_type application/octet-stream;
-    client_body_temp_path {root}/tmp/body;
-    proxy_temp_path {root}/tmp/proxy;
-    fastcgi_temp_path {root}/tmp/fastcgi;
-    uwsgi_temp_path {root}/tmp/uwsgi;
-    scgi_temp_path {root}/tmp/scgi;
-    server {{ listen 127.0.0.1:{port}; root {work}/www; limit_rate {rate}; }}
-}}
-""")
-    process = subprocess.Popen([nginx, "-p", root, "-c", conf, "-e", os.path.join(root, "error.log")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import socket
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("nginx did not start")
 
 
 def percentiles(samples):
@@ -173,7 +138,7 @@ def main():
         with open(os.path.join(www, "big.bin"), "wb") as f:
             f.write(os.urandom(1 << 20) * 256)  # 256 MiB: at the paced rate no transfer ends while measuring
         port = free_port()
-        nginx = start_nginx(work, port, args.rate)
+        nginx = start_nginx(work, port, limit_rate=args.rate, connections=4096)
         urls = [f"http://127.0.0.1:{port}/big.bin?{i}" for i in range(TRANSFERS)]
         for tool, run in (("halftunesd", lambda: run_daemon(args.bin_dir, work, urls, args.samples, args.settle)),
                           ("aria2c", lambda: run_aria2(work, urls, args.samples, args.settle))):

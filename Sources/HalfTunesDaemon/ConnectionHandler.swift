@@ -27,9 +27,8 @@ struct ClientLimits: Sendable {
     }
 }
 
-/// One client connection: lines in, requests decoded one after another and handled one after another, the
-/// two stages overlapping (responses keep request order), responses and event notifications out through the
-/// connection's `Outbox`.
+/// One client connection: lines in, then three overlapping stages (decode, calls on the core, answers; see
+/// `RPCRouter`), responses in request order and event notifications out through the connection's `Outbox`.
 final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
 

@@ -118,7 +118,10 @@ extension DaemonCore {
             if let resume { PartialFile.remove(path: resume.partialPath) }
             throw error
         }
-        if let exchange { return pendingCreate(exchangeTask(p, exchange, url: urlString, in: s), start: p.start == true, bytesExpectedToSend: exchange.fileBytes) }
+        if let exchange {
+            return pendingCreate(exchangeTask(p, exchange, url: urlString, in: s), start: p.start == true,
+                                 bytesExpectedToSend: exchange.fileBytes)
+        }
         let isReserved = { (path: String) in self.tasks.isReserved(path) || batch.destinations.contains(path) }
         let directory = s.record.configuration.destinationDirectory ?? downloadRoots.defaultDirectory(for: s.record.uid)
         var explicit = p.destination

@@ -108,13 +108,6 @@ struct RPCRouter: Sendable {
         }
     }
 
-    /// Handles one request line; returns the response line to send, if any.
-    func handle(line: [UInt8], connectionID: UInt64, uid: UInt32, groups: [gid_t] = [], outbox: Outbox,
-                core: DaemonCore) async -> RPCResponse? {
-        let prepared = prepare(line: line, connectionID: connectionID, uid: uid, groups: groups, outbox: outbox)
-        return response(await run(prepared, on: core))
-    }
-
     /// Makes the call a prepared request names, on the core.
     func run(_ prepared: Prepared, on core: isolated DaemonCore) async -> Answer {
         switch prepared {

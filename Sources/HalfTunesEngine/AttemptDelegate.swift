@@ -16,8 +16,9 @@ protocol ResponseSink: AnyObject, Sendable {
     func head(_ head: HTTPResponseHead, finalURL: String) -> Bool
     /// A redirect was refused before it was followed.
     func refuse(_ error: TaskError)
-    /// A body part: the future acknowledges it (a pending one holds the response back); nil refuses the rest.
-    func bodyPart(_ buffer: ByteBuffer) -> EventLoopFuture<Void>?
+    /// A body part (arrived at `now`): the future acknowledges it (a pending one holds the response back); nil
+    /// refuses the rest.
+    func bodyPart(_ buffer: ByteBuffer, now: NIODeadline) -> EventLoopFuture<Void>?
     /// The sink's own work holds the response back (that silence is ours, not the server's).
     var isHoldingBack: Bool { get }
     /// The request failed: let go of anything held.
@@ -168,8 +169,9 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        box.withValue { $0.lastActivity = .now() }
-        guard let acknowledged = sink.bodyPart(buffer) else { return eventLoop.makeFailedFuture(EngineAbort.decided) }
+        let now = NIODeadline.now()
+        box.withValue { $0.lastActivity = now }
+        guard let acknowledged = sink.bodyPart(buffer, now: now) else { return eventLoop.makeFailedFuture(EngineAbort.decided) }
         return throttle?.admit(buffer.readableBytes, acknowledged: acknowledged) ?? acknowledged
     }
 

@@ -63,14 +63,14 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         }
     }
 
-    func bodyPart(_ buffer: ByteBuffer) -> EventLoopFuture<Void>? {
+    func bodyPart(_ buffer: ByteBuffer, now: NIODeadline) -> EventLoopFuture<Void>? {
         let (accepted, report, expected) = box.withValue { s -> (Bool, ProgressPacer.Report?, Int64?) in
             guard s.refused == nil else { return (false, nil, nil) }
             guard s.collector.append(buffer.readableBytesView) else {
                 s.refused = ExchangeRules.tooLarge(url: s.finalURL, bytes: nil, limit: self.limit)
                 return (false, nil, nil)
             }
-            let report = s.received.add(Int64(buffer.readableBytes), now: .now())
+            let report = s.received.add(Int64(buffer.readableBytes), now: now)
             return (true, report, report == nil ? nil : ResumeDecision.contentLength(s.headers))
         }
         guard accepted else { return nil }
@@ -81,10 +81,8 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
     func requestFailed() {}
 
     func finish(_ end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
-        let s = box.withValue { $0 }
-        if let report = box.withValue({ $0.received.flush(now: .now()) }) {
-            reportReceived(report, expected: ResumeDecision.contentLength(s.headers))
-        }
+        let (s, report) = box.withValue { s in (s, s.received.flush(now: .now())) }
+        if let report { reportReceived(report, expected: ResumeDecision.contentLength(s.headers)) }
         return eventLoop.makeSucceededFuture(Self.outcome(end: end, state: s, stopRequested: attempt.isStopRequested))
     }
 

@@ -109,10 +109,9 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         }
     }
 
-    func bodyPart(_ buffer: ByteBuffer) -> EventLoopFuture<Void>? {
+    func bodyPart(_ buffer: ByteBuffer, now: NIODeadline) -> EventLoopFuture<Void>? {
         box.withValue { s -> EventLoopFuture<Void> in
             guard s.phase == .streaming else { return self.eventLoop.makeSucceededVoidFuture() }
-            let now = NIODeadline.now()
             self.append(&s, buffer)
             if let report = s.received.add(Int64(buffer.readableBytes), now: now) {
                 self.emitProgress(report, expected: s.start?.expectedTotal)
