@@ -128,54 +128,23 @@ extension DaemonCore {
         }
     }
 
-    /// Every kind ends here, as `AttemptVerdict` decides: a download's durable length is recorded whatever
-    /// happened; a complete download goes on to verification and publishing; a 2xx response completes an
-    /// upload or data task with it; a permanent failure fails the task (with the response when one arrived);
-    /// a transient one makes it wait and retry (with jitter), a download from its durable offset and anything
-    /// else from byte 0.
+    /// The attempt ended: `DaemonState` decides what that means for the task (`AttemptVerdict`) and frees
+    /// its slot; the actions are carried out here.
     private func attemptEnded(_ id: Int64, _ outcome: AttemptOutcome) {
-        guard var t = tasks[id] else { return }
-        let kind = TaskKind(rawValue: t.record.kind) ?? .download
-        let verdict = AttemptVerdict.of(outcome, kind: kind, stillRunning: !shuttingDown && t.machine.state == .running,
-                                        jitterSample: Double.random(in: 0..<1))
-        t.runtime = nil
-        if let durable = verdict.durableBytes {
-            t.record.bytesDurable = durable
-            if t.discardPartialWhenStopped {
-                PartialFile.remove(path: t.record.partialPath)
-                t.record.bytesDurable = 0
+        guard let t = tasks[id] else { return }
+        if !shuttingDown, t.machine.state == .running {
+            switch outcome {
+            case .responded(let response):
+                logger.info("\(t.record.kind) task complete", metadata: ["task": "\(id)", "status": "\(response.status)",
+                                                                         "bodyBytes": "\(response.bodyBytes)"])
+            case .failed(let failure, _):
+                logger.info("\(t.record.kind) attempt failed: \(failure.error.message)",
+                            metadata: ["task": "\(id)", "transient": "\(failure.isTransient)"])
+            case .completed, .stopped:
+                break
             }
         }
-        t.discardPartialWhenStopped = false
-        tasks[id] = t
-        defer {
-            finishInvalidationIfDone(t.record.session)
-            pump()
-        }
-        switch verdict.next {
-        case .record:
-            _ = try? journal.updateTask(t.record, events: [])
-            evictIfFinished(id)
-        case .beginCompletion(let total):
-            beginCompletion(id, total: total)
-        case .complete(let response):
-            logger.info("\(t.record.kind) task complete", metadata: ["task": "\(id)", "status": "\(response.status)",
-                                                                     "bodyBytes": "\(response.bodyBytes)"])
-            let upload = kind == .upload
-            if let total = t.bytesExpectedToSend, upload { tasks[id]?.bytesSent = total }
-            let sent = tasks[id]?.bytesSent
-            _ = try? apply(.completed, to: id) { record in
-                record.response = response
-                if upload, let sent { record.bytesDurable = sent } // an upload's bytes sent, kept with the task
-            }
-        case let .fail(input, keepResponse):
-            if case let .transferFailed(error, transient, _, _) = input {
-                logger.info("\(t.record.kind) attempt failed: \(error.message)",
-                            metadata: ["task": "\(id)", "transient": "\(transient)"])
-            }
-            _ = try? apply(input, to: id) { record in
-                if let keepResponse { record.response = keepResponse }
-            }
-        }
+        let input = DaemonState.Input.attemptEnded(id, outcome, jitterSample: Double.random(in: 0..<1), slotLimits)
+        run((try? state.handle(input, now: clock())) ?? [])
     }
 }

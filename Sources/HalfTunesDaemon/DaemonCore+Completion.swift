@@ -53,6 +53,7 @@ extension DaemonCore {
         if shuttingDown, case .digestComputed = input { return }
         let actions = c.machine.handle(input)
         completions[id] = c
+        if !c.machine.isMoving { state.moving.remove(id) }
         carryOut(actions, for: id)
     }
 
@@ -88,6 +89,7 @@ extension DaemonCore {
                 tasks[id] = t
                 _ = try? journal.updateTask(t.record, events: []) // synced by `move` before anything moves
             case .move(let location):
+                state.moving.insert(id) // no lifecycle input until the move's outcome
                 move(id, attempt: attempt, to: location)
             case .complete(let location):
                 let waiters = endCompletion(id)
@@ -110,7 +112,8 @@ extension DaemonCore {
     }
 
     private func endCompletion(_ id: Int64) -> [CheckedContinuation<Void, Never>] {
-        completions.removeValue(forKey: id)?.waiters ?? []
+        state.moving.remove(id)
+        return completions.removeValue(forKey: id)?.waiters ?? []
     }
 
     private func computeDigest(_ id: Int64, attempt: Int) {

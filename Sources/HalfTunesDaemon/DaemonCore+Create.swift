@@ -62,17 +62,20 @@ extension DaemonCore {
             return results
         }
         var ids: [(index: Int, id: Int64)] = []
-        for ((index, create), (record, events)) in zip(pending, stored) {
+        var created: [ManagedTask] = []
+        created.reserveCapacity(stored.count)
+        for ((index, create), (record, _)) in zip(pending, stored) {
             var managed = ManagedTask(record: record, owner: sessions[record.session]?.record.uid ?? 0,
                                       machine: create.machine, bytesReceived: record.bytesDurable)
             managed.bytesExpectedToSend = create.bytesExpectedToSend
-            tasks[record.id!] = managed // queued when started: TaskTable puts it in the queue
-            broadcast(events)
+            created.append(managed)
             logger.info("task created", metadata: ["task": "\(record.id!)", "session": "\(record.session)",
                                                    "url": "\(record.url)", "kind": "\(record.kind)"])
             ids.append((index, record.id!))
         }
-        pump()
+        let actions = (try? state.handle(.created(created, slotLimits), now: clock())) ?? []
+        for (_, events) in stored { broadcast(events) } // the created events before any of what follows
+        run(actions)
         for (index, id) in ids {
             if let t = tasks[id] { results[index] = .success(info(t)) }
         }
@@ -167,7 +170,7 @@ extension DaemonCore {
             nextQueueOrder += 1
         }
         let time = Timestamp.format(record.createdAt)
-        let events = actions.compactMap(Self.payload(for:))
+        let events = actions.compactMap(DaemonState.payload(for:))
             .map { Event(seq: nil, session: record.session, task: nil, time: time, payload: $0) }
         return PendingCreate(record: record, machine: machine, events: events, bytesExpectedToSend: bytesExpectedToSend)
     }

@@ -6,10 +6,16 @@ extension DaemonCore {
     /// Journals the task's row with its events in one transaction, then delivers the events live.
     func commit(_ id: Int64, _ payloads: [EventPayload]) {
         guard let t = tasks[id] else { return }
+        commit(t.record, payloads)
+    }
+
+    /// Journals this row of a task with its events in one transaction, then delivers the events live.
+    func commit(_ record: TaskRecord, _ payloads: [EventPayload]) {
+        guard let id = record.id else { return }
         let time = Timestamp.format(clock())
-        let events = payloads.map { Event(seq: nil, session: t.record.session, task: id, time: time, payload: $0) }
+        let events = payloads.map { Event(seq: nil, session: record.session, task: id, time: time, payload: $0) }
         do {
-            let stored = try journal.updateTask(t.record, events: events.filter(\.payload.isJournaled))
+            let stored = try journal.updateTask(record, events: events.filter(\.payload.isJournaled))
             broadcast(stored + events.filter { !$0.payload.isJournaled })
         } catch {
             // The in-memory state moved on; the journal will catch up with the next write of this task.

@@ -82,9 +82,8 @@ extension DaemonCore {
     func tick() {
         guard !shuttingDown else { return }
         let now = clock()
-        for id in tasks.dueDeadlines(now: now) { _ = try? apply(.resourceDeadlinePassed, to: id) }
+        run((try? state.handle(.clockTick(slotLimits), now: now)) ?? [])
         if now - lastTokenPrune > 3600 { pruneResumeTokens() }
-        pump()
     }
 
     func pruneResumeTokens() {

@@ -94,12 +94,12 @@ extension DaemonCore {
 
     // MARK: - Applying lifecycle inputs
 
-    /// Feeds an input to a task's state machine, carries out its actions and journals the result with
-    /// its events in one transaction. `extra` events go just before `didComplete`.
+    /// Feeds an input to a task's state machine (through `DaemonState`) and carries out the actions: its row
+    /// is journaled with its events in one transaction. `extra` events go just before `didComplete`.
     @discardableResult
     func apply(_ input: TaskStateMachine.Input, to id: Int64, extra: [EventPayload] = [],
-               update: (inout TaskRecord) -> Void = { _ in }) throws(RPCError) -> [TaskStateMachine.Action] {
-        guard var t = tasks[id] else {
+               update: ((inout TaskRecord) -> Void)? = nil) throws(RPCError) -> [TaskStateMachine.Action] {
+        guard tasks[id] != nil else {
             // A finished task lives in the journal only: it refuses every input as its state machine would.
             guard var finished = finishedTask(id)?.machine else { throw RPCError.unknownTask(id) }
             do {
@@ -109,78 +109,45 @@ extension DaemonCore {
             }
             return [] // an input a finished task ignores
         }
-        if completions[id]?.machine.isMoving == true {
-            // Its file is being moved into place: suspend and cancel wait for that (`waitUntilMoved`), a session
-            // invalidation lets it finish; the move's outcome ends the completion before it is applied.
-            return []
-        }
-        t.machine.backoff = backoff(forSession: t.record.session) // the session's current retry policy
-        let now = clock()
-        let actions: [TaskStateMachine.Action]
+        var actions: [DaemonState.Action] = []
+        let steps: [TaskStateMachine.Action]
         do {
-            actions = try t.machine.handle(input, now: now)
+            steps = try state.apply(input, to: id, extra: extra, update: update, now: clock(), into: &actions)
         } catch {
-            throw RPCError.illegalStateChange(task: id, from: error.state, action: error.input)
+            throw RPCError.illegalStateChange(task: id, from: error.transition.state, action: error.transition.input)
         }
-        if actions.isEmpty { return actions }
-        var payloads: [EventPayload] = []
-        var startNow = false
+        run(actions)
+        return steps
+    }
+
+    /// Carries out the state's actions, in order.
+    func run(_ actions: [DaemonState.Action]) {
         for action in actions {
             switch action {
-            case .enqueue:
-                enqueue(&t)
-            case .dequeue:
-                break // TaskTable takes it out of the queue with its state
-            case .startTransfer:
-                startNow = true
-            case .stopTransfer:
-                t.runtime?.stop()
-            case .scheduleRetry, .cancelRetry:
-                break // `TaskTable` keeps the retry times of waiting tasks; the timer is re-armed below
-            case .discardPartial:
-                if t.runtime != nil {
-                    t.discardPartialWhenStopped = true
-                } else {
-                    PartialFile.remove(path: t.record.partialPath)
-                }
-                t.record.bytesDurable = 0
-            case .keepPartialForResumeData:
-                t.discardPartialWhenStopped = false
-            case .emitStateChanged, .emitComplete:
-                if case .emitComplete = action { payloads.append(contentsOf: extra) }
-                if let payload = Self.payload(for: action) { payloads.append(payload) }
+            case let .journal(record, payloads):
+                commit(record, payloads)
+            case .startAttempt(let id):
+                startTransfer(id)
+            case .stopAttempt(let id):
+                tasks[id]?.runtime?.stop()
+            case .removePartial(let path):
+                PartialFile.remove(path: path)
+            case .armRetryTimer(let at):
+                armRetryTimer(at: at)
+            case .leaveCompletion(let id):
+                leaveCompletionIfStopped(id)
+            case let .beginCompletion(id, total):
+                beginCompletion(id, total: total)
+            case .checkInvalidation(let session):
+                finishInvalidationIfDone(session)
             }
         }
-        update(&t.record)
-        payloads = payloads.map { $0.carrying(t.record.response) }
-        t.syncRecord(now: now)
-        if let runtime = t.runtime, !t.discardPartialWhenStopped, !t.machine.state.isTerminal {
-            t.record.bytesDurable = runtime.durableBytes
-        }
-        tasks[id] = t
-        if actions.contains(where: { if case .scheduleRetry = $0 { true } else { false } }) { armRetryTimer() }
-        commit(id, payloads)
-        leaveCompletionIfStopped(id)
-        if startNow { startTransfer(id) }
-        if t.machine.state.isTerminal, sessions[t.record.session]?.record.state == .invalidating {
-            finishInvalidationIfDone(t.record.session)
-        }
-        evictIfFinished(id)
-        return actions
     }
 
-    static func payload(for action: TaskStateMachine.Action) -> EventPayload? {
-        switch action {
-        case let .emitStateChanged(from, to, reason): return .stateChanged(state: to, previous: from, reason: reason)
-        case let .emitComplete(error): return .didComplete(error: error)
-        default: return nil
-        }
-    }
-
-    /// Makes the retry timer wake at the earliest retry time of any waiting task (one timer for all of them,
-    /// however many wait). A timer already set for that time or earlier stays: it re-arms when it fires.
-    func armRetryTimer() {
-        guard !shuttingDown, let at = tasks.earliestRetry else { return }
+    /// Makes the retry timer wake at `at`, the earliest retry time of any waiting task (one timer for all of
+    /// them, however many wait). A timer already set for that time or earlier stays: it re-arms when it fires.
+    func armRetryTimer(at: Double) {
+        guard !shuttingDown else { return }
         if let wake = retryWake, wake.at <= at { return }
         retryWake?.task.cancel()
         let delay = max(0, at - clock())
@@ -194,13 +161,12 @@ extension DaemonCore {
     /// The retry timer fired: every waiting task whose time has come retries, then the timer waits for the next.
     private func retriesDue() {
         retryWake = nil
-        for id in tasks.dueRetries(now: clock()) { retryDue(id) }
-        armRetryTimer()
+        run((try? state.handle(.retryTimerFired(slotLimits), now: clock())) ?? [])
     }
 
-    func retryDue(_ id: Int64) {
-        guard !shuttingDown, let t = tasks[id], t.machine.state == .waiting else { return }
-        _ = try? apply(.retryDue, to: id)
-        pump()
+    /// The daemon-wide limits slots are granted within.
+    var slotLimits: DaemonState.SlotLimits {
+        DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
+                               maxConnectionsPerHost: configuration.maxConnectionsPerHost)
     }
 }

@@ -54,23 +54,36 @@ actor DaemonCore {
     let clock: @Sendable () -> Double
     let startedAt: Double
 
-    var sessions: [String: ManagedSession] = [:]
-    var tasks = TaskTable()
-    /// The queue itself is `tasks.queue` (a `RunQueue`, kept in step with task states by `TaskTable`).
-    var nextQueueOrder: Int64 = 1
-    /// When each uid was last given a transfer slot (a serial number): between users with as many transfers
-    /// running, the one served longest ago goes first (`QueuePlanner.fairOrder`).
-    var lastServed: [UInt32: Int64] = [:]
-    var servedSerial: Int64 = 0
+    /// Sessions, unfinished tasks and the queue: the task lifecycle changes it through `state.handle`, whose
+    /// actions `run` carries out. The properties below read and write its parts in place.
+    var state = DaemonState()
+    var sessions: [String: ManagedSession] {
+        get { state.sessions }
+        _modify { yield &state.sessions }
+    }
+    var tasks: TaskTable {
+        get { state.tasks }
+        _modify { yield &state.tasks }
+    }
+    var nextQueueOrder: Int64 {
+        get { state.nextQueueOrder }
+        _modify { yield &state.nextQueueOrder }
+    }
+    var lastServed: [UInt32: Int64] { state.lastServed }
+    var pendingEventsByUID: [UInt32: Int] {
+        get { state.pendingEventsByUID }
+        _modify { yield &state.pendingEventsByUID }
+    }
+    var shuttingDown: Bool {
+        get { state.shuttingDown }
+        _modify { yield &state.shuttingDown }
+    }
     var subscribers: [String: [UInt64: Outbox]] = [:]
     /// Downloads between "every byte is durable" and completed/failed (`DaemonCore+Completion`).
     var completions: [Int64: Completion] = [:]
-    /// Journaled, unacknowledged events per uid, over all its sessions (see `countPendingEvents`).
-    var pendingEventsByUID: [UInt32: Int] = [:]
     var rateMeter = RateMeter()
     /// Upload request bodies sent (`DaemonStatus.uploadRate`).
     var uploadRateMeter = RateMeter()
-    var shuttingDown = false
     var housekeeping: Task<Void, Never>?
     /// The one timer for every retry: it wakes at the earliest retry time `TaskTable` holds (`armRetryTimer`).
     var retryWake: (at: Double, task: Task<Void, Never>)?

@@ -1,0 +1,211 @@
+// The core's state as a value: sessions, unfinished tasks and the queue; inputs in, actions out, no I/O.
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+/// What the daemon knows, held by `DaemonCore` (the runner) and changed only through `handle(_:now:)` for
+/// the task lifecycle: an input changes the state and returns the actions the runner carries out (journal,
+/// start or stop an attempt, remove a partial file, arm the retry timer). Nothing here touches a file, a
+/// socket or the clock, so the queue, the limits, retries and resource deadlines are unit-tested in virtual
+/// time (`DaemonStateTests`).
+struct DaemonState {
+    var sessions: [String: ManagedSession] = [:]
+    /// The unfinished tasks (and finished ones still stopping a transfer or publishing) with their indexes.
+    var tasks = TaskTable()
+    /// The next queue order given to a task that enters the back of the queue.
+    var nextQueueOrder: Int64 = 1
+    /// When each uid was last given a transfer slot (a serial number): between users with as many transfers
+    /// running, the one served longest ago goes first (`RunQueue.next`).
+    var lastServed: [UInt32: Int64] = [:]
+    var servedSerial: Int64 = 0
+    /// Journaled, unacknowledged events per uid, over all its sessions.
+    var pendingEventsByUID: [UInt32: Int] = [:]
+    /// Once set, nothing starts and nothing retries.
+    var shuttingDown = false
+    /// Downloads whose file is being moved into place: they take no lifecycle input until the move's outcome
+    /// has ended their completion (suspend and cancel wait for it, `DaemonCore.waitUntilMoved`; a session
+    /// invalidation or a resource deadline lets it finish), so the journal always says whether the file moved.
+    var moving: Set<Int64> = []
+
+    /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
+    struct SlotLimits: Equatable, Sendable {
+        var maxConcurrent: Int
+        var maxConnectionsPerHost: Int
+    }
+
+    enum Input {
+        /// Tasks were journaled as created (suspended, or queued with their place): they join the state and
+        /// the queued ones may start.
+        case created([ManagedTask], SlotLimits)
+        /// A lifecycle input for one task. `extra` events go just before `didComplete`; `update` changes the
+        /// task's row with the same transaction (a response to keep, the published location).
+        case task(Int64, TaskStateMachine.Input, extra: [EventPayload] = [], update: ((inout TaskRecord) -> Void)? = nil)
+        /// Slots may be free: start queued tasks while the limits allow, fairly between users.
+        case grantSlots(SlotLimits)
+        /// The retry timer fired: every waiting task whose time has come retries.
+        case retryTimerFired(SlotLimits)
+        /// The once-a-second tick: pending tasks whose resource deadline has passed fail (read from the
+        /// deadline index, not a walk over the tasks).
+        case clockTick(SlotLimits)
+        /// A task's attempt ended (`jitterSample`, 0..<1, spreads the retry times of transient failures).
+        case attemptEnded(Int64, AttemptOutcome, jitterSample: Double, SlotLimits)
+    }
+
+    enum Action: Equatable {
+        /// Journal the task's row with these events in one transaction, then deliver them live.
+        case journal(TaskRecord, [EventPayload])
+        /// Start an attempt of the task (it is `running` and holds a slot).
+        case startAttempt(Int64)
+        /// Stop the task's attempt in flight (its outcome comes back as an input).
+        case stopAttempt(Int64)
+        /// Remove the task's partial file (nothing is writing it).
+        case removePartial(path: String)
+        /// Wake the retry timer at this time (or keep one that wakes earlier).
+        case armRetryTimer(at: Double)
+        /// The task left `running`: a completion not moving a file is left behind.
+        case leaveCompletion(Int64)
+        /// Every byte of the task's download is durable: verify and publish it (`CompletionMachine`).
+        case beginCompletion(Int64, totalBytes: Int64)
+        /// A task of this invalidating session finished: the session may be done.
+        case checkInvalidation(session: String)
+    }
+
+    /// An input a task's state machine refuses in its state.
+    struct Refused: Error, Equatable {
+        let task: Int64
+        let transition: TaskStateMachine.IllegalTransition
+    }
+
+    /// Feeds an input; returns what the runner must do, in order. A refused task input changes nothing.
+    mutating func handle(_ input: Input, now: Double) throws(Refused) -> [Action] {
+        var actions: [Action] = []
+        switch input {
+        case let .created(created, limits):
+            for t in created { tasks[t.id] = t } // a queued one joins the queue with its state
+            grantSlots(limits, now: now, into: &actions)
+        case let .task(id, taskInput, extra, update):
+            _ = try apply(taskInput, to: id, extra: extra, update: update, now: now, into: &actions)
+        case .grantSlots(let limits):
+            grantSlots(limits, now: now, into: &actions)
+        case .retryTimerFired(let limits):
+            for id in tasks.dueRetries(now: now) where !shuttingDown && tasks[id]?.machine.state == .waiting {
+                _ = try? apply(.retryDue, to: id, now: now, into: &actions)
+            }
+            grantSlots(limits, now: now, into: &actions)
+            if let at = tasks.earliestRetry, !shuttingDown { actions.append(.armRetryTimer(at: at)) }
+        case .clockTick(let limits):
+            guard !shuttingDown else { break }
+            for id in tasks.dueDeadlines(now: now) { _ = try? apply(.resourceDeadlinePassed, to: id, now: now, into: &actions) }
+            grantSlots(limits, now: now, into: &actions)
+        case let .attemptEnded(id, outcome, jitterSample, limits):
+            attemptEnded(id, outcome, jitterSample: jitterSample, limits: limits, now: now, into: &actions)
+        }
+        return actions
+    }
+
+    /// The task's state machine takes the input; its actions become the runner's. Returns the machine's actions.
+    @discardableResult
+    mutating func apply(_ input: TaskStateMachine.Input, to id: Int64, extra: [EventPayload] = [],
+                        update: ((inout TaskRecord) -> Void)? = nil, now: Double,
+                        into actions: inout [Action]) throws(Refused) -> [TaskStateMachine.Action] {
+        guard var t = tasks[id], !moving.contains(id) else { return [] }
+        t.machine.backoff = Backoff(sessions[t.record.session]?.record.configuration.retry) // the session's current policy
+        let steps: [TaskStateMachine.Action]
+        do {
+            steps = try t.machine.handle(input, now: now)
+        } catch {
+            throw Refused(task: id, transition: error)
+        }
+        if steps.isEmpty {
+            tasks[id] = t // what the machine counts (failures since progress) changed, nothing else
+            return steps
+        }
+        var payloads: [EventPayload] = []
+        var startNow = false, retryScheduled = false
+        for step in steps {
+            switch step {
+            case .enqueue:
+                enqueue(&t)
+            case .dequeue, .cancelRetry:
+                break // `TaskTable` takes it out of the queue, or drops its retry time, with its state
+            case .startTransfer:
+                startNow = true
+            case .stopTransfer:
+                actions.append(.stopAttempt(id))
+            case .scheduleRetry:
+                retryScheduled = true // `TaskTable` keeps the retry times of waiting tasks
+            case .discardPartial:
+                if t.runtime != nil {
+                    t.discardPartialWhenStopped = true
+                } else {
+                    actions.append(.removePartial(path: t.record.partialPath))
+                }
+                t.record.bytesDurable = 0
+            case .keepPartialForResumeData:
+                t.discardPartialWhenStopped = false
+            case .emitStateChanged, .emitComplete:
+                if case .emitComplete = step { payloads.append(contentsOf: extra) }
+                if let payload = Self.payload(for: step) { payloads.append(payload) }
+            }
+        }
+        update?(&t.record)
+        payloads = payloads.map { $0.carrying(t.record.response) }
+        t.syncRecord(now: now)
+        if let runtime = t.runtime, !t.discardPartialWhenStopped, !t.machine.state.isTerminal {
+            t.record.bytesDurable = runtime.durableBytes // a checkpoint's latest, never an older value
+        }
+        tasks[id] = t
+        if retryScheduled, let at = tasks.earliestRetry { actions.append(.armRetryTimer(at: at)) }
+        actions.append(.journal(t.record, payloads))
+        if t.machine.state != .running { actions.append(.leaveCompletion(id)) }
+        if startNow { actions.append(.startAttempt(id)) }
+        if t.machine.state.isTerminal, sessions[t.record.session]?.record.state == .invalidating {
+            actions.append(.checkInvalidation(session: t.record.session))
+        }
+        tasks.evict(id) // a finished task lives in the journal only
+        return steps
+    }
+
+    /// Starts queued tasks while the daemon-wide, per-session and per-host limits allow: each next slot goes
+    /// to the fair choice among the tasks that can start (`RunQueue.next`). Costs O(owners) per task started
+    /// (plus tasks held at the head of a user's queue by a session or host limit), whatever the queue's length.
+    mutating func grantSlots(_ limits: SlotLimits, now: Double, into actions: inout [Action]) {
+        guard !shuttingDown else { return }
+        var tried: Set<Int64> = []
+        while tasks.running.count < limits.maxConcurrent {
+            let next = tasks.queue.next(running: { self.tasks.runningByOwner[$0] ?? 0 },
+                                        lastServed: { self.lastServed[$0] ?? 0 },
+                                        isHeld: { self.isHeld($0, limits: limits) })
+            guard let entry = next, tried.insert(entry.id).inserted else { return }
+            servedSerial += 1
+            lastServed[entry.owner] = servedSerial
+            _ = try? apply(.slotGranted, to: entry.id, now: now, into: &actions)
+        }
+    }
+
+    /// Whether a queued task cannot start now: its previous transfer is still stopping, or its session or
+    /// host is at its limit.
+    func isHeld(_ entry: RunQueue.Entry, limits: SlotLimits) -> Bool {
+        if tasks.isStopping(entry.id) { return true }
+        if let max = sessions[entry.session]?.record.configuration.maxConcurrent,
+           (tasks.runningBySession[entry.session] ?? 0) >= max { return true }
+        return (tasks.runningByHost[entry.host] ?? 0) >= limits.maxConnectionsPerHost
+    }
+
+    /// Gives a task that enters the queue its place: the back of its priority class, unless it was moved to
+    /// the front (a negative queue order, kept until it runs again). `TaskTable` puts it in the queue.
+    mutating func enqueue(_ t: inout ManagedTask) {
+        if t.record.queueOrder >= 0 {
+            t.record.queueOrder = nextQueueOrder
+            nextQueueOrder += 1
+        }
+    }
+
+    static func payload(for action: TaskStateMachine.Action) -> EventPayload? {
+        switch action {
+        case let .emitStateChanged(from, to, reason): return .stateChanged(state: to, previous: from, reason: reason)
+        case let .emitComplete(error): return .didComplete(error: error)
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,250 @@
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+import Testing
+@testable import HalfTunesDaemon
+
+/// The core's state with no I/O and a virtual clock: inputs in, actions out. Queueing, limits, retries,
+/// resource deadlines and the ends of attempts, checked without a socket, a file or a wall-clock wait.
+@Suite("DaemonState")
+struct DaemonStateTests {
+    static let limits = DaemonState.SlotLimits(maxConcurrent: 2, maxConnectionsPerHost: 8)
+
+    /// A state with sessions "a" (uid 1) and "b" (uid 2), or the given ones.
+    static func state(sessions: [(String, UInt32, SessionConfiguration)] = [("a", 1, .init()), ("b", 2, .init())]) -> DaemonState {
+        var state = DaemonState()
+        for (name, uid, config) in sessions {
+            state.sessions[name] = ManagedSession(
+                record: SessionRecord(identifier: name, uid: uid, configuration: config, state: .active, createdAt: 0),
+                lastEventSeq: 0, pendingEvents: 0)
+        }
+        return state
+    }
+
+    /// A suspended download of `session`, as `task.create` journals it (the id is the journal's).
+    static func task(_ id: Int64, session: String, owner: UInt32, host: String = "127.0.0.1:9",
+                     deadline: Double? = nil) -> ManagedTask {
+        let record = TaskRecord(id: id, session: session, url: "http://\(host)/\(id)", state: .suspended,
+                                destination: "/d/\(id)", partialPath: "/d/.\(id).partial", createdAt: 0, updatedAt: 0,
+                                resourceDeadline: deadline)
+        return ManagedTask(record: record, owner: owner, machine: TaskStateMachine(state: .suspended, resourceDeadline: deadline),
+                           bytesReceived: 0)
+    }
+
+    static func started(_ actions: [DaemonState.Action]) -> [Int64] {
+        actions.compactMap { if case .startAttempt(let id) = $0 { id } else { nil } }
+    }
+
+    static func journaled(_ actions: [DaemonState.Action], _ id: Int64) -> [EventPayload] {
+        actions.flatMap { action -> [EventPayload] in
+            if case let .journal(record, payloads) = action, record.id == id { payloads } else { [] }
+        }
+    }
+
+    /// The error of the task's `didComplete` among the journaled events (nil: none, or no error).
+    static func completionError(_ actions: [DaemonState.Action], _ id: Int64) -> TaskError? {
+        for payload in journaled(actions, id) {
+            if case .didComplete(let error, _) = payload { return error }
+        }
+        return nil
+    }
+
+    static let permanent = AttemptOutcome.failed(TransferFailure(
+        error: TaskError(code: TaskErrorCode.httpStatus, message: "404 Not Found", httpStatus: 404),
+        isTransient: false, durableBytes: 0))
+
+    static func transient(_ message: String = "connection refused", retryAfter: Double? = nil) -> AttemptOutcome {
+        .failed(TransferFailure(error: TaskError(code: TaskErrorCode.connectionLost, message: message),
+                                isTransient: true, retryAfter: retryAfter, durableBytes: 0))
+    }
+
+    /// Creates suspended tasks and resumes them in order (as `task.resume` does: the input, then slots).
+    static func resumeAll(_ state: inout DaemonState, _ tasks: [ManagedTask], limits: DaemonState.SlotLimits = limits,
+                          now: Double = 0) throws -> [Int64] {
+        _ = try state.handle(.created(tasks, limits), now: now)
+        var ids: [Int64] = []
+        for t in tasks {
+            ids += started(try state.handle(.task(t.id, .resume), now: now))
+            ids += started(try state.handle(.grantSlots(limits), now: now))
+        }
+        return ids
+    }
+
+    @Test func resumeQueuesThenStartsWithinTheDaemonWideLimit() throws {
+        var state = Self.state()
+        let started = try Self.resumeAll(&state, (1...4).map { Self.task($0, session: "a", owner: 1) })
+        #expect(started == [1, 2])
+        #expect(state.tasks[1]?.machine.state == .running && state.tasks[3]?.machine.state == .queued)
+        #expect(state.tasks.queue.count == 2 && state.tasks.running == [1, 2])
+        // Queue orders are handed out as tasks enter the back of the queue.
+        #expect(state.tasks[3]!.record.queueOrder < state.tasks[4]!.record.queueOrder)
+        // Each start journals the row with its stateChanged event before the attempt begins.
+        let actions = try state.handle(.task(3, .suspend), now: 1)
+        #expect(Self.journaled(actions, 3) == [.stateChanged(state: .suspended, previous: .queued, reason: nil)])
+        #expect(state.tasks.queue.count == 1)
+    }
+
+    /// A slot freed by one user's task goes to the other user when they run fewer transfers, whatever the
+    /// order the tasks were queued in.
+    @Test func slotsAreSharedFairlyBetweenUsers() throws {
+        var state = Self.state()
+        let first = try Self.resumeAll(&state, (1...4).map { Self.task($0, session: "a", owner: 1) })
+        #expect(first == [1, 2])
+        _ = try state.handle(.created([Self.task(10, session: "b", owner: 2), Self.task(11, session: "b", owner: 2)],
+                                      Self.limits), now: 0)
+        _ = try state.handle(.task(10, .resume), now: 0)
+        _ = try state.handle(.task(11, .resume), now: 0)
+        // Task 1's attempt fails for a while: its slot goes to user 2 (0 running) before user 1's task 3.
+        let next = try state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: 1)
+        #expect(Self.started(next) == [10])
+        #expect(state.tasks[1]?.machine.state == .waiting)
+        // User 2 suspends its task: user 2 runs none again, so its next task goes before user 1's.
+        let after = try state.handle(.task(10, .suspend), now: 2)
+        #expect(after.contains(.stopAttempt(10)))
+        let freed = try state.handle(.attemptEnded(10, .stopped(durableBytes: 0), jitterSample: 0.5, Self.limits), now: 2)
+        #expect(Self.started(freed) == [11])
+        #expect(state.tasks.runningByOwner == [1: 1, 2: 1])
+    }
+
+    /// With one slot, users running as many transfers take turns: the one served longest ago goes first,
+    /// though all of user 1's tasks were queued before user 2's.
+    @Test func usersRunningAsManyTakeTurns() throws {
+        var state = Self.state()
+        let one = DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)
+        let tasks = [Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1),
+                     Self.task(3, session: "b", owner: 2), Self.task(4, session: "b", owner: 2)]
+        #expect(try Self.resumeAll(&state, tasks, limits: one) == [1])
+        var order: [Int64] = [1]
+        for now in 1...3 {
+            let ended = try state.handle(.attemptEnded(order.last!, Self.permanent, jitterSample: 0.5, one), now: Double(now))
+            order += Self.started(ended)
+        }
+        #expect(order == [1, 3, 2, 4])
+    }
+
+    @Test func perHostAndPerSessionLimitsHoldOnlyTheirOwnTasks() throws {
+        var state = Self.state(sessions: [("a", 1, SessionConfiguration(maxConcurrent: 1)), ("b", 1, .init())])
+        let limits = DaemonState.SlotLimits(maxConcurrent: 10, maxConnectionsPerHost: 1)
+        let tasks = [Self.task(1, session: "a", owner: 1, host: "h1"), Self.task(2, session: "a", owner: 1, host: "h2"),
+                     Self.task(3, session: "b", owner: 1, host: "h1"), Self.task(4, session: "b", owner: 1, host: "h3")]
+        let started = try Self.resumeAll(&state, tasks, limits: limits)
+        // 2: session "a" runs its one; 3: host h1 has its one connection. Neither blocks task 4.
+        #expect(started == [1, 4])
+        #expect(state.tasks.runningByHost["http://h1:80"] == 1 && state.tasks.runningBySession["a"] == 1)
+        // Task 1 ends for good (a permanent failure): both 2 (session free) and 3 (host free) may start.
+        let next = try state.handle(.attemptEnded(1, Self.permanent, jitterSample: 0.5, limits), now: 1)
+        #expect(Set(Self.started(next)) == [2, 3])
+        #expect(state.tasks[1] == nil) // failed: evicted, it lives in the journal only
+        #expect(state.tasks.count(in: .failed) == 1)
+    }
+
+    /// Retries in virtual time: the backoff doubles, the retry timer is armed at the earliest retry, a timer
+    /// that fires early starts nothing, Retry-After is a lower bound, and `maxAttempts` ends it.
+    @Test func transientFailuresWaitBackOffAndRetryInVirtualTime() throws {
+        let retry = RetryPolicy(initialDelay: 10, maxDelay: 100, jitter: 0, maxAttempts: 3)
+        var state = Self.state(sessions: [("a", 1, SessionConfiguration(retry: retry))])
+        #expect(try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1)]) == [1])
+
+        var actions = try state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.9, Self.limits), now: 100)
+        #expect(state.tasks[1]?.machine.state == .waiting && state.tasks[1]?.machine.nextAttemptAt == 110)
+        #expect(actions.contains(.armRetryTimer(at: 110)))
+        #expect(Self.journaled(actions, 1).contains(.stateChanged(state: .waiting, previous: .running,
+                                                                   reason: TaskError(code: TaskErrorCode.connectionLost, message: "connection refused"))))
+        // Early: nothing retries, the timer is armed again for the same time.
+        actions = try state.handle(.retryTimerFired(Self.limits), now: 109.9)
+        #expect(Self.started(actions).isEmpty && actions == [.armRetryTimer(at: 110)])
+        actions = try state.handle(.retryTimerFired(Self.limits), now: 110)
+        #expect(Self.started(actions) == [1] && state.tasks[1]?.machine.state == .running)
+
+        // The second failure waits twice as long; a longer Retry-After wins.
+        actions = try state.handle(.attemptEnded(1, Self.transient(retryAfter: 50), jitterSample: 0.5, Self.limits), now: 200)
+        #expect(state.tasks[1]?.machine.nextAttemptAt == 250 && actions.contains(.armRetryTimer(at: 250)))
+        #expect(Self.started(try state.handle(.retryTimerFired(Self.limits), now: 250)) == [1])
+        // The third in a row without progress is the last (maxAttempts 3): the task fails with the reason.
+        actions = try state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: 300)
+        #expect(state.tasks[1] == nil && state.tasks.count(in: .failed) == 1)
+        let error = try #require(Self.completionError(actions, 1))
+        #expect(error.message.hasPrefix("Gave up after 3 attempts in a row"))
+    }
+
+    /// Bytes written count as progress: the failure count starts again, so a slow but moving download never
+    /// uses up its attempts.
+    @Test func progressResetsTheAttemptBudget() throws {
+        let retry = RetryPolicy(initialDelay: 10, maxDelay: 100, jitter: 0, maxAttempts: 2)
+        var state = Self.state(sessions: [("a", 1, SessionConfiguration(retry: retry))])
+        _ = try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1)])
+        var now = 0.0
+        for _ in 0..<5 {
+            now += 1
+            _ = try state.handle(.task(1, .madeProgress), now: now)
+            let actions = try state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: now)
+            #expect(actions.contains(.armRetryTimer(at: now + 10)))
+            now += 10
+            #expect(Self.started(try state.handle(.retryTimerFired(Self.limits), now: now)) == [1])
+        }
+        #expect(state.tasks[1]?.machine.state == .running)
+    }
+
+    /// A resource deadline fails a pending task on the tick that follows it, stops its attempt, and frees its
+    /// slot for the next task; a suspended task never times out.
+    @Test func resourceDeadlinesFailPendingTasksOnTheTick() throws {
+        var state = Self.state()
+        let limits = DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)
+        let tasks = [Self.task(1, session: "a", owner: 1, deadline: 50), Self.task(2, session: "a", owner: 1, deadline: 500),
+                     Self.task(3, session: "a", owner: 1, deadline: 60)]
+        #expect(try Self.resumeAll(&state, tasks, limits: limits) == [1])
+        _ = try state.handle(.task(3, .suspend), now: 1)
+        #expect(try state.handle(.clockTick(limits), now: 49.5).isEmpty)
+        let actions = try state.handle(.clockTick(limits), now: 70)
+        #expect(actions.contains(.stopAttempt(1)))
+        let error = try #require(Self.completionError(actions, 1))
+        #expect(error.code == TaskErrorCode.resourceTimeout)
+        // It no longer counts as running: task 2 starts on the same tick; suspended task 3 is past its
+        // deadline but does not time out.
+        #expect(Self.started(actions) == [2])
+        #expect(state.tasks.count(in: .failed) == 1 && state.tasks[3]?.machine.state == .suspended)
+    }
+
+    @Test func cancelDiscardsThePartialOnceNothingWritesIt() throws {
+        var state = Self.state()
+        _ = try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1),
+                                        Self.task(3, session: "a", owner: 1)])
+        // Queued: no attempt, so the partial goes at once and the task leaves memory.
+        var actions = try state.handle(.task(3, .cancel(keepPartial: false)), now: 1)
+        #expect(actions.contains(.removePartial(path: "/d/.3.partial")) && state.tasks[3] == nil)
+        #expect(Self.journaled(actions, 3).last == .didComplete(error: TaskError(code: TaskErrorCode.canceled, message: "The task was canceled")))
+        // Cancelled for resume data: the partial stays.
+        actions = try state.handle(.task(2, .cancel(keepPartial: true)), now: 1)
+        #expect(actions.contains(.stopAttempt(2)) && !actions.contains(where: { if case .removePartial = $0 { true } else { false } }))
+    }
+
+    @Test func refusedInputsChangeNothing() throws {
+        var state = Self.state()
+        _ = try state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
+        #expect(throws: DaemonState.Refused.self) { try state.handle(.task(1, .completed), now: 1) }
+        #expect(state.tasks[1]?.machine.state == .suspended && state.tasks[1]?.record.updatedAt == 0)
+        // A file being moved into place takes no lifecycle input until the move's outcome.
+        _ = try state.handle(.task(1, .resume), now: 1)
+        _ = try state.handle(.grantSlots(Self.limits), now: 1)
+        state.moving.insert(1)
+        #expect(try state.handle(.task(1, .suspend), now: 2).isEmpty && state.tasks[1]?.machine.state == .running)
+    }
+
+    @Test func nothingStartsOrRetriesWhileShuttingDown() throws {
+        var state = Self.state()
+        _ = try state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
+        _ = try state.handle(.task(1, .resume), now: 0)
+        state.shuttingDown = true
+        #expect(try state.handle(.grantSlots(Self.limits), now: 0).isEmpty && state.tasks[1]?.machine.state == .queued)
+        #expect(try state.handle(.clockTick(Self.limits), now: 1e9).isEmpty)
+    }
+
+    /// A finished task of an invalidating session tells the runner the session may be done.
+    @Test func aFinishedTaskOfAnInvalidatingSessionChecksTheSession() throws {
+        var state = Self.state()
+        _ = try state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
+        state.sessions["a"]?.record.state = .invalidating
+        let actions = try state.handle(.task(1, .sessionInvalidated), now: 1)
+        #expect(actions.last == .checkInvalidation(session: "a"))
+    }
+}
