@@ -78,7 +78,9 @@ extension DaemonCore {
                 payloads.append(.didResumeAtOffset(offset: start.offset, expectedTotalBytes: start.expectedTotal,
                                                    discardedBytes: nil, reason: nil))
             }
-            commitRunning(id, payloads)
+            // A fresh start says nothing to journal: the response's validators and length reach the journal
+            // with the first checkpoint (`TaskRuntime`), or with the row when the attempt ends.
+            if !payloads.isEmpty { commitRunning(id, payloads) }
 
         case let .received(delta, total, expected):
             t.bytesReceived = total

@@ -27,6 +27,11 @@ extension DaemonCore {
         if t.record.bytesExpected == nil { t.record.bytesExpected = total }
         tasks[id] = t
         let (machine, actions) = CompletionMachine.transferCompleted(total: total, checksum: t.record.checksum)
+        if actions.contains(.computeDigest) {
+            // Verifying takes a while: journal the length first, so a crash meanwhile does not fetch it again.
+            // (Without a checksum the intent, journaled at once below, records it.)
+            _ = try? journal.updateTask(t.record, events: [])
+        }
         completions[id] = Completion(machine: machine, attempt: t.record.attempts, partialIsDurable: true)
         carryOut(actions, for: id)
     }

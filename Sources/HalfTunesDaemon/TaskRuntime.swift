@@ -22,6 +22,8 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
     private let journal: Journal
     /// The durable length, guarded so that a checkpoint and a full row write never interleave.
     private let durable: NIOLockedValueBox<Int64>
+    /// The response of this attempt once accepted (a download's): checkpoints record it with the durable length.
+    private let head = NIOLockedValueBox<Journal.CheckpointHead?>(nil)
     private let attempt = NIOLockedValueBox<Attempt?>(nil)
     private let runTask = NIOLockedValueBox<Task<AttemptOutcome, Never>?>(nil)
 
@@ -45,6 +47,9 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
         runTask.withLockedValue {
             $0 = Task {
                 let outcome = await a.run()
+                // A complete download's last bytes were fsynced but not journaled: the core records them with
+                // the publish intent (`AttemptVerdict`), one journal write fewer per download.
+                if case .completed(let total, _) = outcome { self.durable.withLockedValue { $0 = max($0, total) } }
                 continuation.yield(.finished(outcome))
                 continuation.finish()
                 return outcome
@@ -65,6 +70,10 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
     // MARK: AttemptObserver
 
     func attemptDidStart(_ attempt: Attempt, _ start: ResponseStart) {
+        head.withLockedValue {
+            $0 = Journal.CheckpointHead(etag: start.validators.etag, lastModified: start.validators.lastModified,
+                                        bytesExpected: start.expectedTotal, currentURL: start.finalURL)
+        }
         continuation.yield(.started(start))
     }
 
@@ -73,11 +82,17 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
     }
 
     func attemptDidCheckpoint(_ attempt: Attempt, durableBytes: Int64) {
+        let head = self.head.withLockedValue { $0 }
         durable.withLockedValue { value in
-            // The data is fsynced: record its length. If the journal write fails the old, smaller
-            // length stays recorded, which is still safe (more is re-fetched after a crash).
+            guard durableBytes != value else { return } // journaled already
+            // The data is fsynced: record its length (with the response it came from). If the journal write
+            // fails the old, smaller length stays recorded, which is still safe (more is re-fetched after a crash).
             do {
-                try journal.recordCheckpoint(task: taskID, bytesDurable: durableBytes)
+                if let head {
+                    try journal.recordCheckpoint(task: taskID, bytesDurable: durableBytes, head: head)
+                } else {
+                    try journal.recordCheckpoint(task: taskID, bytesDurable: durableBytes)
+                }
                 value = durableBytes
             } catch {
                 value = min(value, durableBytes)

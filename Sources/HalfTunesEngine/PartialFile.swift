@@ -41,7 +41,7 @@ public enum PartialFile {
     /// Create or open (O_CREAT|O_NOFOLLOW, 0644), truncate to min(current length, durableOffset), fsync;
     /// returns the length kept.
     public static func prepare(path: String, durableOffset: Int64) throws -> Int64 {
-        let (fd, kept) = try openPrepared(path: path, durableOffset: durableOffset)
+        let (fd, kept, _) = try openPrepared(path: path, durableOffset: durableOffset, deferNewFileSync: false)
         close(fd)
         return kept
     }
@@ -63,8 +63,12 @@ public enum PartialFile {
         return (try? SafePath.rename(source, to: target)) == 0
     }
 
-    /// `prepare`, keeping the descriptor open for writing (O_WRONLY, not O_APPEND).
-    static func openPrepared(path: String, durableOffset: Int64) throws -> (fd: Int32, kept: Int64) {
+    /// `prepare`, keeping the descriptor open for writing (O_WRONLY, not O_APPEND). With `deferNewFileSync`, a
+    /// file it creates is not fsynced, nor its directory: it is empty, so nothing in it can be lost, and the
+    /// caller fsyncs the directory with the file's first data, before any length of it is journaled
+    /// (`created` says so).
+    static func openPrepared(path: String, durableOffset: Int64,
+                             deferNewFileSync: Bool) throws -> (fd: Int32, kept: Int64, created: Bool) {
         let (fd, created) = try POSIX.openForWriting(path)
         do {
             var st = stat()
@@ -90,9 +94,10 @@ public enum PartialFile {
                     throw FileIOError(operation: "truncate", path: path, errno: errno)
                 }
             }
+            if created && deferNewFileSync { return (fd, kept, true) }
             guard fsync(fd) == 0 else { throw FileIOError(operation: "fsync", path: path, errno: errno) }
             if created { try POSIX.fsyncDirectory(containing: path) }
-            return (fd, kept)
+            return (fd, kept, false)
         } catch {
             close(fd)
             throw error

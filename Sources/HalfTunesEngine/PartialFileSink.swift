@@ -159,11 +159,15 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         }
         waiting?.succeed(())
         let attempt = self.attempt, observer = self.observer, url = config.url, result = end.result
-        writer.finish(batch, checkpoint: { durable in
-            observer.attemptDidCheckpoint(attempt, durableBytes: durable)
-        }, done: { snapshot in
-            promise.succeed(PartialFileOutcome.outcome(result: result, stopRequested: attempt.isStopRequested,
-                                                       info: info, snapshot: snapshot, url: url))
+        writer.finish(batch, done: { snapshot in
+            let outcome = PartialFileOutcome.outcome(result: result, stopRequested: attempt.isStopRequested,
+                                                     info: info, snapshot: snapshot, url: url)
+            // The last checkpoint, unless the download is complete: then its durable length goes to the
+            // journal with the publish intent (the core's next write of the task), one write fewer per file.
+            if case .completed = outcome {} else {
+                observer.attemptDidCheckpoint(attempt, durableBytes: snapshot.durable)
+            }
+            promise.succeed(outcome)
         })
         return promise.futureResult
     }
@@ -172,9 +176,8 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         let promise = eventLoop.makePromise(of: AttemptOutcome.self)
         box.withValue { $0.phase = .finished }
         let attempt = self.attempt, observer = self.observer
-        writer.finish([], checkpoint: { durable in
-            observer.attemptDidCheckpoint(attempt, durableBytes: durable)
-        }, done: { snapshot in
+        writer.finish([], done: { snapshot in
+            observer.attemptDidCheckpoint(attempt, durableBytes: snapshot.durable)
             guard let error else { return promise.succeed(.stopped(durableBytes: snapshot.durable)) }
             promise.succeed(.failed(TransferFailure(error: error, isTransient: false, durableBytes: snapshot.durable)))
         })

@@ -36,11 +36,16 @@ final class PartialWriter: Sendable {
     private let syncQueue: DispatchQueue
     private let callbackQueue: DispatchQueue
     private let state: NIOLockedValueBox<Snapshot>
+    /// The file was created by this writer and its directory entry is not durable yet: the first fsync of its
+    /// data also fsyncs the directory (before any length of it is reported durable). Only the sync queue reads
+    /// and writes it (and the finishing write job, once the sync queue is idle).
+    private nonisolated(unsafe) var directoryNeedsSync: Bool
 
-    private init(path: String, fd: Int32, kept: Int64, label: String) {
+    private init(path: String, fd: Int32, kept: Int64, created: Bool, label: String) {
         self.path = path
         self.fd = fd
         self.kept = kept
+        self.directoryNeedsSync = created
         self.writeQueue = DispatchQueue(label: "\(label).write")
         self.syncQueue = DispatchQueue(label: "\(label).sync")
         self.callbackQueue = DispatchQueue(label: "\(label).callbacks")
@@ -52,8 +57,9 @@ final class PartialWriter: Sendable {
         let result: Result<PartialWriter, Error> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(returning: Result {
-                    let (fd, kept) = try PartialFile.openPrepared(path: path, durableOffset: durableOffset)
-                    return PartialWriter(path: path, fd: fd, kept: kept, label: label)
+                    let (fd, kept, created) = try PartialFile.openPrepared(path: path, durableOffset: durableOffset,
+                                                                            deferNewFileSync: true)
+                    return PartialWriter(path: path, fd: fd, kept: kept, created: created, label: label)
                 })
             }
         }
@@ -94,20 +100,17 @@ final class PartialWriter: Sendable {
         writeQueue.async { self.callbackQueue.async(execute: body) }
     }
 
-    /// The last job: writes `buffers`, fsyncs, calls `checkpoint(durable)` if the fsync worked, closes the
-    /// descriptor, then calls `done` with the final state (all on the callback queue after the sync).
-    func finish(_ buffers: [ByteBuffer], checkpoint: @escaping @Sendable (Int64) -> Void,
-                done: @escaping @Sendable (Snapshot) -> Void) {
+    /// The last job: writes `buffers`, fsyncs, closes the descriptor, then calls `done` with the final state
+    /// (its `durable` is what the fsyncs made durable) on the callback queue. Nothing is written after it, so
+    /// the fsync runs right after the write, after the sync queue's earlier fsyncs.
+    func finish(_ buffers: [ByteBuffer], done: @escaping @Sendable (Snapshot) -> Void) {
         writeQueue.async {
             _ = self.performWrite(buffers)
-            self.syncQueue.async {
-                let durable = self.performSync()
-                self.callbackQueue.async {
-                    if let durable { checkpoint(durable) }
-                    close(self.fd)
-                    done(self.snapshot)
-                }
-            }
+            self.syncQueue.sync {} // an earlier checkpoint's fsync (and its callback) goes first
+            _ = self.performSync()
+            close(self.fd)
+            let snapshot = self.snapshot
+            self.callbackQueue.async { done(snapshot) }
         }
     }
 
@@ -142,6 +145,18 @@ final class PartialWriter: Sendable {
         guard fsync(fd) == 0 else {
             recordError("fsync", errno)
             return nil
+        }
+        if directoryNeedsSync {
+            do {
+                try POSIX.fsyncDirectory(containing: path)
+                directoryNeedsSync = false
+            } catch let error as FileIOError {
+                recordError(error.operation, error.errno)
+                return nil
+            } catch {
+                recordError("fsync directory", EIO)
+                return nil
+            }
         }
         return state.withLockedValue { s in
             s.durable = max(s.durable, min(target, s.written))

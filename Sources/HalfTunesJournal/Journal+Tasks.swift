@@ -80,4 +80,32 @@ extension Journal {
             guard db.changesCount == 1 else { throw JournalError.unknownTask(task) }
         }
     }
+
+    /// What a download's response said, recorded with a checkpoint of the attempt that received it, so the
+    /// durable bytes and the validators they belong to reach the journal in one statement.
+    public struct CheckpointHead: Sendable, Equatable {
+        public var etag: String?
+        public var lastModified: String?
+        public var bytesExpected: Int64?
+        public var currentURL: String
+
+        public init(etag: String?, lastModified: String?, bytesExpected: Int64?, currentURL: String) {
+            self.etag = etag
+            self.lastModified = lastModified
+            self.bytesExpected = bytesExpected
+            self.currentURL = currentURL
+        }
+    }
+
+    /// `recordCheckpoint`, also recording the response the durable bytes came from.
+    public func recordCheckpoint(task: Int64, bytesDurable: Int64, head: CheckpointHead) throws {
+        try writeWithoutTransaction { db in
+            try db.cachedStatement(sql: """
+                UPDATE tasks SET bytes_durable = ?, etag = ?, last_modified = ?, bytes_expected = ?, current_url = ?
+                WHERE id = ?
+                """)
+                .execute(arguments: [bytesDurable, head.etag, head.lastModified, head.bytesExpected, head.currentURL, task])
+            guard db.changesCount == 1 else { throw JournalError.unknownTask(task) }
+        }
+    }
 }

@@ -30,8 +30,10 @@ import Testing
             #expect(s.starts.first?.offset == 0)
             #expect(s.starts.first?.expectedTotal == Int64(body.count))
             #expect(s.eventsBeforeStart == 0)
-            #expect(s.checkpoints.count >= 3, "only \(s.checkpoints.count) checkpoints")
-            #expect(s.checkpoints.last?.durable == total)
+            // Checkpoints while it runs; a complete download's last length comes with its outcome (the core
+            // journals it with the publish intent), not as a checkpoint of its own.
+            #expect(s.checkpoints.count >= 2, "only \(s.checkpoints.count) checkpoints")
+            #expect(s.checkpoints.allSatisfy { $0.durable <= total })
             observer.expectSaneCheckpoints()
             #expect(s.writes.map(\.delta).reduce(0, +) == total)
             #expect(s.writes.last?.total == total)
@@ -175,7 +177,8 @@ import Testing
             #expect(outcome == .completed(totalBytes: 64_000, validators: validators))
             #expect(try readFile(partial) == body)
             #expect(f.origin.requests("/done.bin").last?.status == 416)
-            #expect(observer.snapshot.checkpoints.last?.durable == 64_000)
+            // Nothing new became durable: no checkpoint (the outcome carries the length).
+            #expect(observer.snapshot.checkpoints.isEmpty)
         }
     }
 }
