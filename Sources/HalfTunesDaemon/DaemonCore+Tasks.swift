@@ -134,10 +134,14 @@ extension DaemonCore {
                 PartialFile.remove(path: path)
             case .armRetryTimer(let at):
                 armRetryTimer(at: at)
-            case .leaveCompletion(let id):
-                leaveCompletionIfStopped(id)
-            case let .beginCompletion(id, total):
-                beginCompletion(id, total: total)
+            case let .computeDigest(id, attempt, path):
+                computeDigest(id, attempt: attempt, path: path)
+            case let .chooseName(id, attempt, avoiding):
+                chooseNameAndGoOn(id, attempt: attempt, avoiding: avoiding)
+            case let .move(id, attempt, partial, location, replacing, durable):
+                move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable)
+            case let .completionEnded(id, location, error):
+                completionEnded(id, location: location, error: error)
             case .checkInvalidation(let session):
                 finishInvalidationIfDone(session)
             }

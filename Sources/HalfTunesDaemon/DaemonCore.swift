@@ -80,7 +80,9 @@ actor DaemonCore {
     }
     var subscribers: [String: [UInt64: Outbox]] = [:]
     /// Downloads between "every byte is durable" and completed/failed (`DaemonCore+Completion`).
-    var completions: [Int64: Completion] = [:]
+    var completions: [Int64: Completion] { state.completions }
+    /// Suspend and cancel requests waiting for a move in flight to end (`waitUntilMoved`).
+    var moveWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     var rateMeter = RateMeter()
     /// Upload request bodies sent (`DaemonStatus.uploadRate`).
     var uploadRateMeter = RateMeter()

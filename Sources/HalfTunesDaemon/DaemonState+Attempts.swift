@@ -30,7 +30,7 @@ extension DaemonState {
             actions.append(.journal(t.record, []))
             tasks.evict(id)
         case .beginCompletion(let total):
-            actions.append(.beginCompletion(id, totalBytes: total))
+            beginCompletion(id, total: total, now: now, into: &actions)
         case .complete(let response):
             let upload = kind == .upload
             if upload, let total = t.bytesExpectedToSend { tasks[id]?.bytesSent = total }

@@ -22,10 +22,9 @@ struct DaemonState {
     var pendingEventsByUID: [UInt32: Int] = [:]
     /// Once set, nothing starts and nothing retries.
     var shuttingDown = false
-    /// Downloads whose file is being moved into place: they take no lifecycle input until the move's outcome
-    /// has ended their completion (suspend and cancel wait for it, `DaemonCore.waitUntilMoved`; a session
-    /// invalidation or a resource deadline lets it finish), so the journal always says whether the file moved.
-    var moving: Set<Int64> = []
+    /// Downloads between "every byte is durable" and completed/failed (DaemonState+Completion.swift): a task
+    /// in memory costs nothing more.
+    var completions: [Int64: Completion] = [:]
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -47,6 +46,11 @@ struct DaemonState {
         /// The once-a-second tick: pending tasks whose resource deadline has passed fail (read from the
         /// deadline index, not a walk over the tasks).
         case clockTick(SlotLimits)
+        /// A completion's result from off the core: a digest, the name the runner chose, how a move went.
+        /// A completion that ends frees its slot for the next task.
+        case completion(Int64, attempt: Int, CompletionMachine.Input, SlotLimits)
+        /// Recovery found the journaled publish intent of a task and `recovery` on the file system.
+        case recoveredCompletion(Int64, FilePublisher.Recovery, totalBytes: Int64)
         /// A task's attempt ended (`jitterSample`, 0..<1, spreads the retry times of transient failures).
         case attemptEnded(Int64, AttemptOutcome, jitterSample: Double, SlotLimits)
     }
@@ -62,10 +66,16 @@ struct DaemonState {
         case removePartial(path: String)
         /// Wake the retry timer at this time (or keep one that wakes earlier).
         case armRetryTimer(at: Double)
-        /// The task left `running`: a completion not moving a file is left behind.
-        case leaveCompletion(Int64)
-        /// Every byte of the task's download is durable: verify and publish it (`CompletionMachine`).
-        case beginCompletion(Int64, totalBytes: Int64)
+        /// Compute the digest of the task's partial off the core; feed it back as `completion(.digestComputed)`.
+        case computeDigest(Int64, attempt: Int, path: String)
+        /// Choose a free name to publish at (it looks at the file system); feed it back as
+        /// `completion(.nameChosen)`.
+        case chooseName(Int64, attempt: Int, avoiding: Set<String>)
+        /// Sync the journal (the intent), then move the partial to `location` off the core; feed the outcome
+        /// back as `completion(.moveEnded)`.
+        case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool)
+        /// The task's completion ended (published at `location`, or failed): whoever waits for its move goes on.
+        case completionEnded(Int64, location: String?, error: TaskError?)
         /// A task of this invalidating session finished: the session may be done.
         case checkInvalidation(session: String)
     }
@@ -99,6 +109,11 @@ struct DaemonState {
             grantSlots(limits, now: now, into: &actions)
         case let .attemptEnded(id, outcome, jitterSample, limits):
             attemptEnded(id, outcome, jitterSample: jitterSample, limits: limits, now: now, into: &actions)
+        case let .completion(id, attempt, completionInput, limits):
+            self.completionInput(id, attempt: attempt, completionInput, now: now, into: &actions)
+            if completions[id] == nil { grantSlots(limits, now: now, into: &actions) } // it ended: a slot is free
+        case let .recoveredCompletion(id, recovery, total):
+            recoveredCompletion(id, recovery, total: total, now: now, into: &actions)
         }
         return actions
     }
@@ -108,7 +123,7 @@ struct DaemonState {
     mutating func apply(_ input: TaskStateMachine.Input, to id: Int64, extra: [EventPayload] = [],
                         update: ((inout TaskRecord) -> Void)? = nil, now: Double,
                         into actions: inout [Action]) throws(Refused) -> [TaskStateMachine.Action] {
-        guard var t = tasks[id], !moving.contains(id) else { return [] }
+        guard var t = tasks[id], !isMoving(id) else { return [] }
         t.machine.backoff = Backoff(sessions[t.record.session]?.record.configuration.retry) // the session's current policy
         let steps: [TaskStateMachine.Action]
         do {
@@ -157,7 +172,7 @@ struct DaemonState {
         tasks[id] = t
         if retryScheduled, let at = tasks.earliestRetry { actions.append(.armRetryTimer(at: at)) }
         actions.append(.journal(t.record, payloads))
-        if t.machine.state != .running { actions.append(.leaveCompletion(id)) }
+        leaveCompletionIfStopped(id)
         if startNow { actions.append(.startAttempt(id)) }
         if t.machine.state.isTerminal, sessions[t.record.session]?.record.state == .invalidating {
             actions.append(.checkInvalidation(session: t.record.session))

@@ -223,11 +223,6 @@ struct DaemonStateTests {
         _ = try state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
         #expect(throws: DaemonState.Refused.self) { try state.handle(.task(1, .completed), now: 1) }
         #expect(state.tasks[1]?.machine.state == .suspended && state.tasks[1]?.record.updatedAt == 0)
-        // A file being moved into place takes no lifecycle input until the move's outcome.
-        _ = try state.handle(.task(1, .resume), now: 1)
-        _ = try state.handle(.grantSlots(Self.limits), now: 1)
-        state.moving.insert(1)
-        #expect(try state.handle(.task(1, .suspend), now: 2).isEmpty && state.tasks[1]?.machine.state == .running)
     }
 
     @Test func nothingStartsOrRetriesWhileShuttingDown() throws {

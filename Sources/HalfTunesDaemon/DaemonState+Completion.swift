@@ -1,0 +1,99 @@
+// The end of a download as inputs of the core's state: verify, choose a name, record the intent, move, complete.
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+/// A download between "every byte is durable" and completed/failed (`DaemonState.completions`).
+struct Completion: Equatable {
+    var machine: CompletionMachine
+    /// The task's attempt number when it began: a result from an earlier attempt is stale.
+    let attempt: Int
+    /// Every byte of the partial was fsynced by the transfer that just completed (not so after a restart).
+    var partialIsDurable = false
+}
+
+extension DaemonState {
+    /// Whether the task's file is being moved into place: it takes no lifecycle input until the move's outcome
+    /// (suspend and cancel wait for it, `DaemonCore.waitUntilMoved`; a session invalidation or a resource
+    /// deadline lets it finish), so the journal always says whether the file moved.
+    func isMoving(_ id: Int64) -> Bool { completions[id]?.machine.isMoving == true }
+
+    /// The transfer delivered every byte: verify, choose a name, record the intent, move.
+    mutating func beginCompletion(_ id: Int64, total: Int64, now: Double, into actions: inout [Action]) {
+        guard var t = tasks[id] else { return }
+        t.bytesReceived = total
+        t.record.bytesDurable = total
+        if t.record.bytesExpected == nil { t.record.bytesExpected = total }
+        tasks[id] = t
+        let (machine, steps) = CompletionMachine.transferCompleted(total: total, checksum: t.record.checksum)
+        if steps.contains(.computeDigest) {
+            // Verifying takes a while: journal the length first, so a crash meanwhile does not fetch it again.
+            // (Without a checksum the intent, journaled at once, records it.)
+            actions.append(.journal(t.record, []))
+        }
+        completions[id] = Completion(machine: machine, attempt: t.record.attempts, partialIsDurable: true)
+        carryOut(steps, for: id, now: now, into: &actions)
+    }
+
+    /// A publish whose intent was journaled before a crash: `recovery` is what the file system shows now.
+    mutating func recoveredCompletion(_ id: Int64, _ recovery: FilePublisher.Recovery, total: Int64, now: Double,
+                                      into actions: inout [Action]) {
+        guard let t = tasks[id] else { return }
+        let location = t.record.location ?? t.record.destination
+        let (machine, steps) = CompletionMachine.recovered(recovery, location: location, total: total)
+        completions[id] = Completion(machine: machine, attempt: t.record.attempts)
+        carryOut(steps, for: id, now: now, into: &actions)
+    }
+
+    /// A result from off the core. Stale ones (the task was suspended, canceled or restarted meanwhile) are
+    /// dropped; so is a digest once the daemon is stopping (the task resumes and is verified on the next start).
+    /// A move's outcome is always taken: the file has moved or not, and the journal must say which.
+    mutating func completionInput(_ id: Int64, attempt: Int, _ input: CompletionMachine.Input, now: Double,
+                                  into actions: inout [Action]) {
+        guard var c = completions[id], c.attempt == attempt, tasks[id]?.machine.state == .running else { return }
+        if shuttingDown, case .digestComputed = input { return }
+        let steps = c.machine.handle(input)
+        completions[id] = c
+        carryOut(steps, for: id, now: now, into: &actions)
+    }
+
+    /// A task that stopped running (suspend, cancel) leaves its completion; a move in flight is never left.
+    mutating func leaveCompletionIfStopped(_ id: Int64) {
+        guard let c = completions[id], !c.machine.isMoving, tasks[id]?.machine.state != .running else { return }
+        completions[id] = nil
+    }
+
+    private mutating func carryOut(_ steps: [CompletionMachine.Action], for id: Int64, now: Double,
+                                   into actions: inout [Action]) {
+        guard let c = completions[id], let t = tasks[id] else { return }
+        for step in steps {
+            switch step {
+            case .computeDigest:
+                actions.append(.computeDigest(id, attempt: c.attempt, path: t.record.partialPath))
+            case .chooseName(let avoiding):
+                actions.append(.chooseName(id, attempt: c.attempt, avoiding: avoiding))
+            case .recordIntent(let location):
+                tasks[id]?.record.phase = .publishing
+                tasks[id]?.record.location = location
+                if let row = tasks[id]?.record { actions.append(.journal(row, [])) } // synced by the move first
+            case .move(let location):
+                actions.append(.move(id, attempt: c.attempt, partial: t.record.partialPath, location: location,
+                                     replacing: t.record.overwrite, partialIsDurable: c.partialIsDurable))
+            case .complete(let location):
+                completions[id] = nil
+                _ = try? apply(.completed, to: id, extra: [.didFinishDownloading(location: location)], update: {
+                    $0.phase = .transfer
+                    $0.location = location
+                }, now: now, into: &actions)
+                actions.append(.completionEnded(id, location: location, error: nil))
+            case .fail(let error):
+                completions[id] = nil
+                _ = try? apply(.transferFailed(error, transient: false, retryAfter: nil), to: id, update: {
+                    $0.phase = .transfer
+                    $0.location = nil
+                }, now: now, into: &actions)
+                actions.append(.completionEnded(id, location: nil, error: error))
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+import Testing
+@testable import HalfTunesDaemon
+
+/// The end of a download through the core's state: verify, choose a name, record the intent, move, and what
+/// suspend, cancel, a taken name, a bad digest and stale results do meanwhile — in virtual time, no files.
+@Suite("DaemonState: the end of a download")
+struct DaemonStateCompletionTests {
+    typealias S = DaemonStateTests
+    static let one = DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)
+    static let validators = Validators(etag: "\"e1\"", lastModified: nil)
+
+    /// Task 1 running (its transfer about to deliver every byte), task 2 queued behind it (one slot).
+    static func running(checksum: String? = nil) throws -> DaemonState {
+        var state = S.state()
+        var first = S.task(1, session: "a", owner: 1)
+        first.record.checksum = checksum
+        #expect(try S.resumeAll(&state, [first, S.task(2, session: "a", owner: 1)], limits: one) == [1])
+        return state
+    }
+
+    static func intent(_ actions: [DaemonState.Action]) -> TaskRecord? {
+        for case let .journal(row, payloads) in actions where row.phase == .publishing && payloads.isEmpty { return row }
+        return nil
+    }
+
+    @Test func aCompleteTransferIsNamedRecordedMovedThenCompletedAndFreesItsSlot() throws {
+        var state = try Self.running()
+        var actions = try state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
+                                                     jitterSample: 0.5, Self.one), now: 10)
+        // No checksum: no journal write yet (the intent records the length); still running, holding the slot.
+        #expect(actions == [.chooseName(1, attempt: 0, avoiding: [])])
+        #expect(state.tasks[1]?.machine.state == .running && state.tasks[1]?.record.bytesDurable == 100)
+
+        actions = try state.handle(.completion(1, attempt: 0, .nameChosen("/d/1"), Self.one), now: 11)
+        let row = try #require(Self.intent(actions))
+        #expect(row.location == "/d/1" && row.bytesDurable == 100 && row.bytesExpected == 100)
+        #expect(actions.last == .move(1, attempt: 0, partial: "/d/.1.partial", location: "/d/1", replacing: false,
+                                      partialIsDurable: true))
+        #expect(state.isMoving(1))
+        // While the file moves, lifecycle inputs are not taken (suspend waits for the move in the runner).
+        #expect(try state.handle(.task(1, .suspend), now: 12).isEmpty)
+        #expect(try state.handle(.clockTick(Self.one), now: 1e12).isEmpty)
+
+        actions = try state.handle(.completion(1, attempt: 0, .moveEnded(.published), Self.one), now: 13)
+        #expect(S.journaled(actions, 1) == [.stateChanged(state: .completed, previous: .running, reason: nil),
+                                            .didFinishDownloading(location: "/d/1"), .didComplete(error: nil)])
+        #expect(actions.contains(.completionEnded(1, location: "/d/1", error: nil)))
+        #expect(S.started(actions) == [2]) // its slot, at once
+        #expect(state.tasks[1] == nil && state.completions.isEmpty && !state.isMoving(1))
+        #expect(state.tasks.count(in: .completed) == 1)
+    }
+
+    /// A name taken between the choice and the move: choose again avoiding it (the intent is recorded again).
+    @Test func aNameTakenMeanwhileIsChosenAgain() throws {
+        var state = try Self.running()
+        _ = try state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
+                                           jitterSample: 0.5, Self.one), now: 10)
+        _ = try state.handle(.completion(1, attempt: 0, .nameChosen("/d/1"), Self.one), now: 11)
+        var actions = try state.handle(.completion(1, attempt: 0, .moveEnded(.destinationExists), Self.one), now: 12)
+        #expect(actions == [.chooseName(1, attempt: 0, avoiding: ["/d/1"])] && !state.isMoving(1))
+        actions = try state.handle(.completion(1, attempt: 0, .nameChosen("/d/1 (1)"), Self.one), now: 13)
+        #expect(Self.intent(actions)?.location == "/d/1 (1)" && state.isMoving(1))
+        actions = try state.handle(.completion(1, attempt: 0, .moveEnded(.failed("EIO")), Self.one), now: 14)
+        let error = try #require(S.completionError(actions, 1))
+        #expect(error.code == TaskErrorCode.ioError)
+        #expect(actions.contains(.completionEnded(1, location: nil, error: error)) && S.started(actions) == [2])
+        // Failed: the partial is discarded, the row leaves phase publishing.
+        #expect(actions.contains(.removePartial(path: "/d/.1.partial")))
+        guard case let .journal(row, _)? = actions.first(where: { if case .journal = $0 { true } else { false } }) else {
+            Issue.record("no journal write")
+            return
+        }
+        #expect(row.phase == .transfer && row.location == nil && row.state == .failed)
+    }
+
+    /// With a checksum: the length is journaled before verifying; a mismatch fails the task and discards the
+    /// data, and a digest that arrives after a suspend is stale and dropped.
+    @Test func verificationJournalsTheLengthFirstAndAMismatchFails() throws {
+        let good = Checksum(hex: String(repeating: "ab", count: 32))
+        var state = try Self.running(checksum: good.description)
+        var actions = try state.handle(.attemptEnded(1, .completed(totalBytes: 3, validators: Self.validators),
+                                                     jitterSample: 0.5, Self.one), now: 10)
+        guard case let .journal(row, [])? = actions.first else {
+            Issue.record("the length was not journaled first: \(actions)")
+            return
+        }
+        #expect(row.bytesDurable == 3 && row.phase == .transfer)
+        #expect(actions.last == .computeDigest(1, attempt: 0, path: "/d/.1.partial"))
+
+        actions = try state.handle(.completion(1, attempt: 0, .digestComputed(.success(Checksum(hex: String(repeating: "cd", count: 32)))), Self.one),
+                                   now: 11)
+        #expect(S.completionError(actions, 1)?.code == TaskErrorCode.checksumMismatch)
+        #expect(actions.contains(.removePartial(path: "/d/.1.partial")) && S.started(actions) == [2])
+
+        // Task 2 completes its transfer, is suspended while verifying: the late digest changes nothing.
+        actions = try state.handle(.attemptEnded(2, .completed(totalBytes: 3, validators: Self.validators),
+                                                 jitterSample: 0.5, Self.one), now: 12)
+        #expect(actions == [.chooseName(2, attempt: 0, avoiding: [])]) // no checksum on task 2
+        _ = try state.handle(.task(2, .suspend), now: 13)
+        #expect(state.completions[2] == nil && state.tasks[2]?.machine.state == .suspended)
+        #expect(try state.handle(.completion(2, attempt: 0, .nameChosen("/d/2"), Self.one), now: 14).isEmpty)
+    }
+
+    /// Recovery of a journaled intent: published → completed; the file gone → failed; still to publish → named.
+    @Test(arguments: [FilePublisher.Recovery.published, .lost, .needsPublish])
+    func aRecoveredIntentIsFinished(_ recovery: FilePublisher.Recovery) throws {
+        var state = S.state()
+        var t = S.task(1, session: "a", owner: 1)
+        t.machine = TaskStateMachine(state: .running)
+        t.record.state = .running
+        t.record.phase = .publishing
+        t.record.location = "/d/1"
+        _ = try state.handle(.created([t], Self.one), now: 0)
+        let actions = try state.handle(.recoveredCompletion(1, recovery, totalBytes: 5), now: 1)
+        switch recovery {
+        case .published:
+            #expect(actions.contains(.completionEnded(1, location: "/d/1", error: nil)) && state.tasks.count(in: .completed) == 1)
+        case .lost:
+            #expect(S.completionError(actions, 1)?.code == TaskErrorCode.ioError)
+        default:
+            #expect(actions == [.chooseName(1, attempt: 0, avoiding: [])] && state.completions[1] != nil)
+        }
+    }
+}
