@@ -121,7 +121,7 @@ extension DaemonCore {
             tasks[runtime.taskID] = t
             _ = try? journal.updateTask(t.record, events: [])
         }
-        let unfinished = tasks.values.filter { $0.runtime != nil }.count
+        let unfinished = tasks.runtimes.count
         logger.info("transfers checkpointed", metadata: ["stopped": "\(runtimes.count - unfinished)",
                                                          "unfinished": "\(unfinished)"])
     }

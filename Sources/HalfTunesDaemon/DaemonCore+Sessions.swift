@@ -113,7 +113,7 @@ extension DaemonCore {
 
     func invalidateSession(_ p: SessionInvalidateParams, caller: Caller) async throws(RPCError) -> SessionInvalidateResult {
         var s = try session(p.identifier, for: caller)
-        let ids = tasks.values.filter { $0.record.session == p.identifier }.map(\.id).sorted()
+        let ids = tasks.ids(session: p.identifier).sorted()
         if p.cancelTasks == true {
             for id in ids where tasks[id].map({ !$0.machine.state.isTerminal }) ?? false {
                 try apply(.sessionInvalidated, to: id)
@@ -127,7 +127,7 @@ extension DaemonCore {
         s.record.state = .invalidating
         sessions[p.identifier] = s
         try journaled { try journal.upsertSession(s.record) }
-        let remaining = tasks.values.filter { $0.record.session == p.identifier && !$0.machine.state.isTerminal }.count
+        let remaining = tasks.unfinished(session: p.identifier)
         if remaining == 0 { try finishInvalidation(p.identifier) }
         pump()
         return SessionInvalidateResult(invalidated: remaining == 0, remainingTasks: remaining)
@@ -136,21 +136,19 @@ extension DaemonCore {
     /// Called whenever a task of an invalidating session ends.
     func finishInvalidationIfDone(_ identifier: String) {
         guard let s = sessions[identifier], s.record.state == .invalidating else { return }
-        let busy = tasks.values.contains {
-            $0.record.session == identifier && (!$0.machine.state.isTerminal || $0.runtime != nil)
-        }
+        let busy = tasks.unfinished(session: identifier) > 0 || tasks.stopping(session: identifier) > 0
         if !busy { try? finishInvalidation(identifier) }
     }
 
     private func finishInvalidation(_ identifier: String) throws(RPCError) {
-        let stillStopping = tasks.values.contains { $0.record.session == identifier && $0.runtime != nil }
+        let stillStopping = tasks.stopping(session: identifier) > 0
         if stillStopping { return } // finished when the last transfer has stopped
         for token in (try? journal.resumeTokens(createdBefore: .infinity)) ?? [] where token.session == identifier {
             PartialFile.remove(path: token.partialPath)
         }
         try journaled { try journal.deleteSession(identifier) }
         countPendingEvents(identifier, -(sessions[identifier]?.pendingEvents ?? 0))   // deleted with the session
-        for id in tasks.values.filter({ $0.record.session == identifier }).map(\.id) { tasks[id] = nil }
+        for id in tasks.ids(session: identifier) { tasks[id] = nil }
         tasks.forgetFinished(session: identifier)
         sessions[identifier] = nil
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)

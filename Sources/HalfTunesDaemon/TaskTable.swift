@@ -21,6 +21,11 @@ struct TaskTable {
     private var unfinishedBySession: [String: Int] = [:]
     private var unfinishedByOwner: [UInt32: Int] = [:]
     private var reservedDestinations: [String: Int] = [:]
+    /// The ids of the tasks in memory per session (unfinished ones, and finished ones still stopping a transfer
+    /// or publishing): session operations read them instead of walking every task.
+    private var idsBySession: [String: Set<Int64>] = [:]
+    /// Tasks per session whose transfer has not ended yet.
+    private var stoppingBySession: [String: Int] = [:]
     private var busy: Set<Int64> = []
     /// The ids of the tasks in state `running`.
     private(set) var running: Set<Int64> = []
@@ -43,6 +48,12 @@ struct TaskTable {
         get { storage[id]?.task }
         set {
             let old = storage[id]?.task
+            if old == nil, let session = newValue?.record.session {
+                idsBySession[session, default: []].insert(id)
+            } else if newValue == nil, let session = old?.record.session {
+                idsBySession[session]?.remove(id)
+                if idsBySession[session]?.isEmpty == true { idsBySession[session] = nil }
+            }
             // Most writes (progress of a running task, its durable length) change nothing an index reads.
             if old.map(IndexedFields.init) != newValue.map(IndexedFields.init) {
                 if let old { index(old, id: id, by: -1) }
@@ -126,6 +137,11 @@ struct TaskTable {
         for (state, n) in finishedBySessionState[session] ?? [:] { Self.add(-n, to: &finishedByState, state) }
         finishedBySessionState[session] = nil
     }
+    /// The ids of the session's tasks in memory (unfinished, or finished with a transfer still stopping), in no
+    /// order.
+    func ids(session: String) -> Set<Int64> { idsBySession[session] ?? [] }
+    /// How many of the session's tasks have a transfer that has not ended yet.
+    func stopping(session: String) -> Int { stoppingBySession[session] ?? 0 }
     /// Whether the task's (previous) transfer has not ended yet.
     func isStopping(_ id: Int64) -> Bool { storage[id]?.task.runtime != nil }
     /// Whether an unfinished task may still write `path` (its destination).
@@ -176,6 +192,7 @@ struct TaskTable {
             Self.add(delta, to: &runningBySession, task.record.session)
             Self.add(delta, to: &runningByHost, task.hostKey)
         }
+        if task.runtime != nil { Self.add(delta, to: &stoppingBySession, task.record.session) }
         if state.isPending || task.runtime != nil || task.record.phase == .publishing {
             if delta > 0 { busy.insert(id) } else { busy.remove(id) }
         }

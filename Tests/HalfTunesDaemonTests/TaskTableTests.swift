@@ -189,4 +189,25 @@ struct TaskTableTests {
         for n in 0..<10 { table[1]?.bytesReceived = Int64(n) }
         #expect(table[1]?.bytesReceived == 9 && snapshot[1]?.bytesReceived == 0)
     }
+
+    /// The session index session operations read (invalidate) follows inserts, evictions and removals, and
+    /// counts the tasks whose transfer is still stopping.
+    @Test func tasksPerSessionAndTheirStoppingTransfersFollowWrites() throws {
+        var table = TaskTable()
+        table[1] = task(1, session: "a", owner: 1, state: .running)
+        table[2] = task(2, session: "a", owner: 1, state: .queued)
+        table[3] = task(3, session: "b", owner: 1, state: .suspended)
+        #expect(table.ids(session: "a") == [1, 2] && table.ids(session: "b") == [3] && table.ids(session: "c").isEmpty)
+        let journal = try Journal.openInMemory()
+        table[1]?.runtime = TaskRuntime(taskID: 1, journal: journal, durableBytes: 0)
+        #expect(table.stopping(session: "a") == 1 && table.stopping(session: "b") == 0)
+        // Canceled while its transfer stops: finished, but still in memory and stopping.
+        table[1]?.machine = TaskStateMachine(state: .canceled)
+        #expect(!table.evict(1) && table.ids(session: "a") == [1, 2] && table.stopping(session: "a") == 1)
+        table[1]?.runtime = nil
+        #expect(table.stopping(session: "a") == 0 && table.evict(1) && table.ids(session: "a") == [2])
+        table[2] = nil
+        table[3]?.machine = TaskStateMachine(state: .queued) // a state change keeps it where it is
+        #expect(table.ids(session: "a").isEmpty && table.ids(session: "b") == [3])
+    }
 }
