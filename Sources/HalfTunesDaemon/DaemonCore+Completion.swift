@@ -22,7 +22,7 @@ extension DaemonCore {
 
     /// A result from off the actor, for `DaemonState` (which drops stale ones).
     func completionInput(_ id: Int64, attempt: Int, _ input: CompletionMachine.Input) {
-        run((try? state.handle(.completion(id, attempt: attempt, input, slotLimits), now: clock())) ?? [])
+        run((try? state.handle(.completion(id, attempt: attempt, input), now: clock())) ?? [])
     }
 
     /// Suspend and cancel wait here while the task's file is being moved into place, then act on the state

@@ -21,6 +21,9 @@ struct ManagedTask {
     /// Uploads: progress of the current attempt.
     var bytesSent: Int64?
     var bytesExpectedToSend: Int64?
+    /// A `running` download whose transfer ended and which is being verified or published: it holds no
+    /// transfer slot (`TaskTable.running` leaves it out).
+    var completing = false
     /// The task's own bandwidth bucket while a transfer runs (its rate follows `record.bandwidthLimit`).
     var bandwidth: BandwidthBucket?
     /// The per-host limit's key (`HostKey`).
@@ -174,7 +177,7 @@ actor DaemonCore {
             description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts,
             priority: r.priority, hold: hold(t, position: position), checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
             method: r.method, file: r.file, bytesSent: t.bytesSent, bytesExpectedToSend: t.bytesExpectedToSend,
-            response: r.response, overwrite: r.overwrite ? true : nil)
+            response: r.response, overwrite: r.overwrite ? true : nil, phase: state.completionPhase(t.id))
     }
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {
@@ -194,7 +197,7 @@ actor DaemonCore {
                             tasks: counts, sessions: sessions.count, downloadRate: rateMeter.rate(now: now),
                             maxConcurrent: configuration.maxConcurrent, socketPath: configuration.socketPath,
                             stateDirectory: configuration.stateDirectory, limits: limits,
-                            uploadRate: uploadRateMeter.rate(now: now))
+                            uploadRate: uploadRateMeter.rate(now: now), transfers: tasks.running.count)
     }
 
     /// A one-line summary for logs and (later) the service manager's STATUS=.

@@ -21,6 +21,7 @@ extension DaemonState {
     /// The transfer delivered every byte: verify, choose a name, record the intent, move.
     mutating func beginCompletion(_ id: Int64, total: Int64, now: Double, into actions: inout [Action]) {
         guard var t = tasks[id] else { return }
+        t.completing = true // its slot is free for the next transfer
         t.bytesReceived = total
         t.record.bytesDurable = total
         if t.record.bytesExpected == nil { t.record.bytesExpected = total }
@@ -39,6 +40,7 @@ extension DaemonState {
     mutating func recoveredCompletion(_ id: Int64, _ recovery: FilePublisher.Recovery, total: Int64, now: Double,
                                       into actions: inout [Action]) {
         guard let t = tasks[id] else { return }
+        tasks[id]?.completing = true
         let location = t.record.location ?? t.record.destination
         let (machine, steps) = CompletionMachine.recovered(recovery, location: location, total: total)
         completions[id] = Completion(machine: machine, attempt: t.record.attempts)
@@ -61,6 +63,13 @@ extension DaemonState {
     mutating func leaveCompletionIfStopped(_ id: Int64) {
         guard let c = completions[id], !c.machine.isMoving, tasks[id]?.machine.state != .running else { return }
         completions[id] = nil
+        tasks[id]?.completing = false
+    }
+
+    /// What a running task is doing once its transfer ended (nil while it transfers, and in any other state).
+    func completionPhase(_ id: Int64) -> TaskCompletionPhase? {
+        guard let c = completions[id] else { return nil }
+        return c.machine.state == .verifying ? .verifying : .publishing
     }
 
     private mutating func carryOut(_ steps: [CompletionMachine.Action], for id: Int64, now: Double,
@@ -81,6 +90,7 @@ extension DaemonState {
                                      replacing: t.record.overwrite, partialIsDurable: c.partialIsDurable))
             case .complete(let location):
                 completions[id] = nil
+                tasks[id]?.completing = false
                 _ = try? apply(.completed, to: id, extra: [.didFinishDownloading(location: location)], update: {
                     $0.phase = .transfer
                     $0.location = location
@@ -88,6 +98,7 @@ extension DaemonState {
                 actions.append(.completionEnded(id, location: location, error: nil))
             case .fail(let error):
                 completions[id] = nil
+                tasks[id]?.completing = false
                 _ = try? apply(.transferFailed(error, transient: false, retryAfter: nil), to: id, update: {
                     $0.phase = .transfer
                     $0.location = nil

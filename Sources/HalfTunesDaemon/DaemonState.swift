@@ -47,8 +47,7 @@ struct DaemonState {
         /// deadline index, not a walk over the tasks).
         case clockTick(SlotLimits)
         /// A completion's result from off the core: a digest, the name the runner chose, how a move went.
-        /// A completion that ends frees its slot for the next task.
-        case completion(Int64, attempt: Int, CompletionMachine.Input, SlotLimits)
+        case completion(Int64, attempt: Int, CompletionMachine.Input)
         /// Recovery found the journaled publish intent of a task and `recovery` on the file system.
         case recoveredCompletion(Int64, FilePublisher.Recovery, totalBytes: Int64)
         /// A task's attempt ended (`jitterSample`, 0..<1, spreads the retry times of transient failures).
@@ -109,9 +108,8 @@ struct DaemonState {
             grantSlots(limits, now: now, into: &actions)
         case let .attemptEnded(id, outcome, jitterSample, limits):
             attemptEnded(id, outcome, jitterSample: jitterSample, limits: limits, now: now, into: &actions)
-        case let .completion(id, attempt, completionInput, limits):
+        case let .completion(id, attempt, completionInput):
             self.completionInput(id, attempt: attempt, completionInput, now: now, into: &actions)
-            if completions[id] == nil { grantSlots(limits, now: now, into: &actions) } // it ended: a slot is free
         case let .recoveredCompletion(id, recovery, total):
             recoveredCompletion(id, recovery, total: total, now: now, into: &actions)
         }

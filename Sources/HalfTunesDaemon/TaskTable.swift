@@ -27,9 +27,9 @@ struct TaskTable {
     /// Tasks per session whose transfer has not ended yet.
     private var stoppingBySession: [String: Int] = [:]
     private var busy: Set<Int64> = []
-    /// The ids of the tasks in state `running`.
+    /// The ids of the tasks in state `running` that hold a transfer slot (not those being verified or published).
     private(set) var running: Set<Int64> = []
-    /// Running tasks per owner uid, per session and per host (`HostKey`): the limits and fair share read them.
+    /// Those per owner uid, per session and per host (`HostKey`): the limits and fair share read them.
     private(set) var runningByOwner: [UInt32: Int] = [:]
     private(set) var runningBySession: [String: Int] = [:]
     private(set) var runningByHost: [String: Int] = [:]
@@ -186,7 +186,7 @@ struct TaskTable {
         // In place (a copy taken out and written back would copy the inner dictionary every time).
         Self.add(delta, to: &bySessionState[task.record.session, default: [:]], state)
         if bySessionState[task.record.session]?.isEmpty == true { bySessionState[task.record.session] = nil }
-        if state == .running {
+        if state == .running && !task.completing {
             if delta > 0 { running.insert(id) } else { running.remove(id) }
             Self.add(delta, to: &runningByOwner, task.owner)
             Self.add(delta, to: &runningBySession, task.record.session)
@@ -215,9 +215,11 @@ struct TaskTable {
         var publishing: Bool
         var deadline: Double?
         var retryAt: Double?
+        var completing: Bool
 
         init(_ t: ManagedTask) {
             state = t.machine.state
+            completing = t.completing
             session = t.record.session
             owner = t.owner
             destination = t.record.destination

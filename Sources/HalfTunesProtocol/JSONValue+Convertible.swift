@@ -75,6 +75,7 @@ extension TaskInfo: JSONValueConvertible {
         if let bytesExpectedToSend { o["bytesExpectedToSend"] = .int(bytesExpectedToSend) }
         if let response { o["response"] = response.jsonValue }
         if let overwrite { o["overwrite"] = .bool(overwrite) }
+        if let phase { o["phase"] = .string(phase.rawValue) }
         return .object(o)
     }
 }

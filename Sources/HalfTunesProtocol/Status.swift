@@ -14,10 +14,13 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var limits: DaemonLimits?
     /// Current aggregate upload rate in bytes per second.
     public var uploadRate: Double?
+    /// Transfers holding a slot (at most `maxConcurrent`); `tasks.running` also counts downloads being verified
+    /// or published (`TaskInfo.phase`).
+    public var transfers: Int?
 
     public init(version: String, pid: Int32, uptimeSeconds: Double, tasks: [String: Int], sessions: Int,
                 downloadRate: Double, maxConcurrent: Int, socketPath: String, stateDirectory: String,
-                limits: DaemonLimits? = nil, uploadRate: Double? = nil) {
+                limits: DaemonLimits? = nil, uploadRate: Double? = nil, transfers: Int? = nil) {
         self.version = version
         self.pid = pid
         self.uptimeSeconds = uptimeSeconds
@@ -29,5 +32,6 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         self.stateDirectory = stateDirectory
         self.limits = limits
         self.uploadRate = uploadRate
+        self.transfers = transfers
     }
 }

@@ -58,6 +58,14 @@ public enum TaskErrorCode {
     public static let tlsFailure = "tlsFailure"
 }
 
+/// What a `running` download does once every byte is durable: it no longer holds a transfer slot.
+public enum TaskCompletionPhase: String, Codable, Sendable, Equatable {
+    /// Its SHA-256 is being checked against the task's `checksum`.
+    case verifying
+    /// A name is being chosen and the file moved into place.
+    case publishing
+}
+
 public struct TaskInfo: Codable, Sendable, Equatable {
     /// Unique in the daemon, stable across restarts, never reused.
     public var id: Int64
@@ -107,6 +115,8 @@ public struct TaskInfo: Codable, Sendable, Equatable {
     public var response: TaskResponse?
     /// Downloads: true when the task replaces an existing file at its destination (`task.create` `overwrite`).
     public var overwrite: Bool?
+    /// While `running` after the transfer ended: verifying or publishing (the transfer slot is free again).
+    public var phase: TaskCompletionPhase?
 
     public init(id: Int64, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, waitingReason: TaskError? = nil, nextAttemptAt: String? = nil,
@@ -115,7 +125,8 @@ public struct TaskInfo: Codable, Sendable, Equatable {
                 updatedAt: String, description: String?, etag: String? = nil, lastModified: String? = nil,
                 attempts: Int = 0, priority: TaskPriority = .normal, hold: TaskHold? = nil, checksum: String? = nil,
                 bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil, bytesSent: Int64? = nil,
-                bytesExpectedToSend: Int64? = nil, response: TaskResponse? = nil, overwrite: Bool? = nil) {
+                bytesExpectedToSend: Int64? = nil, response: TaskResponse? = nil, overwrite: Bool? = nil,
+                phase: TaskCompletionPhase? = nil) {
         self.id = id
         self.session = session
         self.kind = kind
@@ -147,6 +158,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         self.bytesExpectedToSend = bytesExpectedToSend
         self.response = response
         self.overwrite = overwrite
+        self.phase = phase
     }
 
     enum CodingKeys: String, CodingKey {
@@ -154,6 +166,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         case bytesReceived, bytesDurable, bytesExpected, destination, location, error, createdAt, updatedAt
         case description, etag, lastModified, attempts
         case priority, hold, checksum, bandwidthLimit, method, file, bytesSent, bytesExpectedToSend, response, overwrite
+        case phase
     }
 
     public init(from decoder: Decoder) throws {
@@ -189,6 +202,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         bytesExpectedToSend = try c.decodeIfPresent(Int64.self, forKey: .bytesExpectedToSend)
         response = try c.decodeIfPresent(TaskResponse.self, forKey: .response)
         overwrite = try c.decodeIfPresent(Bool.self, forKey: .overwrite)
+        phase = try c.decodeIfPresent(TaskCompletionPhase.self, forKey: .phase)
     }
 
     // `bytesExpected` and `error` are always present on the wire (null when absent).
@@ -225,6 +239,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(bytesExpectedToSend, forKey: .bytesExpectedToSend)
         try c.encodeIfPresent(response, forKey: .response)
         try c.encodeIfPresent(overwrite, forKey: .overwrite)
+        try c.encodeIfPresent(phase, forKey: .phase)
     }
 }
 

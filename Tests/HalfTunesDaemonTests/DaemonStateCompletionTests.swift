@@ -30,11 +30,16 @@ struct DaemonStateCompletionTests {
         var state = try Self.running()
         var actions = try state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
                                                      jitterSample: 0.5, Self.one), now: 10)
-        // No checksum: no journal write yet (the intent records the length); still running, holding the slot.
-        #expect(actions == [.chooseName(1, attempt: 0, avoiding: [])])
+        // No checksum: no journal write yet (the intent records the length). Still running, publishing, but
+        // its transfer slot goes to task 2 at once.
+        #expect(actions == [.chooseName(1, attempt: 0, avoiding: []), .journal(state.tasks[2]!.record,
+                                                                                  [.stateChanged(state: .running, previous: .queued, reason: nil)]),
+                            .startAttempt(2)])
         #expect(state.tasks[1]?.machine.state == .running && state.tasks[1]?.record.bytesDurable == 100)
+        #expect(state.completionPhase(1) == .publishing && state.tasks.running == [2])
+        #expect(state.tasks.count(in: .running) == 2)
 
-        actions = try state.handle(.completion(1, attempt: 0, .nameChosen("/d/1"), Self.one), now: 11)
+        actions = try state.handle(.completion(1, attempt: 0, .nameChosen("/d/1")), now: 11)
         let row = try #require(Self.intent(actions))
         #expect(row.location == "/d/1" && row.bytesDurable == 100 && row.bytesExpected == 100)
         #expect(actions.last == .move(1, attempt: 0, partial: "/d/.1.partial", location: "/d/1", replacing: false,
@@ -44,12 +49,13 @@ struct DaemonStateCompletionTests {
         #expect(try state.handle(.task(1, .suspend), now: 12).isEmpty)
         #expect(try state.handle(.clockTick(Self.one), now: 1e12).isEmpty)
 
-        actions = try state.handle(.completion(1, attempt: 0, .moveEnded(.published), Self.one), now: 13)
+        actions = try state.handle(.completion(1, attempt: 0, .moveEnded(.published)), now: 13)
         #expect(S.journaled(actions, 1) == [.stateChanged(state: .completed, previous: .running, reason: nil),
                                             .didFinishDownloading(location: "/d/1"), .didComplete(error: nil)])
         #expect(actions.contains(.completionEnded(1, location: "/d/1", error: nil)))
-        #expect(S.started(actions) == [2]) // its slot, at once
+        #expect(S.started(actions).isEmpty) // its slot was given away when the transfer ended
         #expect(state.tasks[1] == nil && state.completions.isEmpty && !state.isMoving(1))
+        #expect(state.completionPhase(1) == nil && state.tasks.running == [2])
         #expect(state.tasks.count(in: .completed) == 1)
     }
 
@@ -58,15 +64,15 @@ struct DaemonStateCompletionTests {
         var state = try Self.running()
         _ = try state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
                                            jitterSample: 0.5, Self.one), now: 10)
-        _ = try state.handle(.completion(1, attempt: 0, .nameChosen("/d/1"), Self.one), now: 11)
-        var actions = try state.handle(.completion(1, attempt: 0, .moveEnded(.destinationExists), Self.one), now: 12)
+        _ = try state.handle(.completion(1, attempt: 0, .nameChosen("/d/1")), now: 11)
+        var actions = try state.handle(.completion(1, attempt: 0, .moveEnded(.destinationExists)), now: 12)
         #expect(actions == [.chooseName(1, attempt: 0, avoiding: ["/d/1"])] && !state.isMoving(1))
-        actions = try state.handle(.completion(1, attempt: 0, .nameChosen("/d/1 (1)"), Self.one), now: 13)
+        actions = try state.handle(.completion(1, attempt: 0, .nameChosen("/d/1 (1)")), now: 13)
         #expect(Self.intent(actions)?.location == "/d/1 (1)" && state.isMoving(1))
-        actions = try state.handle(.completion(1, attempt: 0, .moveEnded(.failed("EIO")), Self.one), now: 14)
+        actions = try state.handle(.completion(1, attempt: 0, .moveEnded(.failed("EIO"))), now: 14)
         let error = try #require(S.completionError(actions, 1))
         #expect(error.code == TaskErrorCode.ioError)
-        #expect(actions.contains(.completionEnded(1, location: nil, error: error)) && S.started(actions) == [2])
+        #expect(actions.contains(.completionEnded(1, location: nil, error: error)) && S.started(actions).isEmpty)
         // Failed: the partial is discarded, the row leaves phase publishing.
         #expect(actions.contains(.removePartial(path: "/d/.1.partial")))
         guard case let .journal(row, _)? = actions.first(where: { if case .journal = $0 { true } else { false } }) else {
@@ -88,12 +94,13 @@ struct DaemonStateCompletionTests {
             return
         }
         #expect(row.bytesDurable == 3 && row.phase == .transfer)
-        #expect(actions.last == .computeDigest(1, attempt: 0, path: "/d/.1.partial"))
+        #expect(actions[1] == .computeDigest(1, attempt: 0, path: "/d/.1.partial") && S.started(actions) == [2])
+        #expect(state.completionPhase(1) == .verifying)
 
-        actions = try state.handle(.completion(1, attempt: 0, .digestComputed(.success(Checksum(hex: String(repeating: "cd", count: 32)))), Self.one),
+        actions = try state.handle(.completion(1, attempt: 0, .digestComputed(.success(Checksum(hex: String(repeating: "cd", count: 32))))),
                                    now: 11)
         #expect(S.completionError(actions, 1)?.code == TaskErrorCode.checksumMismatch)
-        #expect(actions.contains(.removePartial(path: "/d/.1.partial")) && S.started(actions) == [2])
+        #expect(actions.contains(.removePartial(path: "/d/.1.partial")) && S.started(actions).isEmpty)
 
         // Task 2 completes its transfer, is suspended while verifying: the late digest changes nothing.
         actions = try state.handle(.attemptEnded(2, .completed(totalBytes: 3, validators: Self.validators),
@@ -101,7 +108,8 @@ struct DaemonStateCompletionTests {
         #expect(actions == [.chooseName(2, attempt: 0, avoiding: [])]) // no checksum on task 2
         _ = try state.handle(.task(2, .suspend), now: 13)
         #expect(state.completions[2] == nil && state.tasks[2]?.machine.state == .suspended)
-        #expect(try state.handle(.completion(2, attempt: 0, .nameChosen("/d/2"), Self.one), now: 14).isEmpty)
+        #expect(state.tasks[2]?.completing == false) // resumed later, it takes a slot again
+        #expect(try state.handle(.completion(2, attempt: 0, .nameChosen("/d/2")), now: 14).isEmpty)
     }
 
     /// Recovery of a journaled intent: published → completed; the file gone → failed; still to publish → named.

@@ -210,4 +210,17 @@ struct TaskTableTests {
         table[3]?.machine = TaskStateMachine(state: .queued) // a state change keeps it where it is
         #expect(table.ids(session: "a").isEmpty && table.ids(session: "b") == [3])
     }
+
+    /// A running download being verified or published holds no transfer slot: it leaves the running index (and
+    /// its per-owner, session and host counts) but is still counted as `running`.
+    @Test func aCompletingTaskHoldsNoTransferSlot() {
+        var table = TaskTable()
+        table[1] = task(1, session: "a", owner: 7, state: .running)
+        table[2] = task(2, session: "a", owner: 7, state: .running)
+        table[1]?.completing = true
+        #expect(table.running == [2] && table.runningByOwner[7] == 1 && table.runningBySession["a"] == 1)
+        #expect(table.runningByHost["http://127.0.0.1:9"] == 1 && table.count(in: .running) == 2)
+        table[1]?.completing = false
+        #expect(table.running == [1, 2] && table.runningByOwner[7] == 2)
+    }
 }

@@ -33,7 +33,8 @@ struct JSONValueConvertibleTests {
                  hold: maybe { TaskHold(reason: $0.text(), message: $0.text()) }, checksum: maybe { $0.text() },
                  bandwidthLimit: maybe { $0.int() }, method: maybe { $0.text() }, file: maybe { $0.text() },
                  bytesSent: maybe { $0.int() }, bytesExpectedToSend: maybe { $0.int() },
-                 response: maybe { $0.response() }, overwrite: maybe { $0.rng.next(2) == 0 })
+                 response: maybe { $0.response() }, overwrite: maybe { $0.rng.next(2) == 0 },
+                 phase: maybe { $0.rng.next(2) == 0 ? .verifying : .publishing })
     }
 
     mutating func event() -> Event {

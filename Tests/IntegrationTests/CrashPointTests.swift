@@ -72,4 +72,50 @@ struct CrashPointTests {
         #expect(partialFiles(in: daemon.downloadsDir).isEmpty)
         try await origin.shutdown()
     }
+
+    /// A download whose transfer ended gives its transfer slot to the next one while it is published: with
+    /// max-concurrent 1 and every move held, the second file downloads while the first waits to be moved; both
+    /// then say `running` with `phase: publishing`, and `daemon.status` counts two running tasks but no transfer.
+    @Test func theSlotIsFreeWhileAFileIsPublished() async throws {
+        let origin = try await TestOrigin.start()
+        let daemon = try DaemonProcess(start: false)
+        defer { daemon.kill9(); daemon.dir.remove() }
+        let release = daemon.dir.path + "/release-move"
+        daemon.environment = ["HALFTUNES_HOLD_AT": "publish.moving:" + release]
+        try daemon.start()
+        let bodies = [TestOrigin.randomBytes(count: 96 * 1024, seed: 61), TestOrigin.randomBytes(count: 80 * 1024, seed: 62)]
+        origin.put("/first.bin", bodies[0])
+        origin.put("/second.bin", bodies[1])
+        let client = try daemon.client()
+        _ = try client.setLimits(maxConcurrent: 1)
+        let a = try client.startDownload(origin.url("/first.bin"))
+        try eventually("the first move to be held") { daemon.log().contains("held at publish.moving") ? true : nil }
+        let publishing = try client.task(a.id)
+        #expect(publishing.state == .running && publishing.phase == .publishing)
+        #expect(publishing.bytesDurable == Int64(bodies[0].count))
+
+        // The first still holds its task slot but not its transfer slot: the second transfers meanwhile.
+        let b = try client.startDownload(origin.url("/second.bin"))
+        let second = try eventually("the second to be publishing too") { () -> TaskInfo? in
+            let info = try client.task(b.id)
+            return info.phase == .publishing ? info : nil
+        }
+        #expect(second.state == .running && second.bytesDurable == Int64(bodies[1].count))
+        #expect(origin.requests("/second.bin").count == 1)
+        let status = try client.status()
+        #expect(status.tasks["running"] == 2 && status.transfers == 0 && status.maxConcurrent == 1)
+        #expect(try client.task(a.id).phase == .publishing)
+        let shown = try ctl(["show", "\(a.id)"], socket: daemon.socketPath)
+        #expect(shown.status == 0 && shown.stdout.contains("every byte received; moving it into place"), "\(shown.stdout)")
+
+        #expect(FileManager.default.createFile(atPath: release, contents: nil))
+        for (t, body) in zip([a, b], bodies) {
+            let done = try client.waitFor(task: t.id, state: .completed, timeout: 30)
+            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            #expect(done.phase == nil)
+        }
+        let after = try client.status()
+        #expect(after.transfers == 0 && after.tasks["running"] == 0)
+        try await origin.shutdown()
+    }
 }

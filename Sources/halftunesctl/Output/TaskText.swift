@@ -99,7 +99,11 @@ enum TaskText {
     static func explanation(_ task: TaskInfo, now: Double = Timestamp.now()) -> String {
         switch task.state {
         case .running:
-            return "running, \(progress(task))"
+            switch task.phase {
+            case .verifying?: return "running, every byte received; verifying its checksum"
+            case .publishing?: return "running, every byte received; moving it into place"
+            case nil: return "running, \(progress(task))"
+            }
         case .queued:
             var text = "queued: " + (task.queuePosition.map { "position \($0) in the queue" } ?? "waiting for a transfer slot")
             if task.priority != .normal { text += " (\(task.priority.rawValue) priority)" }
