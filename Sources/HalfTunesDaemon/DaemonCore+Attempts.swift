@@ -43,7 +43,6 @@ extension DaemonCore {
         taskLogger[metadataKey: "task"] = "\(id)"
         let attempt = Attempt(request: request, client: httpClient, observer: runtime, logger: taskLogger)
         t.runtime = runtime
-        t.record.attempts += 1
         t.bytesReceived = durable
         tasks[id] = t
         runtime.start(attempt)

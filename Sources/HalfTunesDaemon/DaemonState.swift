@@ -143,6 +143,7 @@ struct DaemonState {
                 break // `TaskTable` takes it out of the queue, or drops its retry time, with its state
             case .startTransfer:
                 startNow = true
+                t.record.attempts += 1 // journaled with the start, so a crash never loses an attempt's count
             case .stopTransfer:
                 actions.append(.stopAttempt(id))
             case .scheduleRetry:

@@ -78,7 +78,9 @@ struct DaemonStateTests {
         #expect(state.tasks.queue.count == 2 && state.tasks.running == [1, 2])
         // Queue orders are handed out as tasks enter the back of the queue.
         #expect(state.tasks[3]!.record.queueOrder < state.tasks[4]!.record.queueOrder)
-        // Each start journals the row with its stateChanged event before the attempt begins.
+        // Each start counts the attempt in the row it journals with its stateChanged event, before the attempt
+        // begins (a crash never loses it).
+        #expect(state.tasks[1]?.record.attempts == 1 && state.tasks[3]?.record.attempts == 0)
         let actions = try state.handle(.task(3, .suspend), now: 1)
         #expect(Self.journaled(actions, 3) == [.stateChanged(state: .suspended, previous: .queued, reason: nil)])
         #expect(state.tasks.queue.count == 1)

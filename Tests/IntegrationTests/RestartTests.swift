@@ -22,6 +22,7 @@ struct RestartTests {
             client = try daemon.client()
             let done = try client.waitFor(task: t.id, state: .completed)
             #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            #expect(done.attempts == 2) // the attempt before the crash was journaled when it started
             let requests = origin.requests("/crash.bin")
             #expect(requests.count == 2)
             let resumed = try #require(requests.last)
