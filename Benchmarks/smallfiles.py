@@ -74,6 +74,13 @@ http {{
     raise RuntimeError("nginx did not start")
 
 
+def stop_nginx(nginx):
+    """Stops an nginx `start_nginx` started (None: nothing to stop)."""
+    if nginx:
+        nginx.send_signal(signal.SIGTERM)
+        nginx.wait()
+
+
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -188,9 +195,7 @@ def main():
                 print(f"  run {run} {tool:<10} wall {wall:6.2f} s  cpu {cpu:6.2f} s  "
                       f"({cpu * 1000 / args.files:.2f} ms per file)", flush=True)
     finally:
-        if nginx:
-            nginx.send_signal(signal.SIGTERM)
-            nginx.wait()
+        stop_nginx(nginx)
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"\n{args.files} files of {args.size} bytes, {PARALLEL} at a time; medians of {args.runs}:")

@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scale import Connection, Daemon  # noqa: E402
-from smallfiles import free_port, start_nginx  # noqa: E402
+from smallfiles import free_port, start_nginx, stop_nginx  # noqa: E402
 
 TRANSFERS = 100
 
@@ -147,9 +147,7 @@ def main():
             print(f"  {tool:<10} {r['samples']} round trips with {r['running_after']} transfers running: "
                   f"p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms  max {r['max_ms']:.3f} ms", flush=True)
     finally:
-        if nginx:
-            nginx.send_signal(signal.SIGTERM)
-            nginx.wait()
+        stop_nginx(nginx)
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -166,8 +166,7 @@ extension DaemonCore {
         let (machine, actions) = TaskStateMachine.created(start: start, resourceDeadline: record.resourceDeadline)
         record.state = machine.state
         if actions.contains(.enqueue) {
-            record.queueOrder = nextQueueOrder
-            nextQueueOrder += 1
+            record.queueOrder = state.takeQueueOrder()
         }
         let time = Timestamp.format(record.createdAt)
         let events = actions.compactMap(DaemonState.payload(for:))

@@ -36,7 +36,7 @@ extension DaemonCore {
     /// have queued tasks (not once per queued task).
     func infos(_ list: [ManagedTask]) -> [TaskInfo] {
         if tasks.queue.owners.count > 1, list.contains(where: { $0.machine.state == .queued }) {
-            let order = tasks.queue.fairOrder(running: tasks.runningByOwner, lastServed: lastServed)
+            let order = tasks.queue.fairOrder(running: tasks.runningByOwner, lastServed: state.lastServed)
             positionsMemo = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0 + 1) })
         }
         defer { positionsMemo = nil }

@@ -26,7 +26,7 @@ extension DaemonCore {
         // In their old queue order (the rows' positions sorted, not the rows: moving 100,000 rows of a few
         // hundred bytes around was a tenth of a restart).
         let order = rows.indices.sorted { (rows[$0].queueOrder, rows[$0].id ?? 0) < (rows[$1].queueOrder, rows[$1].id ?? 0) }
-        nextQueueOrder = (rows.map(\.queueOrder).max() ?? 0) + 1
+        state.nextQueueOrder = (rows.map(\.queueOrder).max() ?? 0) + 1
         tasks.reserveCapacity(rows.count)
         var resumed = 0
         for position in order {

@@ -13,7 +13,7 @@ extension DaemonCore {
     func queuePosition(_ id: Int64) -> Int? {
         guard tasks.queue.contains(id) else { return nil }
         if let memo = positionsMemo { return memo[id] }
-        return tasks.queue.position(of: id, running: tasks.runningByOwner, lastServed: lastServed)
+        return tasks.queue.position(of: id, running: tasks.runningByOwner, lastServed: state.lastServed)
     }
 
     /// `task.move`: the front or back of its priority class. A queued task moves at once; a suspended or
@@ -28,8 +28,7 @@ extension DaemonCore {
             let lowest = tasks.queue.lowestOrder(priority: t.record.priority, excluding: p.id)
             t.record.queueOrder = QueuePlanner.frontOrder(among: lowest.map { [$0] } ?? [])
         case .back:
-            t.record.queueOrder = nextQueueOrder
-            nextQueueOrder += 1
+            t.record.queueOrder = state.takeQueueOrder()
         }
         t.record.updatedAt = clock()
         tasks[p.id] = t

@@ -68,11 +68,6 @@ actor DaemonCore {
         get { state.tasks }
         _modify { yield &state.tasks }
     }
-    var nextQueueOrder: Int64 {
-        get { state.nextQueueOrder }
-        _modify { yield &state.nextQueueOrder }
-    }
-    var lastServed: [UInt32: Int64] { state.lastServed }
     var pendingEventsByUID: [UInt32: Int] {
         get { state.pendingEventsByUID }
         _modify { yield &state.pendingEventsByUID }

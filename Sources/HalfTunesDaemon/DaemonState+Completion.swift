@@ -82,9 +82,11 @@ extension DaemonState {
             case .chooseName(let avoiding):
                 actions.append(.chooseName(id, attempt: c.attempt, avoiding: avoiding))
             case .recordIntent(let location):
-                tasks[id]?.record.phase = .publishing
-                tasks[id]?.record.location = location
-                if let row = tasks[id]?.record { actions.append(.journal(row, [])) } // synced by the move first
+                guard var intent = tasks[id] else { return }
+                intent.record.phase = .publishing
+                intent.record.location = location
+                tasks[id] = intent
+                actions.append(.journal(intent.record, [])) // synced by the move first
             case .move(let location):
                 actions.append(.move(id, attempt: c.attempt, partial: t.record.partialPath, location: location,
                                      replacing: t.record.overwrite, partialIsDurable: c.partialIsDurable))

@@ -209,10 +209,13 @@ struct DaemonState {
     /// Gives a task that enters the queue its place: the back of its priority class, unless it was moved to
     /// the front (a negative queue order, kept until it runs again). `TaskTable` puts it in the queue.
     mutating func enqueue(_ t: inout ManagedTask) {
-        if t.record.queueOrder >= 0 {
-            t.record.queueOrder = nextQueueOrder
-            nextQueueOrder += 1
-        }
+        if t.record.queueOrder >= 0 { t.record.queueOrder = takeQueueOrder() }
+    }
+
+    /// The next place at the back of the queue (every task that enters the back takes one).
+    mutating func takeQueueOrder() -> Int64 {
+        defer { nextQueueOrder += 1 }
+        return nextQueueOrder
     }
 
     static func payload(for action: TaskStateMachine.Action) -> EventPayload? {

@@ -93,6 +93,14 @@ struct TaskTableTests {
     /// The deadline index returns exactly the pending tasks whose resource deadline has passed, once per time
     /// they became pending (or got another deadline), whatever the writes in between: checked against a model
     /// on random writes.
+    /// `due` holds exactly the model's entries at or before `now`, each once; they leave the model.
+    static func expectDue(_ due: [Int64], armed: inout [Int64: Double], now: Double, step: Int) {
+        let expected = armed.filter { $0.value <= now }
+        #expect(Set(due) == Set(expected.keys), "step \(step)")
+        #expect(due.count == Set(due).count, "step \(step): a task reported twice")
+        for id in expected.keys { armed[id] = nil }
+    }
+
     @Test func dueDeadlinesMatchAModelOnRandomWrites() {
         var rng = SplitMix(seed: 0xDEAD11)
         var table = TaskTable()
@@ -120,11 +128,7 @@ struct TaskTableTests {
             if new == nil { armed[id] = nil } else if new != oldDeadline { armed[id] = new }
             if step % 7 == 0 {
                 now += Double(rng.next() % 3)
-                let due = table.dueDeadlines(now: now)
-                let expected = armed.filter { $0.value <= now }
-                #expect(Set(due) == Set(expected.keys), "step \(step)")
-                #expect(due.count == Set(due).count, "step \(step): a task reported twice")
-                for id in expected.keys { armed[id] = nil }
+                Self.expectDue(table.dueDeadlines(now: now), armed: &armed, now: now, step: step)
             }
         }
     }
@@ -160,11 +164,7 @@ struct TaskTableTests {
             }
             if step % 5 == 0 {
                 now += Double(rng.next() % 3)
-                let due = table.dueRetries(now: now)
-                let expected = armed.filter { $0.value <= now }
-                #expect(Set(due) == Set(expected.keys), "step \(step)")
-                #expect(due.count == Set(due).count, "step \(step): a task reported twice")
-                for id in expected.keys { armed[id] = nil }
+                Self.expectDue(table.dueRetries(now: now), armed: &armed, now: now, step: step)
             }
         }
     }

@@ -43,11 +43,8 @@ struct CrashPointTests {
     /// ends completed with its file whole at the destination (never canceled with a file left behind).
     @Test func aCancelDuringTheMoveWaitsAndFindsTheTaskCompleted() async throws {
         let origin = try await TestOrigin.start()
-        let daemon = try DaemonProcess(start: false)
+        let (daemon, release) = try Self.daemonHoldingMoves()
         defer { daemon.kill9(); daemon.dir.remove() }
-        let release = daemon.dir.path + "/release-move"
-        daemon.environment = ["HALFTUNES_HOLD_AT": "publish.moving:" + release]
-        try daemon.start()
         let body = TestOrigin.randomBytes(count: 256 * 1024 + 3, seed: 51)
         origin.put("/moving.bin", body)
         let client = try daemon.client()
@@ -78,11 +75,8 @@ struct CrashPointTests {
     /// then say `running` with `phase: publishing`, and `daemon.status` counts two running tasks but no transfer.
     @Test func theSlotIsFreeWhileAFileIsPublished() async throws {
         let origin = try await TestOrigin.start()
-        let daemon = try DaemonProcess(start: false)
+        let (daemon, release) = try Self.daemonHoldingMoves()
         defer { daemon.kill9(); daemon.dir.remove() }
-        let release = daemon.dir.path + "/release-move"
-        daemon.environment = ["HALFTUNES_HOLD_AT": "publish.moving:" + release]
-        try daemon.start()
         let bodies = [TestOrigin.randomBytes(count: 96 * 1024, seed: 61), TestOrigin.randomBytes(count: 80 * 1024, seed: 62)]
         origin.put("/first.bin", bodies[0])
         origin.put("/second.bin", bodies[1])
@@ -117,5 +111,20 @@ struct CrashPointTests {
         let after = try client.status()
         #expect(after.transfers == 0 && after.tasks["running"] == 0)
         try await origin.shutdown()
+    }
+
+    /// A daemon whose every publish stops before moving its file until `release` (a path) exists.
+    static func daemonHoldingMoves() throws -> (DaemonProcess, release: String) {
+        let daemon = try DaemonProcess(start: false)
+        let release = daemon.dir.path + "/release-move"
+        daemon.environment = ["HALFTUNES_HOLD_AT": "publish.moving:" + release]
+        do {
+            try daemon.start()
+        } catch {
+            daemon.kill9()
+            daemon.dir.remove()
+            throw error
+        }
+        return (daemon, release)
     }
 }
