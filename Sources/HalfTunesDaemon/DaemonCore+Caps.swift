@@ -7,11 +7,11 @@ extension DaemonCore {
     /// holds what earlier creates of the same batch add.
     func checkCapsForNewTask(in s: ManagedSession, batch: CreateBatch = CreateBatch()) throws(RPCError) {
         let identifier = s.record.identifier
-        let unfinished = tasks.unfinished(session: identifier) + batch.tasksBySession[identifier, default: 0]
+        let unfinished = state.tasks.unfinished(session: identifier) + batch.tasksBySession[identifier, default: 0]
         guard unfinished < configuration.maxTasksPerSession else {
             throw RPCError(.limitExceeded, "Session '\(identifier)' already has \(unfinished) unfinished tasks (at most \(configuration.maxTasksPerSession)); wait for some to finish or cancel them")
         }
-        let owned = tasks.unfinished(owner: s.record.uid) + batch.tasksByUID[s.record.uid, default: 0]
+        let owned = state.tasks.unfinished(owner: s.record.uid) + batch.tasksByUID[s.record.uid, default: 0]
         guard owned < configuration.maxTasksPerUID else {
             throw RPCError(.limitExceeded, "uid \(s.record.uid) already has \(owned) unfinished tasks across its sessions (at most \(configuration.maxTasksPerUID)); wait for some to finish or cancel them")
         }
@@ -19,7 +19,7 @@ extension DaemonCore {
         guard pending < configuration.maxPendingEventsPerSession else {
             throw RPCError(.limitExceeded, "Session '\(identifier)' has \(pending) unacknowledged events (at most \(configuration.maxPendingEventsPerSession)); acknowledge delivered events with events.ack to create more tasks")
         }
-        let ownerPending = (pendingEventsByUID[s.record.uid] ?? 0) + batch.eventsByUID[s.record.uid, default: 0]
+        let ownerPending = (state.pendingEventsByUID[s.record.uid] ?? 0) + batch.eventsByUID[s.record.uid, default: 0]
         guard ownerPending < configuration.maxPendingEventsPerUID else {
             throw RPCError(.limitExceeded, "uid \(s.record.uid) has \(ownerPending) unacknowledged events across its sessions (at most \(configuration.maxPendingEventsPerUID)); acknowledge delivered events with events.ack to create more tasks")
         }
@@ -28,7 +28,7 @@ extension DaemonCore {
     /// Refuses a new session when its owner already holds `maxSessionsPerUID` (each session may hold its
     /// own tasks and events, so the per-session caps would otherwise multiply without bound).
     func checkCapsForNewSession(owner: UInt32) throws(RPCError) {
-        let held = sessions.values.reduce(0) { $0 + ($1.record.uid == owner ? 1 : 0) }
+        let held = state.sessions.values.reduce(0) { $0 + ($1.record.uid == owner ? 1 : 0) }
         guard held < configuration.maxSessionsPerUID else {
             throw RPCError(.limitExceeded, "uid \(owner) already has \(held) sessions (at most \(configuration.maxSessionsPerUID)); "
                 + "invalidate sessions you no longer use (halftunesctl session invalidate ID)")

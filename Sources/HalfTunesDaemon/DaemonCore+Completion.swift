@@ -10,19 +10,19 @@ extension DaemonCore {
 
     /// Finishes a publish whose intent was journaled before a crash, idempotently (during `recover`).
     func recoverCompletion(_ id: Int64) {
-        guard let t = tasks[id] else { return }
+        guard let t = state.tasks[id] else { return }
         let location = t.record.location ?? t.record.destination
         let recovery = FilePublisher.recover(partialPath: t.record.partialPath, destination: location)
         if recovery == .published {
             logger.info("completing a download whose publish was interrupted", metadata: ["task": "\(id)"])
         }
         let total = PartialFile.length(path: t.record.partialPath) ?? t.record.bytesDurable
-        run((try? state.handle(.recoveredCompletion(id, recovery, totalBytes: total), now: clock())) ?? [])
+        feedAndRun(.recoveredCompletion(id, recovery, totalBytes: total))
     }
 
     /// A result from off the actor, for `DaemonState` (which drops stale ones).
     func completionInput(_ id: Int64, attempt: Int, _ input: CompletionMachine.Input) {
-        run((try? state.handle(.completion(id, attempt: attempt, input), now: clock())) ?? [])
+        feedAndRun(.completion(id, attempt: attempt, input))
     }
 
     /// Suspend and cancel wait here while the task's file is being moved into place, then act on the state
@@ -65,12 +65,12 @@ extension DaemonCore {
     /// The name to publish at: the journaled location (or the destination) unless it exists or is in
     /// `avoiding`, else the first free `name (n).ext` that no other unfinished task holds.
     private func chooseName(_ id: Int64, avoiding: Set<String>) -> String {
-        guard let t = tasks[id] else { return "" }
+        guard let t = state.tasks[id] else { return "" }
         let own = t.record.destination
         let location = t.record.location ?? own
         guard !t.record.overwrite else { return location }
         return FilePublisher.publishName(preferred: location, destination: own, avoiding: avoiding,
-                                         isReserved: { $0 != own && tasks.isReserved($0) })
+                                         isReserved: { $0 != own && state.tasks.isReserved($0) })
     }
 
     /// Syncs the journal (the recorded intent), then moves the complete partial file into place, off the actor

@@ -47,7 +47,7 @@ extension DaemonCore {
         for (index, (p, caller)) in requests.enumerated() {
             do throws(RPCError) {
                 let create = try prepareCreate(p, caller: caller, batch: batch)
-                batch.add(create, owner: sessions[create.record.session]?.record.uid ?? 0)
+                batch.add(create, owner: state.sessions[create.record.session]?.record.uid ?? 0)
                 pending.append((index, create))
             } catch {
                 results[index] = .failure(error)
@@ -65,7 +65,7 @@ extension DaemonCore {
         var created: [ManagedTask] = []
         created.reserveCapacity(stored.count)
         for ((index, create), (record, _)) in zip(pending, stored) {
-            var managed = ManagedTask(record: record, owner: sessions[record.session]?.record.uid ?? 0,
+            var managed = ManagedTask(record: record, owner: state.sessions[record.session]?.record.uid ?? 0,
                                       machine: create.machine, bytesReceived: record.bytesDurable)
             managed.bytesExpectedToSend = create.bytesExpectedToSend
             created.append(managed)
@@ -73,11 +73,11 @@ extension DaemonCore {
                                                    "url": "\(record.url)", "kind": "\(record.kind)"])
             ids.append((index, record.id!))
         }
-        let actions = (try? state.handle(.created(created, slotLimits), now: clock())) ?? []
+        let actions = ((try? feed(.created(created, slotLimits))) ?? [])
         for (_, events) in stored { broadcast(events) } // the created events before any of what follows
         run(actions)
         for (index, id) in ids {
-            if let t = tasks[id] { results[index] = .success(info(t)) }
+            if let t = state.tasks[id] { results[index] = .success(info(t)) }
         }
         return results
     }
@@ -85,7 +85,7 @@ extension DaemonCore {
     /// Checks one task.create and builds its row, first events and lifecycle. Changes nothing but what a
     /// resume data token needs (the token is used up, its partial data moved next to the new destination).
     func prepareCreate(_ p: TaskCreateParams, caller: Caller, batch: CreateBatch) throws(RPCError) -> PendingCreate {
-        guard !shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
+        guard !state.shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
         let s = try session(p.session, for: caller)
         try checkCapsForNewTask(in: s, batch: batch)
         guard s.record.state == .active else {
@@ -125,7 +125,7 @@ extension DaemonCore {
             return pendingCreate(exchangeTask(p, exchange, url: urlString, in: s), start: p.start == true,
                                  bytesExpectedToSend: exchange.fileBytes)
         }
-        let isReserved = { (path: String) in self.tasks.isReserved(path) || batch.destinations.contains(path) }
+        let isReserved = { (path: String) in self.state.tasks.isReserved(path) || batch.destinations.contains(path) }
         let directory = s.record.configuration.destinationDirectory ?? downloadRoots.defaultDirectory(for: s.record.uid)
         var explicit = p.destination
         if explicit == nil, let resume, !FileManager.default.fileExists(atPath: resume.destination),
@@ -166,7 +166,7 @@ extension DaemonCore {
         let (machine, actions) = TaskStateMachine.created(start: start, resourceDeadline: record.resourceDeadline)
         record.state = machine.state
         if actions.contains(.enqueue) {
-            record.queueOrder = state.takeQueueOrder()
+            record.queueOrder = takeQueueOrder()
         }
         let time = Timestamp.format(record.createdAt)
         let events = actions.compactMap(DaemonState.payload(for:))

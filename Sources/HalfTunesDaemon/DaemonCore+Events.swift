@@ -3,19 +3,13 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonCore {
-    /// Journals the task's row with its events in one transaction, then delivers the events live.
-    func commit(_ id: Int64, _ payloads: [EventPayload]) {
-        guard let t = tasks[id] else { return }
-        commit(t.record, payloads)
-    }
-
     /// Journals this row of a task with its events in one transaction, then delivers the events live.
     func commit(_ record: TaskRecord, _ payloads: [EventPayload]) {
         guard let id = record.id else { return }
         let time = Timestamp.format(clock())
         let events = payloads.map { Event(seq: nil, session: record.session, task: id, time: time, payload: $0) }
         do {
-            let stored = try journal.updateTask(record, events: events.filter(\.payload.isJournaled))
+            let stored = try writeRow(record, events: events.filter(\.payload.isJournaled))
             broadcast(stored + events.filter { !$0.payload.isJournaled })
         } catch {
             // The in-memory state moved on; the journal will catch up with the next write of this task.
@@ -24,14 +18,26 @@ extension DaemonCore {
         }
     }
 
+    /// Writes a task's row (with these events). While the task's attempt is in flight and the task unfinished,
+    /// the row carries the attempt's durable length, held still while it is written, so a concurrent checkpoint
+    /// is never overwritten by an older value.
+    func writeRow(_ record: TaskRecord, events: [Event]) throws -> [Event] {
+        guard let id = record.id, let runtime = attempts[id]?.runtime, !record.state.isTerminal else {
+            return try journal.updateTask(record, events: events)
+        }
+        return try runtime.withDurableBytes { durable in
+            var row = record
+            row.bytesDurable = durable
+            return try journal.updateTask(row, events: events)
+        }
+    }
+
     /// Sends events to the live subscribers of their sessions. Every journaled event passes here (the ones
     /// with a seq), which is where the unacknowledged ones are counted.
     func broadcast(_ events: [Event]) {
         for event in events {
-            if let seq = event.seq, var s = sessions[event.session] {
-                s.lastEventSeq = max(s.lastEventSeq, seq)
-                sessions[event.session] = s
-                countPendingEvents(event.session, 1)
+            if let seq = event.seq {
+                _ = try? feed(.eventsJournaled(session: event.session, lastSeq: seq, count: 1))
             }
             guard let subs = subscribers[event.session] else { continue }
             for outbox in subs.values { outbox.send(notification: event) }
@@ -56,7 +62,7 @@ extension DaemonCore {
         outbox.send(response: RPCResponse(id: requestID, result: (try? JSONValue(encoding: result)) ?? .null))
         var cursor = after
         while true {
-            guard sessions[p.session] != nil, !outbox.isClosed else { return }
+            guard state.sessions[p.session] != nil, !outbox.isClosed else { return }
             let page = try journaled { try journal.events(session: p.session, after: cursor, limit: Self.replayPage) }
             var paused = false
             for event in page {
@@ -70,33 +76,22 @@ extension DaemonCore {
             // Finish only on a short page read in this very turn; after a pause, look again.
             if page.count < Self.replayPage && !paused { break }
         }
-        guard let current = sessions[p.session] else { return }
+        guard let current = state.sessions[p.session] else { return }
         outbox.send(notification: Event(seq: nil, session: p.session, task: nil, time: Timestamp.format(clock()),
                                         payload: .didFinishEvents(through: max(current.lastEventSeq, cursor))))
         subscribers[p.session, default: [:]][outbox.connectionID] = outbox
     }
 
     func ack(_ p: EventsAckParams, caller: Caller) throws(RPCError) -> EventsAckResult {
-        var s = try session(p.session, for: caller)
+        let s = try session(p.session, for: caller)
         guard p.through >= 0 else { throw RPCError.invalidParams("through must be ≥ 0") }
         guard p.through <= s.lastEventSeq else {
             throw RPCError.invalidParams("through (\(p.through)) is beyond the session's last event (\(s.lastEventSeq))")
         }
         let (pruned, droppedBodies) = try journaled { try journal.ack(session: p.session, through: p.through) }
-        for id in droppedBodies { tasks[id]?.record.response?.body = nil } // delivered: kept nowhere now
-        s.record.ackedThrough = max(s.record.ackedThrough, p.through)
-        sessions[p.session] = s
-        countPendingEvents(p.session, -pruned)
-        return EventsAckResult(ackedThrough: s.record.ackedThrough, pruned: pruned)
-    }
-
-    /// Adds `delta` to the session's unacknowledged events and to its owner's.
-    func countPendingEvents(_ identifier: String, _ delta: Int) {
-        guard delta != 0, var s = sessions[identifier] else { return }
-        s.pendingEvents = max(0, s.pendingEvents + delta)
-        sessions[identifier] = s
-        let total = max(0, (pendingEventsByUID[s.record.uid] ?? 0) + delta)
-        pendingEventsByUID[s.record.uid] = total == 0 ? nil : total
+        _ = try? feed(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
+                                                  droppedBodies: droppedBodies))
+        return EventsAckResult(ackedThrough: max(s.record.ackedThrough, p.through), pruned: pruned)
     }
 
     func connectionClosed(_ connectionID: UInt64) {

@@ -6,18 +6,18 @@ extension DaemonCore {
     /// and after every scheduler pass a queued task is held by a limit unless the daemon is full.
     func hold(_ t: ManagedTask, position: Int?) -> TaskHold? {
         guard t.machine.state == .queued else { return nil }
-        if shuttingDown { return TaskHold(reason: "shuttingDown", message: "The daemon is shutting down") }
+        if state.shuttingDown { return TaskHold(reason: "shuttingDown", message: "The daemon is shutting down") }
         guard let position else {
             return TaskHold(reason: "queue", message: "It is about to take its place in the queue")
         }
         let session = t.record.session, host = t.hostKey
         var limits = QueuePlanner.Limits(maxConcurrent: configuration.maxConcurrent,
                                          maxConnectionsPerHost: configuration.maxConnectionsPerHost)
-        if let max = sessions[session]?.record.configuration.maxConcurrent { limits.sessionMaxConcurrent[session] = max }
-        let entry = QueuePlanner.Entry(id: t.id, session: session, host: host, stopping: t.runtime != nil)
-        let decision = QueuePlanner.decide(entry, ahead: position - 1, running: tasks.running.count,
-                                           sessionRunning: tasks.runningBySession[session] ?? 0,
-                                           hostRunning: tasks.runningByHost[host] ?? 0, limits: limits)
+        if let max = state.sessions[session]?.record.configuration.maxConcurrent { limits.sessionMaxConcurrent[session] = max }
+        let entry = QueuePlanner.Entry(id: t.id, session: session, host: host, stopping: t.attemptInFlight)
+        let decision = QueuePlanner.decide(entry, ahead: position - 1, running: state.tasks.running.count,
+                                           sessionRunning: state.tasks.runningBySession[session] ?? 0,
+                                           hostRunning: state.tasks.runningByHost[host] ?? 0, limits: limits)
         switch decision {
         case .hold(let hold):
             return hold
@@ -35,8 +35,8 @@ extension DaemonCore {
     /// Describes many tasks, working out the queue's shared order once for all of them when several users
     /// have queued tasks (not once per queued task).
     func infos(_ list: [ManagedTask]) -> [TaskInfo] {
-        if tasks.queue.owners.count > 1, list.contains(where: { $0.machine.state == .queued }) {
-            let order = tasks.queue.fairOrder(running: tasks.runningByOwner, lastServed: state.lastServed)
+        if state.tasks.queue.owners.count > 1, list.contains(where: { $0.machine.state == .queued }) {
+            let order = state.tasks.queue.fairOrder(running: state.tasks.runningByOwner, lastServed: state.lastServed)
             positionsMemo = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0 + 1) })
         }
         defer { positionsMemo = nil }

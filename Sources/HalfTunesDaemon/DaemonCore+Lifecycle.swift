@@ -12,26 +12,24 @@ extension DaemonCore {
         let began = ContinuousClock.now
         loadLimits()
         let pending = try journal.eventCounts()
-        for row in try journal.loadSessions() {
-            sessions[row.identifier] = ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier),
-                                                      pendingEvents: 0)
-            countPendingEvents(row.identifier, pending[row.identifier] ?? 0)
-        }
         // Finished tasks stay in the journal (counted here, read when asked for); the rest come back to memory.
-        for (session, counts) in try journal.finishedTaskCounts() where sessions[session] != nil {
-            for (state, n) in counts { tasks.countFinished(session: session, state: state, by: n) }
+        let finished = try journal.finishedTaskCounts()
+        for row in try journal.loadSessions() {
+            let s = ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier),
+                                   pendingEvents: pending[row.identifier] ?? 0)
+            _ = try? feed(.sessionRestored(s, finished: finished[row.identifier] ?? [:]))
         }
         let rows = try journal.loadUnfinishedTasks()
         let read = ContinuousClock.now
         // In their old queue order (the rows' positions sorted, not the rows: moving 100,000 rows of a few
         // hundred bytes around was a tenth of a restart).
         let order = rows.indices.sorted { (rows[$0].queueOrder, rows[$0].id ?? 0) < (rows[$1].queueOrder, rows[$1].id ?? 0) }
-        state.nextQueueOrder = (rows.map(\.queueOrder).max() ?? 0) + 1
-        tasks.reserveCapacity(rows.count)
+        _ = try? feed(.recoveryBegan(nextQueueOrder: (rows.map(\.queueOrder).max() ?? 0) + 1,
+                                             taskCapacity: rows.count))
         var resumed = 0
         for position in order {
             let row = rows[position]
-            guard let id = row.id, let session = sessions[row.session] else { continue }
+            guard let id = row.id, let session = state.sessions[row.session] else { continue }
             let machine = TaskStateMachine(state: row.state, waitingReason: row.waitingReason,
                                            nextAttemptAt: row.nextAttemptAt, error: row.error,
                                            resourceDeadline: row.resourceDeadline)
@@ -45,16 +43,12 @@ extension DaemonCore {
                 t.record.bytesDurable = length
                 t.bytesReceived = length
             }
-            tasks[id] = consume t
-            if row.phase == .publishing {
-                recoverCompletion(id)
-                continue
-            }
-            // A suspended task needs nothing more (`.restored` has no action for it): not taken out again.
-            guard row.state != .suspended else { continue }
-            if (try? apply(.restored, to: id))?.isEmpty == false { resumed += 1 }
+            let actions = ((try? feed(.taskRestored(t))) ?? [])
+            if !actions.isEmpty { resumed += 1 }
+            run(actions)
+            if row.phase == .publishing { recoverCompletion(id) }
         }
-        for (identifier, s) in sessions where s.record.state == .invalidating {
+        for (identifier, s) in state.sessions where s.record.state == .invalidating {
             finishInvalidationIfDone(identifier)
         }
         pruneResumeTokens()
@@ -65,7 +59,7 @@ extension DaemonCore {
             }
         }
         let done = ContinuousClock.now
-        logger.info("journal replayed", metadata: ["sessions": "\(sessions.count)", "tasks": "\(tasks.count)",
+        logger.info("journal replayed", metadata: ["sessions": "\(state.sessions.count)", "tasks": "\(state.tasks.count)",
                                                    "resumed": "\(resumed)", "readSeconds": "\(Self.seconds(read - began))",
                                                    "rebuildSeconds": "\(Self.seconds(done - read))"])
         pump()
@@ -80,9 +74,9 @@ extension DaemonCore {
     /// Once a second: fail pending tasks whose resource timeout has passed (from the deadline index, without a
     /// walk over the tasks); hourly, expire resume data.
     func tick() {
-        guard !shuttingDown else { return }
+        guard !state.shuttingDown else { return }
         let now = clock()
-        run((try? state.handle(.clockTick(slotLimits), now: now)) ?? [])
+        feedAndRun(.clockTick(slotLimits))
         if now - lastTokenPrune > 3600 { pruneResumeTokens() }
     }
 
@@ -98,11 +92,11 @@ extension DaemonCore {
     /// Stops every transfer with a checkpoint, leaving tasks in their journaled states so they continue
     /// on the next start. Returns within the configured grace period.
     func shutdown() async {
-        shuttingDown = true
+        _ = try? feed(.shutdownBegan)
         housekeeping?.cancel()
         retryWake?.task.cancel()
         retryWake = nil
-        let runtimes = tasks.runtimes
+        let runtimes = attempts.values.map(\.runtime)
         for runtime in runtimes { runtime.stop() }
         let grace = configuration.shutdownGrace
         await withTaskGroup(of: Void.self) { group in
@@ -114,14 +108,13 @@ extension DaemonCore {
             group.cancelAll()
         }
         // A file being moved into place finishes moving, and the journal says so.
-        for id in Array(completions.keys) { await waitUntilMoved(id) }
+        for id in Array(state.completions.keys) { await waitUntilMoved(id) }
+        // The rows of attempts still in flight carry their durable lengths (`writeRow`).
         for runtime in runtimes {
-            guard var t = tasks[runtime.taskID] else { continue }
-            t.record.bytesDurable = runtime.durableBytes
-            tasks[runtime.taskID] = t
-            _ = try? journal.updateTask(t.record, events: [])
+            guard let t = state.tasks[runtime.taskID], attempts[runtime.taskID]?.runtime === runtime else { continue }
+            _ = try? writeRow(t.record, events: [])
         }
-        let unfinished = tasks.runtimes.count
+        let unfinished = attempts.count
         logger.info("transfers checkpointed", metadata: ["stopped": "\(runtimes.count - unfinished)",
                                                          "unfinished": "\(unfinished)"])
     }

@@ -105,12 +105,4 @@ extension DaemonCore {
     }
 
     static let limitRange = 1...1000
-
-    /// The bandwidth limiter of a transfer about to start: the daemon-wide bucket and a fresh bucket of
-    /// its own (fresh, so a resumed transfer never bursts).
-    func makeRateLimiter(for t: inout ManagedTask) -> RateLimiter {
-        let own = BandwidthBucket(rate: t.record.bandwidthLimit ?? 0)
-        t.bandwidth = own
-        return RateLimiter(buckets: [globalBandwidth, own])
-    }
 }

@@ -6,35 +6,35 @@ import HalfTunesProtocol
 extension DaemonCore {
     /// Starts queued tasks while the limits allow, fairly between users (`DaemonState.grantSlots`).
     func pump() {
-        run((try? state.handle(.grantSlots(slotLimits), now: clock())) ?? [])
+        feedAndRun(.grantSlots(slotLimits))
     }
 
     /// A queued task's place in the shared order (1 = next); nil for any other state.
     func queuePosition(_ id: Int64) -> Int? {
-        guard tasks.queue.contains(id) else { return nil }
+        guard state.tasks.queue.contains(id) else { return nil }
         if let memo = positionsMemo { return memo[id] }
-        return tasks.queue.position(of: id, running: tasks.runningByOwner, lastServed: state.lastServed)
+        return state.tasks.queue.position(of: id, running: state.tasks.runningByOwner, lastServed: state.lastServed)
     }
 
     /// `task.move`: the front or back of its priority class. A queued task moves at once; a suspended or
     /// waiting one gets that place when it is queued again.
     func moveTask(_ p: TaskMoveParams, caller: Caller) throws(RPCError) -> TaskInfo {
-        var t = try task(p.id, for: caller)
+        let t = try task(p.id, for: caller)
         guard [.queued, .suspended, .waiting].contains(t.machine.state) else {
             throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "move")
         }
+        let order: Int64
         switch p.to {
         case .front:
-            let lowest = tasks.queue.lowestOrder(priority: t.record.priority, excluding: p.id)
-            t.record.queueOrder = QueuePlanner.frontOrder(among: lowest.map { [$0] } ?? [])
+            let lowest = state.tasks.queue.lowestOrder(priority: t.record.priority, excluding: p.id)
+            order = QueuePlanner.frontOrder(among: lowest.map { [$0] } ?? [])
         case .back:
-            t.record.queueOrder = state.takeQueueOrder()
+            order = takeQueueOrder()
         }
-        t.record.updatedAt = clock()
-        tasks[p.id] = t
+        let actions = (try? feed(.edited(p.id, { $0.queueOrder = order }, slotLimits))) ?? []
         try saveRow(p.id)
         logger.info("task moved", metadata: ["task": "\(p.id)", "to": "\(p.to.rawValue)"])
-        pump()
+        run(actions)
         return info(try task(p.id, for: caller))
     }
 }

@@ -13,7 +13,7 @@ extension DaemonCore {
         let name = SessionNames.name(of: id)
         if let problem = Self.identifierProblem(name) { throw RPCError.invalidParams(problem) }
         let config = try resolve(p.configuration, owner: owner)
-        if var existing = sessions[id] {
+        if var existing = state.sessions[id] {
             guard existing.record.state == .active else {
                 throw RPCError(.sessionInvalidated,
                                "Session '\(id)' is being invalidated; its identifier can be reused once its tasks end")
@@ -21,8 +21,7 @@ extension DaemonCore {
             if p.configuration != nil, config != existing.record.configuration {
                 existing.record.configuration = config
                 try journaled { try journal.upsertSession(existing.record) }
-                sessions[id] = existing
-                pump() // a changed maxConcurrent applies at once
+                feedAndRun(.sessionConfigured(id, config, slotLimits))
             }
             return SessionOpenResult(session: sessionInfo(existing), reattached: true)
         }
@@ -30,7 +29,7 @@ extension DaemonCore {
         let record = SessionRecord(identifier: id, uid: owner, configuration: config, state: .active, createdAt: clock())
         try journaled { try journal.upsertSession(record) }
         let s = ManagedSession(record: record, lastEventSeq: (try? journal.lastEventSeq(session: id)) ?? 0, pendingEvents: 0)
-        sessions[id] = s
+        _ = try? feed(.sessionOpened(s))
         logger.info("session opened", metadata: ["session": "\(id)"])
         return SessionOpenResult(session: sessionInfo(s), reattached: false)
     }
@@ -82,7 +81,7 @@ extension DaemonCore {
 
     /// The retry policy of a session's tasks (the defaults when the session is gone or stored without one).
     func backoff(forSession identifier: String) -> Backoff {
-        Backoff(sessions[identifier]?.record.configuration.retry)
+        Backoff(state.sessions[identifier]?.record.configuration.retry)
     }
 
     func validateHeaders(_ headers: [String: String]) throws(RPCError) {
@@ -107,50 +106,36 @@ extension DaemonCore {
     }
 
     func listSessions(caller: Caller) -> SessionListResult {
-        SessionListResult(sessions: sessions.values.filter { caller.mayAccess(owner: $0.record.uid) }
+        SessionListResult(sessions: state.sessions.values.filter { caller.mayAccess(owner: $0.record.uid) }
             .sorted { $0.record.identifier < $1.record.identifier }.map(sessionInfo))
     }
 
     func invalidateSession(_ p: SessionInvalidateParams, caller: Caller) async throws(RPCError) -> SessionInvalidateResult {
-        var s = try session(p.identifier, for: caller)
-        let ids = tasks.ids(session: p.identifier).sorted()
-        if p.cancelTasks == true {
-            for id in ids where tasks[id].map({ !$0.machine.state.isTerminal }) ?? false {
-                try apply(.sessionInvalidated, to: id)
-            }
-        } else {
-            // finishTasksAndInvalidate: pending tasks finish; suspended ones would never end, so they are canceled.
-            for id in ids where tasks[id]?.machine.state == .suspended {
-                try apply(.sessionInvalidated, to: id)
-            }
-        }
-        s.record.state = .invalidating
-        sessions[p.identifier] = s
-        try journaled { try journal.upsertSession(s.record) }
-        let remaining = tasks.unfinished(session: p.identifier)
+        _ = try session(p.identifier, for: caller)
+        // finishTasksAndInvalidate (no cancelTasks): pending tasks finish; suspended ones would never end, so
+        // they are canceled.
+        feedAndRun(.sessionInvalidating(p.identifier, cancelTasks: p.cancelTasks == true, slotLimits))
+        if let s = state.sessions[p.identifier] { try journaled { try journal.upsertSession(s.record) } }
+        let remaining = state.tasks.unfinished(session: p.identifier)
         if remaining == 0 { try finishInvalidation(p.identifier) }
-        pump()
         return SessionInvalidateResult(invalidated: remaining == 0, remainingTasks: remaining)
     }
 
     /// Called whenever a task of an invalidating session ends.
     func finishInvalidationIfDone(_ identifier: String) {
-        guard let s = sessions[identifier], s.record.state == .invalidating else { return }
-        let busy = tasks.unfinished(session: identifier) > 0 || tasks.stopping(session: identifier) > 0
+        guard let s = state.sessions[identifier], s.record.state == .invalidating else { return }
+        let busy = state.tasks.unfinished(session: identifier) > 0 || state.tasks.stopping(session: identifier) > 0
         if !busy { try? finishInvalidation(identifier) }
     }
 
     private func finishInvalidation(_ identifier: String) throws(RPCError) {
-        let stillStopping = tasks.stopping(session: identifier) > 0
+        let stillStopping = state.tasks.stopping(session: identifier) > 0
         if stillStopping { return } // finished when the last transfer has stopped
         for token in (try? journal.resumeTokens(createdBefore: .infinity)) ?? [] where token.session == identifier {
             PartialFile.remove(path: token.partialPath)
         }
         try journaled { try journal.deleteSession(identifier) }
-        countPendingEvents(identifier, -(sessions[identifier]?.pendingEvents ?? 0))   // deleted with the session
-        for id in tasks.ids(session: identifier) { tasks[id] = nil }
-        tasks.forgetFinished(session: identifier)
-        sessions[identifier] = nil
+        _ = try? feed(.sessionRemoved(identifier)) // with its tasks and unacknowledged events
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
         for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }
         subscribers[identifier] = nil

@@ -5,7 +5,7 @@ import HalfTunesProtocol
 
 extension DaemonCore {
     func resumeTask(_ id: Int64, caller: Caller) throws(RPCError) -> TaskInfo {
-        guard !shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
+        guard !state.shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
         _ = try task(id, for: caller) // only the owner (or root) may
         try apply(.resume, to: id)
         pump()
@@ -17,9 +17,9 @@ extension DaemonCore {
     func suspendTask(_ id: Int64, caller: Caller) async throws(RPCError) -> TaskInfo {
         _ = try task(id, for: caller) // only the owner (or root) may
         await waitUntilMoved(id)
-        let actions = try apply(.suspend, to: id)
+        try apply(.suspend, to: id)
         pump()
-        if actions.contains(.stopTransfer), let runtime = tasks[id]?.runtime { _ = await runtime.outcome() }
+        if let runtime = attempts[id]?.runtime { _ = await runtime.outcome() } // stopping: wait for its end
         return info(try task(id, for: caller))
     }
 
@@ -35,7 +35,7 @@ extension DaemonCore {
             // Wait for the transfer to stop so the durable length is final. The runtime has it at once;
             // the task's row gets it only when the core has handled the transfer's end, maybe later.
             var durable: Int64?
-            if let runtime = tasks[id]?.runtime {
+            if let runtime = attempts[id]?.runtime {
                 _ = await runtime.outcome()
                 durable = runtime.durableBytes
             }
@@ -45,7 +45,7 @@ extension DaemonCore {
     }
 
     private func makeResumeData(for id: Int64, durable: Int64?) throws(RPCError) -> String? {
-        guard let r = tasks[id]?.record ?? (try? journal.loadTask(id)) ?? nil else { return nil }
+        guard let r = state.tasks[id]?.record ?? (try? journal.loadTask(id)) ?? nil else { return nil }
         let bytes = min(max(r.bytesDurable, durable ?? 0), PartialFile.length(path: r.partialPath) ?? 0)
         guard bytes > 0 else {
             PartialFile.remove(path: r.partialPath)
@@ -56,7 +56,7 @@ extension DaemonCore {
                                     destination: r.destination, bytes: bytes, bytesExpected: r.bytesExpected,
                                     etag: r.etag, lastModified: r.lastModified, createdAt: clock())
         try journaled { try journal.insertResumeToken(row) }
-        let owner = sessions[r.session]?.record.uid ?? UInt32.max
+        let owner = state.sessions[r.session]?.record.uid ?? UInt32.max
         return ResumeData(token: token, url: r.url, bytes: bytes, uid: owner).encoded(key: resumeKey)
     }
 
@@ -80,11 +80,11 @@ extension DaemonCore {
         // The journal holds every task, finished or not: a page is read through its primary key, and the
         // unfinished tasks on it are described from memory (their progress is there).
         let scope: [String]? = p.session.map { [$0] }
-            ?? (caller.uid == 0 ? nil : sessions.values.filter { $0.record.uid == caller.uid }.map(\.record.identifier))
+            ?? (caller.uid == 0 ? nil : state.sessions.values.filter { $0.record.uid == caller.uid }.map(\.record.identifier))
         let ids = try journaled { try journal.taskIDs(after: after, sessions: scope, state: p.state, limit: limit + 1) }
         var page: [ManagedTask] = []
         for id in ids.prefix(limit) {
-            guard let t = tasks[id] ?? finishedTask(id), caller.mayAccess(owner: t.owner) else { continue }
+            guard let t = state.tasks[id] ?? finishedTask(id), caller.mayAccess(owner: t.owner) else { continue }
             page.append(t)
         }
         let more = ids.count > limit
@@ -96,10 +96,9 @@ extension DaemonCore {
 
     /// Feeds an input to a task's state machine (through `DaemonState`) and carries out the actions: its row
     /// is journaled with its events in one transaction. `extra` events go just before `didComplete`.
-    @discardableResult
     func apply(_ input: TaskStateMachine.Input, to id: Int64, extra: [EventPayload] = [],
-               update: ((inout TaskRecord) -> Void)? = nil) throws(RPCError) -> [TaskStateMachine.Action] {
-        guard tasks[id] != nil else {
+               update: ((inout TaskRecord) -> Void)? = nil) throws(RPCError) {
+        guard state.tasks[id] != nil else {
             // A finished task lives in the journal only: it refuses every input as its state machine would.
             guard var finished = finishedTask(id)?.machine else { throw RPCError.unknownTask(id) }
             do {
@@ -107,17 +106,13 @@ extension DaemonCore {
             } catch {
                 throw RPCError.illegalStateChange(task: id, from: error.state, action: error.input)
             }
-            return [] // an input a finished task ignores
+            return // an input a finished task ignores
         }
-        var actions: [DaemonState.Action] = []
-        let steps: [TaskStateMachine.Action]
         do {
-            steps = try state.apply(input, to: id, extra: extra, update: update, now: clock(), into: &actions)
+            run(try feed(.task(id, input, extra: extra, update: update)))
         } catch {
             throw RPCError.illegalStateChange(task: id, from: error.transition.state, action: error.transition.input)
         }
-        run(actions)
-        return steps
     }
 
     /// Carries out the state's actions, in order.
@@ -129,7 +124,9 @@ extension DaemonCore {
             case .startAttempt(let id):
                 startTransfer(id)
             case .stopAttempt(let id):
-                tasks[id]?.runtime?.stop()
+                attempts[id]?.runtime.stop()
+            case let .deliver(session, id, payload):
+                broadcast([Event(seq: nil, session: session, task: id, time: Timestamp.format(clock()), payload: payload)])
             case .removePartial(let path):
                 PartialFile.remove(path: path)
             case .armRetryTimer(let at):
@@ -151,7 +148,7 @@ extension DaemonCore {
     /// Makes the retry timer wake at `at`, the earliest retry time of any waiting task (one timer for all of
     /// them, however many wait). A timer already set for that time or earlier stays: it re-arms when it fires.
     func armRetryTimer(at: Double) {
-        guard !shuttingDown else { return }
+        guard !state.shuttingDown else { return }
         if let wake = retryWake, wake.at <= at { return }
         retryWake?.task.cancel()
         let delay = max(0, at - clock())
@@ -165,7 +162,7 @@ extension DaemonCore {
     /// The retry timer fired: every waiting task whose time has come retries, then the timer waits for the next.
     private func retriesDue() {
         retryWake = nil
-        run((try? state.handle(.retryTimerFired(slotLimits), now: clock())) ?? [])
+        feedAndRun(.retryTimerFired(slotLimits))
     }
 
     /// The daemon-wide limits slots are granted within.

@@ -14,8 +14,9 @@ struct ManagedTask {
     let owner: UInt32
     var machine: TaskStateMachine
     var bytesReceived: Int64
-    /// The live (or still stopping) transfer; a new one never starts before the old one has ended.
-    var runtime: TaskRuntime?
+    /// An attempt was started and has not ended yet (the runner holds it: `DaemonCore.attempts`); a new one
+    /// never starts before the old one has ended.
+    var attemptInFlight = false
     /// What to do with the partial data once the transfer has stopped (after cancel).
     var discardPartialWhenStopped = false
     /// Uploads: progress of the current attempt.
@@ -24,8 +25,6 @@ struct ManagedTask {
     /// A `running` download whose transfer ended and which is being verified or published: it holds no
     /// transfer slot (`TaskTable.running` leaves it out).
     var completing = false
-    /// The task's own bandwidth bucket while a transfer runs (its rate follows `record.bandwidthLimit`).
-    var bandwidth: BandwidthBucket?
     /// The per-host limit's key (`HostKey`).
     var hostKey: String { HostKey.of(record.url) }
 
@@ -38,6 +37,13 @@ struct ManagedTask {
         record.error = machine.error
         record.updatedAt = now
     }
+}
+
+/// An attempt in flight as the runner holds it: the bridge to its transfer and the task's own bandwidth
+/// bucket (its rate follows the task's `bandwidthLimit`).
+struct LiveAttempt {
+    let runtime: TaskRuntime
+    let bandwidth: BandwidthBucket
 }
 
 struct ManagedSession {
@@ -57,28 +63,12 @@ actor DaemonCore {
     let clock: @Sendable () -> Double
     let startedAt: Double
 
-    /// Sessions, unfinished tasks and the queue: the task lifecycle changes it through `state.handle`, whose
-    /// actions `run` carries out. The properties below read and write its parts in place.
-    var state = DaemonState()
-    var sessions: [String: ManagedSession] {
-        get { state.sessions }
-        _modify { yield &state.sessions }
-    }
-    var tasks: TaskTable {
-        get { state.tasks }
-        _modify { yield &state.tasks }
-    }
-    var pendingEventsByUID: [UInt32: Int] {
-        get { state.pendingEventsByUID }
-        _modify { yield &state.pendingEventsByUID }
-    }
-    var shuttingDown: Bool {
-        get { state.shuttingDown }
-        _modify { yield &state.shuttingDown }
-    }
+    /// Sessions, unfinished tasks and the queue, changed only through `state.handle`, whose actions `run`
+    /// carries out (the runner reads it freely).
+    private(set) var state = DaemonState()
+    /// The attempts in flight, by task: what the state only knows as `ManagedTask.attemptInFlight`.
+    var attempts: [Int64: LiveAttempt] = [:]
     var subscribers: [String: [UInt64: Outbox]] = [:]
-    /// Downloads between "every byte is durable" and completed/failed (`DaemonCore+Completion`).
-    var completions: [Int64: Completion] { state.completions }
     /// Suspend and cancel requests waiting for a move in flight to end (`waitUntilMoved`).
     var moveWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     var rateMeter = RateMeter()
@@ -111,11 +101,26 @@ actor DaemonCore {
         self.startedAt = clock()
     }
 
+    // MARK: - The state's inputs (the only writes of `state`)
+
+    /// Feeds an input to the state at the current time; returns the actions to carry out (`run`).
+    func feed(_ input: DaemonState.Input) throws(DaemonState.Refused) -> [DaemonState.Action] {
+        try state.handle(input, now: clock())
+    }
+
+    /// Feeds an input and carries its actions out; an input the state refuses changes nothing.
+    func feedAndRun(_ input: DaemonState.Input) {
+        run((try? feed(input)) ?? [])
+    }
+
+    /// A place at the back of the queue (for a task created queued or moved to the back).
+    func takeQueueOrder() -> Int64 { state.takeQueueOrder() }
+
     // MARK: - Lookups
 
     /// The session (by its qualified name); another uid's session is "unknown", as if it did not exist.
     func session(_ identifier: String, for caller: Caller) throws(RPCError) -> ManagedSession {
-        guard let s = sessions[identifier], caller.mayAccess(owner: s.record.uid) else {
+        guard let s = state.sessions[identifier], caller.mayAccess(owner: s.record.uid) else {
             throw RPCError.unknownSession(identifier)
         }
         return s
@@ -124,7 +129,7 @@ actor DaemonCore {
     /// The task (a finished one read from the journal); a task of another uid's session is "unknown", as if
     /// it did not exist.
     func task(_ id: Int64, for caller: Caller) throws(RPCError) -> ManagedTask {
-        guard let t = tasks[id] ?? finishedTask(id), caller.mayAccess(owner: t.owner) else {
+        guard let t = state.tasks[id] ?? finishedTask(id), caller.mayAccess(owner: t.owner) else {
             throw RPCError.unknownTask(id)
         }
         return t
@@ -137,7 +142,7 @@ actor DaemonCore {
     }
 
     func finishedTask(_ record: TaskRecord) -> ManagedTask? {
-        guard record.state.isTerminal, let session = sessions[record.session] else { return nil }
+        guard record.state.isTerminal, let session = state.sessions[record.session] else { return nil }
         let machine = TaskStateMachine(state: record.state, waitingReason: record.waitingReason,
                                        nextAttemptAt: record.nextAttemptAt, error: record.error,
                                        resourceDeadline: record.resourceDeadline)
@@ -152,12 +157,6 @@ actor DaemonCore {
         return t
     }
 
-    /// Takes a task out of memory once it is finished (no transfer stopping, not being published): it stays in
-    /// the journal, where `task.get` and `task.list` read it.
-    func evictIfFinished(_ id: Int64) {
-        tasks.evict(id)
-    }
-
     func info(_ t: ManagedTask) -> TaskInfo {
         let r = t.record
         let position = queuePosition(t.id)
@@ -166,7 +165,7 @@ actor DaemonCore {
             currentURL: r.currentURL == r.url ? nil : r.currentURL,
             state: t.machine.state, waitingReason: t.machine.waitingReason,
             nextAttemptAt: t.machine.nextAttemptAt.map(Timestamp.format), queuePosition: position,
-            bytesReceived: t.bytesReceived, bytesDurable: t.runtime?.durableBytes ?? r.bytesDurable,
+            bytesReceived: t.bytesReceived, bytesDurable: attempts[t.id]?.runtime.durableBytes ?? r.bytesDurable,
             bytesExpected: r.bytesExpected, destination: r.destination, location: r.location,
             error: t.machine.error, createdAt: Timestamp.format(r.createdAt), updatedAt: Timestamp.format(r.updatedAt),
             description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts,
@@ -177,7 +176,7 @@ actor DaemonCore {
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {
         var counts: [String: Int] = [:]
-        for (state, n) in tasks.counts(session: s.record.identifier) { counts[state.rawValue] = n }
+        for (state, n) in state.tasks.counts(session: s.record.identifier) { counts[state.rawValue] = n }
         return SessionInfo(identifier: s.record.identifier, configuration: s.record.configuration,
                            state: s.record.state, createdAt: Timestamp.format(s.record.createdAt),
                            taskCounts: counts, lastEventSeq: s.lastEventSeq, ackedThrough: s.record.ackedThrough)
@@ -186,13 +185,13 @@ actor DaemonCore {
     // MARK: - Status
 
     func status() -> DaemonStatus {
-        let counts = Dictionary(uniqueKeysWithValues: TaskState.allCases.map { ($0.rawValue, tasks.count(in: $0)) })
+        let counts = Dictionary(uniqueKeysWithValues: TaskState.allCases.map { ($0.rawValue, state.tasks.count(in: $0)) })
         let now = clock()
         return DaemonStatus(version: HalfTunes.version, pid: getpid(), uptimeSeconds: (now - startedAt),
-                            tasks: counts, sessions: sessions.count, downloadRate: rateMeter.rate(now: now),
+                            tasks: counts, sessions: state.sessions.count, downloadRate: rateMeter.rate(now: now),
                             maxConcurrent: configuration.maxConcurrent, socketPath: configuration.socketPath,
                             stateDirectory: configuration.stateDirectory, limits: limits,
-                            uploadRate: uploadRateMeter.rate(now: now), transfers: tasks.running.count)
+                            uploadRate: uploadRateMeter.rate(now: now), transfers: state.tasks.running.count)
     }
 
     /// A one-line summary for logs and (later) the service manager's STATUS=.

@@ -15,7 +15,7 @@ extension DaemonState {
         let kind = TaskKind(rawValue: t.record.kind) ?? .download
         let verdict = AttemptVerdict.of(outcome, kind: kind, stillRunning: !shuttingDown && t.machine.state == .running,
                                         jitterSample: jitterSample)
-        t.runtime = nil
+        t.attemptInFlight = false
         if let durable = verdict.durableBytes {
             t.record.bytesDurable = durable
             if t.discardPartialWhenStopped {

@@ -52,11 +52,52 @@ struct DaemonState {
         case recoveredCompletion(Int64, FilePublisher.Recovery, totalBytes: Int64)
         /// A task's attempt ended (`jitterSample`, 0..<1, spreads the retry times of transient failures).
         case attemptEnded(Int64, AttemptOutcome, jitterSample: Double, SlotLimits)
+        /// What a task's attempt in flight reports (DaemonState+Progress.swift).
+        case attemptProgress(Int64, Progress)
+        /// A task's row changed outside its lifecycle (`task.move`, `task.update`); the runner journals it.
+        case edited(Int64, (inout TaskRecord) -> Void, SlotLimits)
+        /// A new session was journaled.
+        case sessionOpened(ManagedSession)
+        /// A session's configuration changed (journaled): a new `maxConcurrent` applies at once.
+        case sessionConfigured(String, SessionConfiguration, SlotLimits)
+        /// `session.invalidate` (DaemonState+Sessions.swift): its tasks are canceled as asked, and it takes
+        /// nothing new.
+        case sessionInvalidating(String, cancelTasks: Bool, SlotLimits)
+        /// An invalidated session's rows were deleted: it leaves the state with its tasks.
+        case sessionRemoved(String)
+        /// The session's journaled events through `lastSeq` (`count` of them) were stored.
+        case eventsJournaled(session: String, lastSeq: Int64, count: Int)
+        /// The session's events through `through` were acknowledged and `pruned` from the journal.
+        case eventsAcknowledged(session: String, through: Int64, pruned: Int, droppedBodies: [Int64])
+        /// Recovery: a journaled session with its unacknowledged events and its finished tasks per state.
+        case sessionRestored(ManagedSession, finished: [TaskState: Int])
+        /// Recovery begins: tasks re-queued take places after every journaled one.
+        case recoveryBegan(nextQueueOrder: Int64, taskCapacity: Int)
+        /// Recovery: a journaled unfinished task, fed in the old queue order.
+        case taskRestored(ManagedTask)
+        /// Shutdown began: nothing starts and nothing retries from now on.
+        case shutdownBegan
+    }
+
+    /// What an attempt in flight reports, in order.
+    enum Progress {
+        /// A download's response was accepted.
+        case started(ResponseStart)
+        /// Response body bytes (a download's totals are positions in the file).
+        case received(delta: Int64, total: Int64, expected: Int64?)
+        /// An upload's file was opened: this attempt sends `bytes` bytes.
+        case bodyOpened(bytes: Int64)
+        /// Part of an upload's body was sent.
+        case sent(delta: Int64, total: Int64, expected: Int64?)
     }
 
     enum Action: Equatable {
-        /// Journal the task's row with these events in one transaction, then deliver them live.
+        /// Journal the task's row with these events in one transaction, then deliver them live. While the
+        /// task's attempt is in flight and the task unfinished, the row carries the attempt's durable length,
+        /// which only the runner knows (checkpoints raise it off the core).
         case journal(TaskRecord, [EventPayload])
+        /// Deliver a live event that is never journaled (progress) to the session's subscribers.
+        case deliver(session: String, task: Int64, EventPayload)
         /// Start an attempt of the task (it is `running` and holds a slot).
         case startAttempt(Int64)
         /// Stop the task's attempt in flight (its outcome comes back as an input).
@@ -112,6 +153,44 @@ struct DaemonState {
             self.completionInput(id, attempt: attempt, completionInput, now: now, into: &actions)
         case let .recoveredCompletion(id, recovery, total):
             recoveredCompletion(id, recovery, total: total, now: now, into: &actions)
+        case let .attemptProgress(id, .started(start)):
+            responseStarted(id, start, into: &actions)
+        case let .attemptProgress(id, .received(delta, total, expected)):
+            received(id, delta: delta, total: total, expected: expected, now: now, into: &actions)
+        case let .attemptProgress(id, .bodyOpened(bytes)):
+            sent(id, delta: 0, total: 0, expected: bytes, into: &actions)
+        case let .attemptProgress(id, .sent(delta, total, expected)):
+            sent(id, delta: delta, total: total, expected: expected, into: &actions)
+        case let .edited(id, edit, limits):
+            guard tasks[id] != nil else { break }
+            edit(&tasks[id]!.record)
+            tasks[id]!.record.updatedAt = now
+            grantSlots(limits, now: now, into: &actions)
+        case .sessionOpened(let s):
+            sessions[s.record.identifier] = s
+        case let .sessionConfigured(identifier, configuration, limits):
+            sessions[identifier]?.record.configuration = configuration
+            grantSlots(limits, now: now, into: &actions)
+        case let .sessionInvalidating(identifier, cancelTasks, limits):
+            invalidating(identifier, cancelTasks: cancelTasks, now: now, into: &actions)
+            grantSlots(limits, now: now, into: &actions)
+        case .sessionRemoved(let identifier):
+            removeSession(identifier)
+        case let .eventsJournaled(session, lastSeq, count):
+            eventsJournaled(session, lastSeq: lastSeq, count: count)
+        case let .eventsAcknowledged(session, through, pruned, droppedBodies):
+            eventsAcknowledged(session, through: through, pruned: pruned, droppedBodies: droppedBodies)
+        case let .sessionRestored(s, finished):
+            sessions[s.record.identifier] = s
+            if s.pendingEvents > 0 { pendingEventsByUID[s.record.uid, default: 0] += s.pendingEvents }
+            for (state, n) in finished { tasks.countFinished(session: s.record.identifier, state: state, by: n) }
+        case let .recoveryBegan(next, capacity):
+            nextQueueOrder = max(nextQueueOrder, next)
+            tasks.reserveCapacity(capacity)
+        case .taskRestored(let t):
+            restore(t, now: now, into: &actions)
+        case .shutdownBegan:
+            shuttingDown = true
         }
         return actions
     }
@@ -144,12 +223,17 @@ struct DaemonState {
             case .startTransfer:
                 startNow = true
                 t.record.attempts += 1 // journaled with the start, so a crash never loses an attempt's count
+                t.attemptInFlight = true
+                // A download resumes from its durable offset; an upload or data task starts from byte 0.
+                let download = t.record.kind == TaskKind.download.rawValue
+                t.bytesReceived = download ? t.record.bytesDurable : 0
+                if t.record.kind == TaskKind.upload.rawValue { t.bytesSent = 0 }
             case .stopTransfer:
                 actions.append(.stopAttempt(id))
             case .scheduleRetry:
                 retryScheduled = true // `TaskTable` keeps the retry times of waiting tasks
             case .discardPartial:
-                if t.runtime != nil {
+                if t.attemptInFlight {
                     t.discardPartialWhenStopped = true
                 } else {
                     actions.append(.removePartial(path: t.record.partialPath))
@@ -165,9 +249,6 @@ struct DaemonState {
         update?(&t.record)
         payloads = payloads.map { $0.carrying(t.record.response) }
         t.syncRecord(now: now)
-        if let runtime = t.runtime, !t.discardPartialWhenStopped, !t.machine.state.isTerminal {
-            t.record.bytesDurable = runtime.durableBytes // a checkpoint's latest, never an older value
-        }
         tasks[id] = t
         if retryScheduled, let at = tasks.earliestRetry { actions.append(.armRetryTimer(at: at)) }
         actions.append(.journal(t.record, payloads))

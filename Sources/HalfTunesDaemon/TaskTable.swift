@@ -118,7 +118,7 @@ struct TaskTable {
     /// for a task that is not finished, still has a transfer stopping, or is being published.
     @discardableResult
     mutating func evict(_ id: Int64) -> Bool {
-        guard let t = storage[id]?.task, t.machine.state.isTerminal, t.runtime == nil, t.record.phase != .publishing else { return false }
+        guard let t = storage[id]?.task, t.machine.state.isTerminal, !t.attemptInFlight, t.record.phase != .publishing else { return false }
         self[id] = nil
         countFinished(session: t.record.session, state: t.machine.state, by: 1)
         return true
@@ -143,7 +143,7 @@ struct TaskTable {
     /// How many of the session's tasks have a transfer that has not ended yet.
     func stopping(session: String) -> Int { stoppingBySession[session] ?? 0 }
     /// Whether the task's (previous) transfer has not ended yet.
-    func isStopping(_ id: Int64) -> Bool { storage[id]?.task.runtime != nil }
+    func isStopping(_ id: Int64) -> Bool { storage[id]?.task.attemptInFlight == true }
     /// Whether an unfinished task may still write `path` (its destination).
     func isReserved(_ path: String) -> Bool { reservedDestinations[path] != nil }
     /// Whether some task is queued, running or waiting to retry, still stopping a transfer, or publishing.
@@ -167,9 +167,6 @@ struct TaskTable {
     /// The earliest retry time held (it may be stale: the timer then finds nothing due and waits for the next).
     var earliestRetry: Double? { retries.earliest }
 
-    /// The transfers still running or stopping (the tasks that keep the daemon busy, not every task).
-    var runtimes: [TaskRuntime] { busy.compactMap { storage[$0]?.task.runtime } }
-
     private func isLiveRetry(_ entry: DeadlineIndex.Entry) -> Bool {
         storage[entry.id].flatMap { Self.retryAt($0.task) } == entry.deadline
     }
@@ -192,8 +189,8 @@ struct TaskTable {
             Self.add(delta, to: &runningBySession, task.record.session)
             Self.add(delta, to: &runningByHost, task.hostKey)
         }
-        if task.runtime != nil { Self.add(delta, to: &stoppingBySession, task.record.session) }
-        if state.isPending || task.runtime != nil || task.record.phase == .publishing {
+        if task.attemptInFlight { Self.add(delta, to: &stoppingBySession, task.record.session) }
+        if state.isPending || task.attemptInFlight || task.record.phase == .publishing {
             if delta > 0 { busy.insert(id) } else { busy.remove(id) }
         }
         guard !state.isTerminal else { return }
@@ -226,7 +223,7 @@ struct TaskTable {
             url = t.record.url
             priority = t.record.priority
             queueOrder = t.record.queueOrder
-            stopping = t.runtime != nil
+            stopping = t.attemptInFlight
             publishing = t.record.phase == .publishing
             deadline = t.record.resourceDeadline
             retryAt = TaskTable.retryAt(t)

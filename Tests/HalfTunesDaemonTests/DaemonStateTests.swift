@@ -231,7 +231,7 @@ struct DaemonStateTests {
         var state = Self.state()
         _ = try state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
         _ = try state.handle(.task(1, .resume), now: 0)
-        state.shuttingDown = true
+        _ = try state.handle(.shutdownBegan, now: 0)
         #expect(try state.handle(.grantSlots(Self.limits), now: 0).isEmpty && state.tasks[1]?.machine.state == .queued)
         #expect(try state.handle(.clockTick(Self.limits), now: 1e9).isEmpty)
     }

@@ -198,13 +198,12 @@ struct TaskTableTests {
         table[2] = task(2, session: "a", owner: 1, state: .queued)
         table[3] = task(3, session: "b", owner: 1, state: .suspended)
         #expect(table.ids(session: "a") == [1, 2] && table.ids(session: "b") == [3] && table.ids(session: "c").isEmpty)
-        let journal = try Journal.openInMemory()
-        table[1]?.runtime = TaskRuntime(taskID: 1, journal: journal, durableBytes: 0)
+        table[1]?.attemptInFlight = true
         #expect(table.stopping(session: "a") == 1 && table.stopping(session: "b") == 0)
         // Canceled while its transfer stops: finished, but still in memory and stopping.
         table[1]?.machine = TaskStateMachine(state: .canceled)
         #expect(!table.evict(1) && table.ids(session: "a") == [1, 2] && table.stopping(session: "a") == 1)
-        table[1]?.runtime = nil
+        table[1]?.attemptInFlight = false
         #expect(table.stopping(session: "a") == 0 && table.evict(1) && table.ids(session: "a") == [2])
         table[2] = nil
         table[3]?.machine = TaskStateMachine(state: .queued) // a state change keeps it where it is

@@ -1,0 +1,58 @@
+// A running attempt's progress as inputs of the core's state: the response head, bytes received and sent.
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonState {
+    /// A download's response was accepted: its validators, length and final URL join the task's row. The row
+    /// is journaled now only with a `didResumeAtOffset` to tell (a fresh start's head reaches the journal with
+    /// the first checkpoint, or with the row when the attempt ends).
+    mutating func responseStarted(_ id: Int64, _ start: ResponseStart, into actions: inout [Action]) {
+        guard var t = tasks[id], t.attemptInFlight else { return }
+        t.bytesReceived = start.offset
+        t.record.etag = start.validators.etag
+        t.record.lastModified = start.validators.lastModified
+        t.record.bytesExpected = start.expectedTotal
+        t.record.currentURL = start.finalURL
+        tasks[id] = t
+        if start.discardedBytes > 0 || start.reason != nil {
+            actions.append(.journal(t.record, [.didResumeAtOffset(offset: 0, expectedTotalBytes: start.expectedTotal,
+                                                                  discardedBytes: start.discardedBytes, reason: start.reason)]))
+        } else if start.offset > 0 {
+            actions.append(.journal(t.record, [.didResumeAtOffset(offset: start.offset, expectedTotalBytes: start.expectedTotal,
+                                                                  discardedBytes: nil, reason: nil)]))
+        }
+    }
+
+    /// Response body bytes arrived. A download's are kept, so they count as progress against the retry budget
+    /// and are told live (`didWriteData`); an upload's or data task's response is counted and reported with its
+    /// completion.
+    mutating func received(_ id: Int64, delta: Int64, total: Int64, expected: Int64?, now: Double,
+                           into actions: inout [Action]) {
+        guard var t = tasks[id], t.attemptInFlight else { return }
+        t.bytesReceived = total
+        guard t.record.kind == TaskKind.download.rawValue else {
+            if let expected { t.record.bytesExpected = expected }
+            tasks[id] = t
+            return
+        }
+        if delta > 0, t.machine.consecutiveFailures > 0 { _ = try? t.machine.handle(.madeProgress, now: now) }
+        tasks[id] = t
+        guard t.machine.state == .running, delta > 0 else { return }
+        actions.append(.deliver(session: t.record.session, task: id,
+                                .didWriteData(bytesWritten: delta, totalBytesWritten: total,
+                                              totalBytesExpectedToWrite: expected ?? t.record.bytesExpected)))
+    }
+
+    /// An upload's file was opened (`bytes` to send) or part of it was sent (told live: `didSendBodyData`).
+    mutating func sent(_ id: Int64, delta: Int64, total: Int64, expected: Int64?, into actions: inout [Action]) {
+        guard var t = tasks[id], t.attemptInFlight else { return }
+        t.bytesSent = total
+        if let expected { t.bytesExpectedToSend = expected }
+        tasks[id] = t
+        guard t.machine.state == .running, delta > 0 else { return }
+        actions.append(.deliver(session: t.record.session, task: id,
+                                .didSendBodyData(bytesSent: delta, totalBytesSent: total,
+                                                 totalBytesExpectedToSend: expected ?? t.bytesExpectedToSend)))
+    }
+}

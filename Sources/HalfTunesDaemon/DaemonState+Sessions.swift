@@ -1,0 +1,65 @@
+// Sessions, their events and edits of a task's row as inputs of the core's state (the journal is the runner's).
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonState {
+    /// Invalidation begins: with `cancelTasks` every unfinished task is canceled, else only the suspended ones
+    /// (pending tasks finish; suspended ones would never end). The session accepts nothing new from now on.
+    mutating func invalidating(_ identifier: String, cancelTasks: Bool, now: Double, into actions: inout [Action]) {
+        guard sessions[identifier] != nil else { return }
+        for id in tasks.ids(session: identifier).sorted() {
+            guard let state = tasks[id]?.machine.state else { continue }
+            if cancelTasks ? !state.isTerminal : state == .suspended {
+                _ = try? apply(.sessionInvalidated, to: id, now: now, into: &actions)
+            }
+        }
+        sessions[identifier]?.record.state = .invalidating
+    }
+
+    /// The session is gone (invalidated, its tasks ended and its journal rows deleted): its tasks, counts and
+    /// unacknowledged events go with it.
+    mutating func removeSession(_ identifier: String) {
+        guard let s = sessions[identifier] else { return }
+        countPendingEvents(s, -s.pendingEvents)
+        for id in tasks.ids(session: identifier) { tasks[id] = nil }
+        tasks.forgetFinished(session: identifier)
+        sessions[identifier] = nil
+    }
+
+    /// Journaled events of the session, up to `lastSeq`, were stored: they are unacknowledged until acked.
+    mutating func eventsJournaled(_ identifier: String, lastSeq: Int64, count: Int) {
+        guard var s = sessions[identifier] else { return }
+        s.lastEventSeq = max(s.lastEventSeq, lastSeq)
+        sessions[identifier] = s
+        countPendingEvents(s, count)
+    }
+
+    /// The client acknowledged the session's events through `through`: `pruned` of them left the journal, and
+    /// with them the response bodies of `droppedBodies`' tasks, which are kept nowhere now.
+    mutating func eventsAcknowledged(_ identifier: String, through: Int64, pruned: Int, droppedBodies: [Int64]) {
+        for id in droppedBodies { tasks[id]?.record.response?.body = nil }
+        guard var s = sessions[identifier] else { return }
+        s.record.ackedThrough = max(s.record.ackedThrough, through)
+        sessions[identifier] = s
+        countPendingEvents(s, -pruned)
+    }
+
+    /// Adds `delta` to the session's unacknowledged events and to its owner's.
+    private mutating func countPendingEvents(_ s: ManagedSession, _ delta: Int) {
+        guard delta != 0 else { return }
+        let identifier = s.record.identifier
+        sessions[identifier]?.pendingEvents = max(0, s.pendingEvents + delta)
+        let total = max(0, (pendingEventsByUID[s.record.uid] ?? 0) + delta)
+        pendingEventsByUID[s.record.uid] = total == 0 ? nil : total
+    }
+
+    /// A task recovered from the journal joins the state in its old queue order (fed in that order); a running,
+    /// queued or waiting one goes back to the queue or its retry time (`TaskStateMachine`'s `.restored`).
+    mutating func restore(_ t: ManagedTask, now: Double, into actions: inout [Action]) {
+        tasks[t.id] = t
+        // A suspended task needs nothing more; one being published is finished by `recoveredCompletion`.
+        guard t.record.state != .suspended, t.record.phase != .publishing else { return }
+        _ = try? apply(.restored, to: t.id, now: now, into: &actions)
+    }
+}

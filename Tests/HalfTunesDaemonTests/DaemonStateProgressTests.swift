@@ -1,0 +1,199 @@
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+import Testing
+@testable import HalfTunesDaemon
+
+/// The rest of the core's inputs, with no I/O: an attempt's progress, sessions and their events, edits of a
+/// task's row, recovery and shutdown.
+@Suite("DaemonState: progress, sessions, events, recovery")
+struct DaemonStateProgressTests {
+    typealias T = DaemonStateTests
+    static let limits = DaemonStateTests.limits
+
+    static func start(_ offset: Int64, discarded: Int64 = 0, reason: String? = nil) -> ResponseStart {
+        ResponseStart(status: offset > 0 ? 206 : 200, offset: offset, discardedBytes: discarded, reason: reason,
+                      expectedTotal: 1000, validators: Validators(etag: "\"v1\"", lastModified: nil),
+                      finalURL: "http://127.0.0.1:9/final")
+    }
+
+    static func delivered(_ actions: [DaemonState.Action]) -> [EventPayload] {
+        actions.compactMap { if case let .deliver(_, _, payload) = $0 { payload } else { nil } }
+    }
+
+    /// A running download: its response head joins the row, journaled only with something to tell; its bytes
+    /// are told live and count as progress; reports of an attempt no longer in flight are dropped.
+    @Test func aDownloadsProgressIsKeptAndToldLive() throws {
+        var state = T.state()
+        var first = T.task(1, session: "a", owner: 1)
+        first.record.bytesDurable = 300
+        #expect(try T.resumeAll(&state, [first, T.task(2, session: "a", owner: 1)]) == [1, 2])
+        #expect(state.tasks[1]?.attemptInFlight == true && state.tasks[1]?.bytesReceived == 300)
+        #expect(state.tasks.isStopping(1)) // a new attempt never starts before this one has ended
+
+        // Task 1 resumes at its offset: told with the row; task 2 starts fresh: nothing to journal.
+        var actions = try state.handle(.attemptProgress(1, .started(Self.start(300))), now: 1)
+        #expect(T.journaled(actions, 1) == [.didResumeAtOffset(offset: 300, expectedTotalBytes: 1000, discardedBytes: nil, reason: nil)])
+        #expect(state.tasks[1]?.record.etag == "\"v1\"" && state.tasks[1]?.record.currentURL == "http://127.0.0.1:9/final")
+        #expect(try state.handle(.attemptProgress(2, .started(Self.start(0))), now: 1).isEmpty)
+        #expect(state.tasks[2]?.record.bytesExpected == 1000)
+
+        actions = try state.handle(.attemptProgress(1, .received(delta: 200, total: 500, expected: 1000)), now: 2)
+        #expect(Self.delivered(actions) == [.didWriteData(bytesWritten: 200, totalBytesWritten: 500, totalBytesExpectedToWrite: 1000)])
+        #expect(state.tasks[1]?.bytesReceived == 500)
+        // A body that ends with no new byte tells nothing.
+        #expect(try state.handle(.attemptProgress(1, .received(delta: 0, total: 500, expected: 1000)), now: 2).isEmpty)
+
+        // The attempt ended; a report that was still on its way is stale and changes nothing.
+        _ = try state.handle(.task(1, .suspend), now: 3)
+        _ = try state.handle(.attemptEnded(1, .stopped(durableBytes: 500), jitterSample: 0, Self.limits), now: 3)
+        #expect(state.tasks[1]?.attemptInFlight == false && state.tasks[1]?.record.bytesDurable == 500)
+        #expect(try state.handle(.attemptProgress(1, .received(delta: 100, total: 600, expected: 1000)), now: 4).isEmpty)
+        #expect(state.tasks[1]?.bytesReceived == 500)
+    }
+
+    /// A server that sent the whole file instead of the rest: the restart from zero is journaled with its
+    /// reason.
+    @Test func aRestartFromZeroIsJournaledWithItsReason() throws {
+        var state = T.state()
+        var t = T.task(1, session: "a", owner: 1)
+        t.record.bytesDurable = 300
+        _ = try T.resumeAll(&state, [t])
+        let actions = try state.handle(.attemptProgress(1, .started(Self.start(0, discarded: 300, reason: "resourceChanged"))), now: 1)
+        #expect(T.journaled(actions, 1) == [.didResumeAtOffset(offset: 0, expectedTotalBytes: 1000, discardedBytes: 300, reason: "resourceChanged")])
+        #expect(state.tasks[1]?.bytesReceived == 0)
+    }
+
+    /// Bytes received after failures reset the retry budget, as `madeProgress` does.
+    @Test func receivedBytesResetTheFailureCount() throws {
+        var state = T.state()
+        _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1)])
+        _ = try state.handle(.attemptEnded(1, T.transient(), jitterSample: 0, Self.limits), now: 1)
+        #expect(state.tasks[1]?.machine.consecutiveFailures == 1)
+        let at = try #require(state.tasks[1]?.machine.nextAttemptAt)
+        #expect(T.started(try state.handle(.retryTimerFired(Self.limits), now: at)) == [1])
+        _ = try state.handle(.attemptProgress(1, .received(delta: 10, total: 10, expected: nil)), now: at + 1)
+        #expect(state.tasks[1]?.machine.consecutiveFailures == 0)
+    }
+
+    /// An upload's body progress is told live; a data task's response bytes are counted, never told.
+    @Test func uploadAndDataProgress() throws {
+        var state = T.state()
+        var upload = T.task(1, session: "a", owner: 1)
+        upload.record.kind = TaskKind.upload.rawValue
+        var data = T.task(2, session: "a", owner: 1)
+        data.record.kind = TaskKind.data.rawValue
+        data.record.bytesDurable = 77 // never an offset for a data task: it starts from byte 0
+        _ = try T.resumeAll(&state, [upload, data])
+        #expect(state.tasks[1]?.bytesSent == 0 && state.tasks[2]?.bytesReceived == 0)
+        #expect(try state.handle(.attemptProgress(1, .bodyOpened(bytes: 4096)), now: 1).isEmpty)
+        #expect(state.tasks[1]?.bytesExpectedToSend == 4096)
+        let actions = try state.handle(.attemptProgress(1, .sent(delta: 1024, total: 1024, expected: nil)), now: 1)
+        #expect(Self.delivered(actions) == [.didSendBodyData(bytesSent: 1024, totalBytesSent: 1024, totalBytesExpectedToSend: 4096)])
+        #expect(try state.handle(.attemptProgress(2, .received(delta: 50, total: 50, expected: 90)), now: 1).isEmpty)
+        #expect(state.tasks[2]?.bytesReceived == 50 && state.tasks[2]?.record.bytesExpected == 90)
+    }
+
+    /// finishTasksAndInvalidate cancels the suspended tasks and lets pending ones finish; invalidateAndCancel
+    /// cancels every unfinished task. Once removed, the session takes its tasks, counts and events with it.
+    @Test func invalidationCancelsWhatItMustAndRemovalForgetsTheSession() throws {
+        for cancelAll in [false, true] {
+            var state = T.state()
+            _ = try state.handle(.created([T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
+                                           T.task(3, session: "b", owner: 2)], Self.limits), now: 0)
+            _ = try state.handle(.task(2, .resume), now: 0)
+            _ = try state.handle(.eventsJournaled(session: "a", lastSeq: 9, count: 3), now: 0)
+            let actions = try state.handle(.sessionInvalidating("a", cancelTasks: cancelAll, Self.limits), now: 1)
+            #expect(state.sessions["a"]?.record.state == .invalidating)
+            #expect(T.completionError(actions, 1)?.code == TaskErrorCode.sessionInvalidated)
+            #expect(state.tasks.unfinished(session: "a") == (cancelAll ? 0 : 1))
+            if !cancelAll { #expect(state.tasks[2]?.machine.state == .running) } // started, and it finishes
+            #expect(state.tasks[3]?.machine.state == .suspended) // another session's task is left alone
+
+            _ = try state.handle(.sessionRemoved("a"), now: 2)
+            #expect(state.sessions["a"] == nil && state.tasks.ids(session: "a").isEmpty)
+            #expect(state.tasks.counts(session: "a").isEmpty && state.pendingEventsByUID[1] == nil)
+            #expect(state.sessions["b"] != nil && state.tasks[3] != nil)
+        }
+    }
+
+    /// Journaled events count as unacknowledged per session and per owner until acknowledged; an
+    /// acknowledgement drops the delivered response bodies it names.
+    @Test func eventsAreCountedUntilAcknowledged() throws {
+        var state = T.state()
+        var data = T.task(1, session: "a", owner: 1)
+        data.record.response = TaskResponse(status: 200, body: "aGk=", bodyBytes: 2, truncated: false)
+        _ = try state.handle(.created([data], Self.limits), now: 0)
+        _ = try state.handle(.eventsJournaled(session: "a", lastSeq: 5, count: 1), now: 0)
+        _ = try state.handle(.eventsJournaled(session: "a", lastSeq: 7, count: 2), now: 0)
+        _ = try state.handle(.eventsJournaled(session: "b", lastSeq: 2, count: 1), now: 0)
+        #expect(state.sessions["a"]?.lastEventSeq == 7 && state.sessions["a"]?.pendingEvents == 3)
+        #expect(state.pendingEventsByUID[1] == 3 && state.pendingEventsByUID[2] == 1)
+
+        _ = try state.handle(.eventsAcknowledged(session: "a", through: 6, pruned: 2, droppedBodies: [1]), now: 1)
+        #expect(state.sessions["a"]?.record.ackedThrough == 6 && state.sessions["a"]?.pendingEvents == 1)
+        #expect(state.pendingEventsByUID[1] == 1 && state.tasks[1]?.record.response?.body == nil)
+        // An older acknowledgement never moves the mark back.
+        _ = try state.handle(.eventsAcknowledged(session: "a", through: 3, pruned: 0, droppedBodies: []), now: 1)
+        #expect(state.sessions["a"]?.record.ackedThrough == 6)
+        _ = try state.handle(.eventsAcknowledged(session: "a", through: 7, pruned: 1, droppedBodies: []), now: 1)
+        #expect(state.pendingEventsByUID[1] == nil)
+    }
+
+    /// Opening a session and changing its configuration: a higher `maxConcurrent` starts queued tasks at once.
+    @Test func aSessionsNewConfigurationAppliesAtOnce() throws {
+        var state = DaemonState()
+        let one = SessionConfiguration(maxConcurrent: 1)
+        _ = try state.handle(.sessionOpened(ManagedSession(
+            record: SessionRecord(identifier: "a", uid: 1, configuration: one, state: .active, createdAt: 0),
+            lastEventSeq: 0, pendingEvents: 0)), now: 0)
+        #expect(try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1)]) == [1])
+        let actions = try state.handle(.sessionConfigured("a", SessionConfiguration(maxConcurrent: 2), Self.limits), now: 1)
+        #expect(T.started(actions) == [2])
+    }
+
+    /// `task.move`/`task.update` edit the row (stamped with the time) and may let a task start.
+    @Test func anEditChangesTheRowAndGrantsSlots() throws {
+        var state = T.state()
+        let limits = DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)
+        _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
+                                     T.task(3, session: "a", owner: 1)], limits: limits)
+        _ = try state.handle(.edited(3, { $0.priority = .high }, limits), now: 5)
+        #expect(state.tasks[3]?.record.priority == .high && state.tasks[3]?.record.updatedAt == 5)
+        _ = try state.handle(.task(1, .suspend), now: 6)
+        let actions = try state.handle(.attemptEnded(1, .stopped(durableBytes: 0), jitterSample: 0, limits), now: 6)
+        #expect(T.started(actions) == [3]) // the higher priority goes first
+    }
+
+    /// Recovery puts tasks back in the queue in their old order, each taking a place after every journaled
+    /// one; a suspended one and one being published wait for nothing.
+    @Test func recoveryKeepsTheOldOrder() throws {
+        var state = DaemonState()
+        let session = ManagedSession(record: SessionRecord(identifier: "a", uid: 1, configuration: .init(), state: .active,
+                                                           createdAt: 0), lastEventSeq: 4, pendingEvents: 2)
+        _ = try state.handle(.sessionRestored(session, finished: [.completed: 3]), now: 0)
+        #expect(state.pendingEventsByUID[1] == 2 && state.tasks.count(in: .completed) == 3)
+        _ = try state.handle(.recoveryBegan(nextQueueOrder: 41, taskCapacity: 4), now: 0)
+        func row(_ id: Int64, _ taskState: TaskState, order: Int64) -> ManagedTask {
+            var t = T.task(id, session: "a", owner: 1)
+            t.record.state = taskState
+            t.record.queueOrder = order
+            t.machine = TaskStateMachine(state: taskState)
+            return t
+        }
+        var publishing = row(4, .running, order: 0)
+        publishing.record.phase = .publishing
+        let rows = [row(1, .queued, order: 10), row(2, .running, order: 20), row(3, .suspended, order: 30), publishing]
+        var restarted = 0
+        for t in rows where !(try state.handle(.taskRestored(t), now: 1)).isEmpty { restarted += 1 }
+        // The queued and the running one go back to the queue in their old order, behind every journaled place.
+        #expect(restarted == 2)
+        #expect(state.tasks[1]?.record.queueOrder == 41 && state.tasks[2]?.record.queueOrder == 42)
+        #expect(state.tasks[3]?.machine.state == .suspended && state.tasks[4]?.machine.state == .running)
+        // (Task 4, still `running` until its publish is finished, holds a slot until recovery finishes it.)
+        let three = DaemonState.SlotLimits(maxConcurrent: 3, maxConnectionsPerHost: 8)
+        #expect(T.started(try state.handle(.grantSlots(three), now: 2)) == [1, 2])
+        _ = try state.handle(.shutdownBegan, now: 3)
+        #expect(state.shuttingDown)
+    }
+}
