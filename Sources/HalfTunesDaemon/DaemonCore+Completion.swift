@@ -52,8 +52,10 @@ extension DaemonCore {
 
     func computeDigest(_ id: Int64, attempt: Int, path: String) {
         logger.debug("verifying checksum", metadata: ["task": "\(id)"])
+        let journal = self.journal
         Task.detached { [weak self] in
             let result = await BlockingWork.run {
+                journal.waitUntilWritten() // the length journaled before verifying survives a crash meanwhile
                 CrashPoints.hit(Self.crashWhileVerifying)
                 return Result { () throws(FileIOError) -> Checksum in try Checksum.sha256(ofFile: path) }
                     .mapError(\.taskError)

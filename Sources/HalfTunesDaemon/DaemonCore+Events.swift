@@ -18,17 +18,19 @@ extension DaemonCore {
         }
     }
 
-    /// Writes a task's row (with these events). While the task's attempt is in flight and the task unfinished,
-    /// the row carries the attempt's durable length, held still while it is written, so a concurrent checkpoint
-    /// is never overwritten by an older value.
+    /// Submits a task's row (with these events) to the journal's writer, which writes it after everything
+    /// submitted before; the events come back numbered, and whoever sends them or answers after this waits for
+    /// its durability (`Outbox`). While the task's attempt is in flight and the task unfinished, the row carries
+    /// the attempt's durable length, held still while it is submitted, so a concurrent checkpoint is never
+    /// overwritten by an older value.
     func writeRow(_ record: TaskRecord, events: [Event]) throws -> [Event] {
         guard let id = record.id, let runtime = attempts[id]?.runtime, !record.state.isTerminal else {
-            return try journal.updateTask(record, events: events)
+            return try journal.submitTaskUpdate(record, events: events)
         }
         return try runtime.withDurableBytes { durable in
             var row = record
             row.bytesDurable = durable
-            return try journal.updateTask(row, events: events)
+            return try journal.submitTaskUpdate(row, events: events)
         }
     }
 

@@ -99,6 +99,9 @@ actor DaemonCore {
         self.logger = logger
         self.clock = clock
         self.startedAt = clock()
+        journal.onSubmittedWriteFailure { [logger] message in
+            logger.error("journal write failed: \(message)")
+        }
     }
 
     // MARK: - The state's inputs (the only writes of `state`)

@@ -85,14 +85,11 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
         let head = self.head.withLockedValue { $0 }
         durable.withLockedValue { value in
             guard durableBytes != value else { return } // journaled already
-            // The data is fsynced: record its length (with the response it came from). If the journal write
-            // fails the old, smaller length stays recorded, which is still safe (more is re-fetched after a crash).
+            // The data is fsynced: record its length (with the response it came from), submitted to the
+            // journal's writer. If the journal write fails the old, smaller length stays recorded, which is
+            // still safe (more is re-fetched after a crash).
             do {
-                if let head {
-                    try journal.recordCheckpoint(task: taskID, bytesDurable: durableBytes, head: head)
-                } else {
-                    try journal.recordCheckpoint(task: taskID, bytesDurable: durableBytes)
-                }
+                try journal.submitCheckpoint(task: taskID, bytesDurable: durableBytes, head: head)
                 value = durableBytes
             } catch {
                 value = min(value, durableBytes)

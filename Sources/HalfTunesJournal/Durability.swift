@@ -7,7 +7,8 @@ import Darwin
 import Foundation
 
 /// When the journal's commits are durable. SQLite runs with `synchronous=NORMAL`: a commit appends its frames
-/// to the WAL and returns without an fsync. Each commit takes the next number (`lastCommit`); a syncer thread
+/// to the WAL and returns without an fsync. Each write takes the next number when it is submitted (`issue`,
+/// `lastCommit`) and counts as committed once `JournalWriter` has written it (`didCommit(through:)`); a syncer thread
 /// of its own (off Swift's cooperative pool) fsyncs the WAL whenever commits are waiting and then declares
 /// every commit up to the number it saw durable, so commits that arrive while an fsync runs share the next one
 /// (group commit, no timer: no delay when idle, batches under load). Whoever must not act before a commit is
@@ -20,6 +21,8 @@ import Foundation
 /// the waiters are released so nothing hangs.
 public final class JournalDurability: @unchecked Sendable {
     private let condition = NSCondition()
+    /// The latest number handed out to a write, and the latest write committed (every earlier one is too).
+    private var issued: UInt64 = 0
     private var committed: UInt64 = 0
     private var synced: UInt64 = 0
     /// The commits whose `whenDurable` callbacks have run (`sync()` waits for these, not just for the fsync).
@@ -53,11 +56,19 @@ public final class JournalDurability: @unchecked Sendable {
         thread.start()
     }
 
-    /// The number of the latest commit: once it is durable, so is everything committed before this call.
+    /// The number of the latest write submitted: once it is durable, so is everything submitted before this call.
     public var lastCommit: UInt64 {
         condition.lock()
         defer { condition.unlock() }
-        return committed
+        return issued
+    }
+
+    /// The next number, for a write being submitted (`JournalWriter`, in submission order).
+    func issue() -> UInt64 {
+        condition.lock()
+        defer { condition.unlock() }
+        issued += 1
+        return issued
     }
 
     /// Whether commit `ticket` (and every one before it) is on disk.
@@ -95,28 +106,28 @@ public final class JournalDurability: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Blocks until every commit made before this call is durable (for an irreversible step that depends on
-    /// the journal, such as moving a finished file into place after its intent was journaled), and the
-    /// `whenDurable` callbacks of those commits have run.
+    /// Blocks until every write submitted before this call is durable (for an irreversible step that depends
+    /// on the journal, such as moving a finished file into place after its intent was journaled), and the
+    /// `whenDurable` callbacks of those writes have run.
     public func sync() {
         condition.lock()
         defer { condition.unlock() }
-        let target = committed
+        let target = issued
         while notified < target {
             condition.broadcast()
             condition.wait()
         }
     }
 
-    /// Counts a commit that SQLite has written (called by `Journal` after every write transaction).
-    func didCommit() {
+    /// Counts the writes through `ticket` committed (called by `JournalWriter` after each transaction).
+    func didCommit(through ticket: UInt64) {
         condition.lock()
-        committed += 1
+        committed = max(committed, ticket)
         if walPath == nil {
             synced = committed
             notified = committed
         }
-        condition.signal()
+        condition.broadcast()
         condition.unlock()
     }
 

@@ -8,7 +8,7 @@ extension Journal {
     public func appendEvents(_ events: [Event]) throws -> [Event] {
         try Journal.checkJournaled(events, session: nil)
         if events.isEmpty { return [] }
-        return try write { db in try Journal.append(events, db) }
+        return try write(numbering: events) { db, numbered in try Journal.append(numbered, db) }
     }
 
     /// The session's journaled events with seq > `after`, ascending, with `seq` set.
@@ -88,7 +88,8 @@ extension Journal {
         if !exists { throw JournalError.unknownSession(identifier) }
     }
 
-    /// Inserts events inside the caller's transaction and advances each session's `last_event_seq`.
+    /// Inserts events (numbered by `JournalWriter` when submitted) inside the caller's transaction and advances
+    /// each session's `last_event_seq`.
     static func append(_ events: [Event], _ db: Database) throws -> [Event] {
         let createdAt = Timestamp.now()
         var taskOwners: [Int64: String] = [:]
@@ -96,7 +97,7 @@ extension Journal {
         var stored: [Event] = []
         stored.reserveCapacity(events.count)
         let insert = try db.cachedStatement(
-            sql: "INSERT INTO events (session, task, type, created_at, json) VALUES (?, ?, ?, ?, ?)")
+            sql: "INSERT INTO events (seq, session, task, type, created_at, json) VALUES (?, ?, ?, ?, ?, ?)")
         for var event in events {
             if lastSeq[event.session] == nil { try requireSession(event.session, db) }
             if let task = event.task {
@@ -115,10 +116,11 @@ extension Journal {
                     throw JournalError.eventSessionMismatch(task: owner, event: event.session)
                 }
             }
+            guard let seq = event.seq else { throw JournalError.eventNotNumbered }
             event.seq = nil
-            try insert.execute(arguments: [event.session, event.task, event.type, createdAt, try JSONText.encode(event)])
-            event.seq = db.lastInsertedRowID
-            lastSeq[event.session] = event.seq
+            try insert.execute(arguments: [seq, event.session, event.task, event.type, createdAt, try JSONText.encode(event)])
+            event.seq = seq
+            lastSeq[event.session] = seq
             stored.append(event)
         }
         for (session, seq) in lastSeq {

@@ -33,21 +33,25 @@ extension Journal {
         let columns = TaskRecord.columns
         let sql = "INSERT INTO tasks (\(columns.joined(separator: ", "))) VALUES ("
             + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
-        return try write { db in
+        // Every task's events, numbered in order when submitted; each task takes its own back.
+        let counts = prepared.map { $0.1.count }
+        return try write(numbering: prepared.flatMap { $0.1 }) { db, numbered in
             var stored: [(TaskRecord, [Event])] = []
             stored.reserveCapacity(prepared.count)
             var checkedSessions: Set<String> = []
-            for (t, events, arguments) in prepared {
+            var next = numbered.startIndex
+            for ((t, _, arguments), count) in zip(prepared, counts) {
                 if checkedSessions.insert(t.session).inserted { try Journal.requireSession(t.session, db) }
                 try db.cachedStatement(sql: sql).execute(arguments: arguments)
                 var row = t
                 let id = db.lastInsertedRowID
                 row.id = id
-                let withTask = events.map { event -> Event in
+                let withTask = numbered[next..<(next + count)].map { event -> Event in
                     var event = event
                     if event.task == nil { event.task = id }
                     return event
                 }
+                next += count
                 stored.append((row, try Journal.append(withTask, db)))
             }
             return stored
@@ -58,27 +62,59 @@ extension Journal {
     /// assigned. Throws `unknownTask` if the row does not exist (nothing is written then).
     @discardableResult
     public func updateTask(_ t: TaskRecord, events: [Event]) throws -> [Event] {
+        let update = try Journal.rowUpdate(t, events)
+        return try write(numbering: events) { db, numbered in try update(db, numbered) }
+    }
+
+    /// `updateTask` without waiting: the row and events are queued for the journal's writer, in order after
+    /// every write submitted before. Returns the events with their `seq`s (numbered now); checks what can be
+    /// checked now (an id, journaled events of the task's session) and throws as `updateTask` does, while a
+    /// failure of the write itself (a task that no longer exists, a full disk) goes to `onSubmittedWriteFailure`.
+    /// Durable, like any write, once `durability` covers `durability.lastCommit` read after this call.
+    public func submitTaskUpdate(_ t: TaskRecord, events: [Event]) throws -> [Event] {
+        let update = try Journal.rowUpdate(t, events)
+        return try submit(numbering: events) { db, numbered in _ = try update(db, numbered) }
+    }
+
+    static let replaceRowSQL = "UPDATE tasks SET " + TaskRecord.columns.map { "\($0) = ?" }.joined(separator: ", ")
+        + " WHERE id = ?"
+
+    /// Checks a row replacement with its events now; returns the write that replaces the row (`unknownTask`
+    /// if it does not exist) and appends the events, numbered.
+    static func rowUpdate(_ t: TaskRecord, _ events: [Event]) throws -> (Database, [Event]) throws -> [Event] {
         guard let id = t.id else { throw JournalError.taskHasNoID }
         try Journal.checkJournaled(events, session: t.session)
         var arguments = try t.arguments()
         arguments += [id]
-        let sql = "UPDATE tasks SET " + TaskRecord.columns.map { "\($0) = ?" }.joined(separator: ", ")
-            + " WHERE id = ?"
-        return try write { db in
-            try db.cachedStatement(sql: sql).execute(arguments: arguments)
+        return { db, numbered in
+            try db.cachedStatement(sql: replaceRowSQL).execute(arguments: arguments)
             guard db.changesCount == 1 else { throw JournalError.unknownTask(id) }
-            return try Journal.append(events, db)
+            return try Journal.append(numbered, db)
         }
     }
 
     /// The hot-path update of the durable byte count: one `UPDATE` of one column, committed (and so fsynced)
     /// before it returns. Call it only after the partial file's data up to `bytesDurable` was fsynced.
     public func recordCheckpoint(task: Int64, bytesDurable: Int64) throws {
-        try writeWithoutTransaction { db in
-            try db.cachedStatement(sql: "UPDATE tasks SET bytes_durable = ? WHERE id = ?")
-                .execute(arguments: [bytesDurable, task])
-            guard db.changesCount == 1 else { throw JournalError.unknownTask(task) }
+        try write { db in try Journal.checkpoint(task, bytesDurable, nil, db) }
+    }
+
+    /// `recordCheckpoint` without waiting (see `submitTaskUpdate`): queued for the journal's writer.
+    public func submitCheckpoint(task: Int64, bytesDurable: Int64, head: CheckpointHead?) throws {
+        try submit { db, _ in try Journal.checkpoint(task, bytesDurable, head, db) }
+    }
+
+    static func checkpoint(_ task: Int64, _ bytesDurable: Int64, _ head: CheckpointHead?, _ db: Database) throws {
+        if let head {
+            try db.cachedStatement(sql: """
+                UPDATE tasks SET bytes_durable = ?, etag = ?, last_modified = ?, bytes_expected = ?, current_url = ?
+                WHERE id = ?
+                """)
+                .execute(arguments: [bytesDurable, head.etag, head.lastModified, head.bytesExpected, head.currentURL, task])
+        } else {
+            try db.cachedStatement(sql: "UPDATE tasks SET bytes_durable = ? WHERE id = ?").execute(arguments: [bytesDurable, task])
         }
+        guard db.changesCount == 1 else { throw JournalError.unknownTask(task) }
     }
 
     /// What a download's response said, recorded with a checkpoint of the attempt that received it, so the
@@ -99,13 +135,6 @@ extension Journal {
 
     /// `recordCheckpoint`, also recording the response the durable bytes came from.
     public func recordCheckpoint(task: Int64, bytesDurable: Int64, head: CheckpointHead) throws {
-        try writeWithoutTransaction { db in
-            try db.cachedStatement(sql: """
-                UPDATE tasks SET bytes_durable = ?, etag = ?, last_modified = ?, bytes_expected = ?, current_url = ?
-                WHERE id = ?
-                """)
-                .execute(arguments: [bytesDurable, head.etag, head.lastModified, head.bytesExpected, head.currentURL, task])
-            guard db.changesCount == 1 else { throw JournalError.unknownTask(task) }
-        }
+        try write { db in try Journal.checkpoint(task, bytesDurable, head, db) }
     }
 }

@@ -6,11 +6,14 @@ import Darwin
 #endif
 import Foundation
 import GRDB
+import HalfTunesProtocol
 
 /// The journal: one SQLite database (`<state-dir>/journal.sqlite`, WAL mode) behind a serialized GRDB
-/// `DatabaseQueue`, so it may be called from any thread. Every public write is one transaction, written when
-/// the call returns and durable once `durability` says so (group commit: one fsync of the WAL for every
-/// commit made meanwhile). The layout and the write/recovery protocol are documented in docs/journal.md.
+/// `DatabaseQueue`, so it may be called from any thread. Every write goes through one writer thread in
+/// submission order (`JournalWriter`: what was submitted meanwhile is written in one transaction); a public
+/// write is written when the call returns, a `submit…` write later, and either is durable once `durability`
+/// says so (group commit: one fsync of the WAL for every commit made meanwhile). Reads see every write
+/// submitted before them. The layout and the write/recovery protocol are documented in docs/journal.md.
 public final class Journal: Sendable {
     let dbQueue: DatabaseQueue
     private let gate = Gate()
@@ -20,6 +23,7 @@ public final class Journal: Sendable {
     public let schemaVersion: Int
     /// Which commits are on disk; answers and events wait for theirs.
     public let durability: JournalDurability
+    let writer: JournalWriter
 
     /// The schema version this build writes (the number of migrations it knows).
     public static var latestSchemaVersion: Int { JournalSchema.migrations.count }
@@ -59,46 +63,76 @@ public final class Journal: Sendable {
         self.path = path
         self.durability = JournalDurability(walPath: path.map { $0 + "-wal" })
         // The migrations committed without an fsync: make them durable before anything builds on them.
-        durability.didCommit()
+        durability.didCommit(through: durability.issue())
         durability.sync()
         self.schemaVersion = try queue.read { try migrator.appliedMigrations($0).count }
+        // Event seqs are handed out when events are submitted; never one used before, even if pruned since.
+        let lastSeq = try queue.read { db in
+            max(try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'") ?? 0,
+                try Int64.fetchOne(db, sql: "SELECT max(seq) FROM events") ?? 0)
+        }
+        self.writer = JournalWriter(dbQueue: queue, durability: durability, lastEventSeq: lastSeq)
     }
 
     /// Closes the database (SQLite checkpoints the WAL into the main file). Later calls throw `closed`;
     /// closing twice does nothing.
     public func close() throws {
         try gate.closing {
+            writer.stop()
             durability.stop()
             try dbQueue.close()
         }
     }
 
-    deinit { durability.stop() }
-
-    /// Blocks until every commit made so far is on disk.
-    public func sync() { durability.sync() }
-
-    /// Runs `body` on the queue unless the journal is closed (GRDB must not touch a closed connection).
-    func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try gate.open { try dbQueue.read(body) }
+    deinit {
+        writer.stop()
+        durability.stop()
     }
 
-    /// Runs `body` in one write transaction (durable once `durability` covers `durability.lastCommit`).
-    func write<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Blocks until every write submitted so far is on disk.
+    public func sync() { durability.sync() }
+
+    /// Blocks until every write submitted so far is written (in SQLite's WAL: it survives the daemon's crash,
+    /// not yet a power loss).
+    public func waitUntilWritten() { writer.waitUntilWritten() }
+
+    /// Where failures of submitted writes are reported (nobody waits for those).
+    public func onSubmittedWriteFailure(_ handler: @escaping @Sendable (String) -> Void) {
+        writer.setFailureHandler(handler)
+    }
+
+    /// Transactions written so far, and the writes they held.
+    public var writeCounts: (transactions: UInt64, writes: UInt64) { writer.counts }
+
+    /// Runs `body` on the queue unless the journal is closed (GRDB must not touch a closed connection), once
+    /// every write submitted before has been written.
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
         try gate.open {
-            try durability.checkWritable()
-            let result = try dbQueue.write(body)
-            durability.didCommit()
-            return result
+            writer.waitUntilWritten()
+            return try dbQueue.read(body)
         }
     }
 
-    /// Runs `body` outside an explicit transaction (each statement commits on its own).
-    func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Runs `body` in one write transaction on the writer (after every write submitted before) and waits for
+    /// it (durable once `durability` covers `durability.lastCommit`). `events` are numbered for it.
+    func write<T>(numbering events: [Event] = [], _ body: @escaping (Database, [Event]) throws -> T) throws -> T {
         try gate.open {
             try durability.checkWritable()
-            defer { durability.didCommit() }
-            return try dbQueue.writeWithoutTransaction(body)
+            return try writer.perform(events, body)
+        }
+    }
+
+    func write<T>(_ body: @escaping (Database) throws -> T) throws -> T {
+        try write { db, _ in try body(db) }
+    }
+
+    /// Queues `work` for the writer and returns at once (`events` numbered for it, returned so); a failure is
+    /// reported to `onSubmittedWriteFailure`.
+    @discardableResult
+    func submit(numbering events: [Event] = [], _ work: @escaping (Database, [Event]) throws -> Void) throws -> [Event] {
+        try gate.open {
+            try durability.checkWritable()
+            return writer.submit(events, work)
         }
     }
 

@@ -21,6 +21,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     case eventSessionMismatch(task: String, event: String)
     /// A stored value could not be read back (unknown enum value, bad JSON).
     case corruptRow(table: String, key: String, detail: String)
+    /// An event reached the database without the `seq` its writer numbers it with (a bug).
+    case eventNotNumbered
 
     public var description: String {
         switch self {
@@ -45,6 +47,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
             return "Events of type '\(type)' are live only and cannot be journaled"
         case let .eventSessionMismatch(task, event):
             return "An event of session '\(event)' cannot be journaled with a task of session '\(task)'"
+        case .eventNotNumbered:
+            return "an event was written without a seq (events are numbered when their write is submitted)"
         case let .corruptRow(table, key, detail):
             return "Unreadable row \(key) in journal table \(table): \(detail)"
         }

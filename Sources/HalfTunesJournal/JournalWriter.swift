@@ -1,0 +1,190 @@
+// The journal's one writer: writes run in submission order on a thread of their own, gathered into one transaction.
+import Foundation
+import GRDB
+import HalfTunesProtocol
+
+/// Every write of the journal goes through here, in the order it was submitted: a thread of its own (off
+/// Swift's cooperative pool) takes everything submitted since its last transaction and writes it in ONE
+/// transaction (each write in a savepoint of its own, so one that fails takes nothing else with it), then
+/// counts it committed for `JournalDurability`, whose syncer makes it durable with one fsync.
+///
+/// A write is either waited for (`perform`: the caller gets its result or error, as a plain SQLite write) or
+/// submitted (`submit`: the caller goes on at once; a failure is reported to `failureHandler`). Each takes a
+/// ticket when it is submitted (`JournalDurability.issue`), so whoever must not act before it is durable (an
+/// answer, an event, a file moved into place) waits for exactly that. Journaled events are numbered when they
+/// are submitted, so their `seq`s follow the submission order and are known at once. A read first waits until
+/// every write submitted before it has been written (`waitUntilWritten`): reads see every earlier write.
+final class JournalWriter: @unchecked Sendable {
+    typealias Work = (Database) throws -> Void
+
+    private struct Item {
+        let ticket: UInt64
+        let work: Work
+        /// The waiting caller (`perform`); nil for a submitted write.
+        let done: ((Error?) -> Void)?
+    }
+
+    private let condition = NSCondition()
+    private var queue: [Item] = []
+    /// The ticket of the latest write submitted, and of the latest one written (every earlier one is too).
+    private var submitted: UInt64
+    private var written: UInt64
+    private var lastEventSeq: Int64
+    private var stopped = false
+    /// Tests: while true the writer takes nothing from the queue, so submitted writes pile up into one batch.
+    private var heldForTesting = false
+    private var failureHandler: (@Sendable (String) -> Void)?
+    private var thread: Thread?
+    private let dbQueue: DatabaseQueue
+    private let durability: JournalDurability
+    private var transactions: UInt64 = 0
+    private var writes: UInt64 = 0
+
+    init(dbQueue: DatabaseQueue, durability: JournalDurability, lastEventSeq: Int64) {
+        self.dbQueue = dbQueue
+        self.durability = durability
+        self.lastEventSeq = lastEventSeq
+        submitted = durability.lastCommit
+        written = submitted
+        // The thread holds the writer until `stop()` ends it (Journal's close or deinit).
+        let thread = Thread { self.run() }
+        thread.name = "halftunes-journal-write"
+        self.thread = thread
+        thread.start()
+    }
+
+    func setFailureHandler(_ handler: @escaping @Sendable (String) -> Void) {
+        condition.lock()
+        failureHandler = handler
+        condition.unlock()
+    }
+
+    /// Queues `work`; returns `events` numbered with the next `seq`s (the journaled ones; `work` gets them so).
+    @discardableResult
+    func submit(_ events: [Event] = [], done: ((Error?) -> Void)? = nil,
+                _ work: @escaping (Database, [Event]) throws -> Void) -> [Event] {
+        condition.lock()
+        defer { condition.unlock() }
+        var numbered = events
+        for i in numbered.indices {
+            lastEventSeq += 1
+            numbered[i].seq = lastEventSeq
+        }
+        let items = numbered
+        submitted = durability.issue()
+        queue.append(Item(ticket: submitted, work: { db in try work(db, items) }, done: done))
+        condition.signal()
+        return numbered
+    }
+
+    /// Queues `body` and waits until it is written; returns its result or throws its error.
+    func perform<T>(_ events: [Event] = [], _ body: @escaping (Database, [Event]) throws -> T) throws -> T {
+        let finished = DispatchSemaphore(value: 0)
+        var result: Result<T, Error>?
+        submit(events, done: { error in
+            if let error { result = .failure(error) }
+            finished.signal()
+        }) { db, numbered in
+            result = .success(try body(db, numbered))
+        }
+        finished.wait()
+        return try result!.get()
+    }
+
+    func holdForTesting(_ hold: Bool) {
+        condition.lock()
+        heldForTesting = hold
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Transactions written, and the writes they held (how much the batching gathers).
+    var counts: (transactions: UInt64, writes: UInt64) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (transactions, writes)
+    }
+
+    /// Blocks until every write submitted before this call has been written.
+    func waitUntilWritten() {
+        condition.lock()
+        defer { condition.unlock() }
+        let target = submitted
+        while written < target { condition.wait() }
+    }
+
+    /// Writes what is queued and ends the thread (at close).
+    func stop() {
+        condition.lock()
+        stopped = true
+        condition.broadcast()
+        condition.unlock()
+        while let thread, !thread.isFinished { usleep(1000) }
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while (queue.isEmpty || heldForTesting) && !stopped { condition.wait() }
+            if queue.isEmpty {
+                condition.unlock()
+                return
+            }
+            let batch = queue
+            queue.removeAll(keepingCapacity: true)
+            let onFailure = failureHandler
+            condition.unlock()
+
+            let errors = write(batch)
+            // Failures nobody waits for are reported before the writes count as written.
+            for (item, error) in zip(batch, errors) where item.done == nil {
+                if let error { onFailure?("\(error)") }
+            }
+            let last = batch[batch.count - 1].ticket
+            condition.lock()
+            written = last
+            transactions += 1
+            writes += UInt64(batch.count)
+            condition.broadcast()
+            condition.unlock()
+            durability.didCommit(through: last)
+            for (item, error) in zip(batch, errors) { item.done?(error) }
+        }
+    }
+
+    /// Writes the batch in one transaction, each write in a savepoint of its own; if the transaction itself
+    /// fails (its commit: a full disk, an I/O error), each write again in a transaction of its own, so each
+    /// gets its own outcome. Returns each write's error, or nil.
+    private func write(_ batch: [Item]) -> [Error?] {
+        var errors = [Error?](repeating: nil, count: batch.count)
+        do {
+            try dbQueue.write { db in
+                if batch.count == 1 {
+                    try batch[0].work(db) // its error fails the transaction, and is its own
+                    return
+                }
+                for (i, item) in batch.enumerated() {
+                    do {
+                        try db.inSavepoint {
+                            try item.work(db)
+                            return .commit
+                        }
+                    } catch {
+                        errors[i] = error
+                    }
+                }
+            }
+        } catch {
+            if batch.count == 1 { return [error] }
+            for (i, item) in batch.enumerated() {
+                do {
+                    try dbQueue.write { db in try item.work(db) }
+                    errors[i] = nil
+                } catch {
+                    errors[i] = error
+                }
+            }
+        }
+        return errors
+    }
+}
