@@ -47,6 +47,9 @@ final class CoreService: Service {
         await resources.core.shutdown()
         try? await resources.client.shutdown()
         try? resources.journal.close()
+        let (transactions, writes) = resources.journal.writeCounts
+        logger.info("journal closed", metadata: ["transactions": "\(transactions)", "writes": "\(writes)",
+                                                 "fsyncs": "\(resources.journal.durability.syncCount)"])
         try? await resources.group.shutdownGracefully()
         logger.info("stopped")
     }
