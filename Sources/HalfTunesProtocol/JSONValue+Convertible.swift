@@ -50,15 +50,23 @@ extension TaskResponse: JSONValueConvertible {
 
 extension TaskInfo: JSONValueConvertible {
     public var jsonValue: JSONValue {
-        var o: [String: JSONValue] = [
-            "id": .int(id), "session": .string(session), "kind": .string(kind), "url": .string(url),
-            "state": .string(state.rawValue), "bytesReceived": .int(bytesReceived), "bytesDurable": .int(bytesDurable),
-            "bytesExpected": bytesExpected.jsonValueOrNull, "destination": .string(destination),
-            "error": error.jsonValueOrNull, "createdAt": .string(createdAt), "updatedAt": .string(updatedAt),
-            "description": description.jsonValueOrNull, "attempts": .int(Int64(attempts)),
-            "priority": .string(priority.rawValue),
-        ]
-        o.reserveCapacity(32)
+        // Sized once for every member (a literal's table, grown afterwards, was rehashed for each task).
+        var o = [String: JSONValue](minimumCapacity: 32)
+        o["id"] = .int(id)
+        o["session"] = .string(session)
+        o["kind"] = .string(kind)
+        o["url"] = .string(url)
+        o["state"] = .string(state.rawValue)
+        o["bytesReceived"] = .int(bytesReceived)
+        o["bytesDurable"] = .int(bytesDurable)
+        o["bytesExpected"] = bytesExpected.jsonValueOrNull
+        o["destination"] = .string(destination)
+        o["error"] = error.jsonValueOrNull
+        o["createdAt"] = .string(createdAt)
+        o["updatedAt"] = .string(updatedAt)
+        o["description"] = description.jsonValueOrNull
+        o["attempts"] = .int(Int64(attempts))
+        o["priority"] = .string(priority.rawValue)
         if let currentURL { o["currentURL"] = .string(currentURL) }
         if let waitingReason { o["waitingReason"] = waitingReason.jsonValue }
         if let nextAttemptAt { o["nextAttemptAt"] = .string(nextAttemptAt) }

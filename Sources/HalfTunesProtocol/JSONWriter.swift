@@ -33,19 +33,26 @@ public enum JSONWriter {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            for (i, key) in members.keys.sorted(by: keyOrder).enumerated() {
+            // The members sorted once with their values (not the keys, then a lookup of each).
+            for (i, member) in members.sorted(by: { keyOrder($0.key, $1.key) }).enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                writeString(key, into: &out)
+                writeString(member.key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                try write(members[key]!, into: &out)
+                try write(member.value, into: &out)
             }
             out.append(UInt8(ascii: "}"))
         }
     }
 
-    /// JSONEncoder's `.sortedKeys` order: by UTF-8 bytes.
+    /// JSONEncoder's `.sortedKeys` order: by UTF-8 bytes (compared in place, not through the views' iterators).
     static func keyOrder(_ a: String, _ b: String) -> Bool {
-        a.utf8.lexicographicallyPrecedes(b.utf8)
+        if let result = a.utf8.withContiguousStorageIfAvailable({ pa in
+            b.utf8.withContiguousStorageIfAvailable { pb -> Bool in
+                for i in 0..<min(pa.count, pb.count) where pa[i] != pb[i] { return pa[i] < pb[i] }
+                return pa.count < pb.count
+            }
+        }), let result { return result }
+        return a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 
     static func writeDouble(_ d: Double, into out: inout [UInt8]) throws(NotFinite) {
@@ -57,6 +64,18 @@ public enum JSONWriter {
 
     static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Most strings need no escape: their bytes are copied at once.
+        let copied = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                return false
+            }
+            out.append(contentsOf: bytes)
+            return true
+        } ?? false
+        if copied {
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
