@@ -31,6 +31,8 @@ final class JournalWriter: @unchecked Sendable {
     private var written: UInt64
     private var lastEventSeq: Int64
     private var stopped = false
+    /// A batch (or an inline write, see `perform`) is being written: nothing else is started meanwhile.
+    private var writing = false
     /// Tests: while true the writer takes nothing from the queue, so submitted writes pile up into one batch.
     private var heldForTesting = false
     private var failureHandler: (@Sendable (String) -> Void)?
@@ -65,11 +67,7 @@ final class JournalWriter: @unchecked Sendable {
                 _ work: @escaping (Database, [Event]) throws -> Void) -> [Event] {
         condition.lock()
         defer { condition.unlock() }
-        var numbered = events
-        for i in numbered.indices {
-            lastEventSeq += 1
-            numbered[i].seq = lastEventSeq
-        }
+        let numbered = number(events)
         let items = numbered
         submitted = durability.issue()
         queue.append(Item(ticket: submitted, work: { db in try work(db, items) }, done: done))
@@ -77,8 +75,29 @@ final class JournalWriter: @unchecked Sendable {
         return numbered
     }
 
-    /// Queues `body` and waits until it is written; returns its result or throws its error.
+    /// Queues `body` and waits until it is written; returns its result or throws its error. When nothing is
+    /// queued or being written, it is written at once on the caller's thread instead (no hand-off to wait for),
+    /// in its turn all the same: what is submitted meanwhile waits for it.
     func perform<T>(_ events: [Event] = [], _ body: @escaping (Database, [Event]) throws -> T) throws -> T {
+        condition.lock()
+        if queue.isEmpty && !writing && !heldForTesting && !stopped {
+            writing = true
+            let numbered = number(events)
+            submitted = durability.issue()
+            let ticket = submitted
+            condition.unlock()
+            let result = Result { try dbQueue.write { db in try body(db, numbered) } }
+            condition.lock()
+            written = ticket
+            writing = false
+            transactions += 1
+            writes += 1
+            condition.broadcast()
+            condition.unlock()
+            durability.didCommit(through: ticket)
+            return try result.get()
+        }
+        condition.unlock()
         let finished = DispatchSemaphore(value: 0)
         var result: Result<T, Error>?
         submit(events, done: { error in
@@ -105,6 +124,16 @@ final class JournalWriter: @unchecked Sendable {
         return (transactions, writes)
     }
 
+    /// The events with the next `seq`s, in order (under the lock: the order of submission).
+    private func number(_ events: [Event]) -> [Event] {
+        var numbered = events
+        for i in numbered.indices {
+            lastEventSeq += 1
+            numbered[i].seq = lastEventSeq
+        }
+        return numbered
+    }
+
     /// Blocks until every write submitted before this call has been written.
     func waitUntilWritten() {
         condition.lock()
@@ -125,13 +154,15 @@ final class JournalWriter: @unchecked Sendable {
     private func run() {
         while true {
             condition.lock()
-            while (queue.isEmpty || heldForTesting) && !stopped { condition.wait() }
+            while (queue.isEmpty || heldForTesting || writing) && !stopped { condition.wait() }
+            while writing { condition.wait() } // an inline write finishes first, even when stopping
             if queue.isEmpty {
                 condition.unlock()
                 return
             }
             let batch = queue
             queue.removeAll(keepingCapacity: true)
+            writing = true
             let onFailure = failureHandler
             condition.unlock()
 
@@ -143,6 +174,7 @@ final class JournalWriter: @unchecked Sendable {
             let last = batch[batch.count - 1].ticket
             condition.lock()
             written = last
+            writing = false
             transactions += 1
             writes += UInt64(batch.count)
             condition.broadcast()
