@@ -3,7 +3,8 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonCore {
-    /// Journals this row of a task with its events in one transaction, then delivers the events live.
+    /// Journals this row of a task with its events in one transaction (submitted to the journal's writer), then
+    /// delivers the events live (each connection's `Outbox` holds them until that write is durable).
     func commit(_ record: TaskRecord, _ payloads: [EventPayload]) {
         guard let id = record.id else { return }
         let time = Timestamp.format(clock())
@@ -92,7 +93,7 @@ extension DaemonCore {
         }
         let (pruned, droppedBodies) = try journaled { try journal.ack(session: p.session, through: p.through) }
         _ = try? feed(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
-                                                  droppedBodies: droppedBodies))
+                                          droppedBodies: droppedBodies))
         return EventsAckResult(ackedThrough: max(s.record.ackedThrough, p.through), pruned: pruned)
     }
 
