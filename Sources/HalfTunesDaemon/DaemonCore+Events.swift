@@ -36,12 +36,21 @@ extension DaemonCore {
     }
 
     /// Sends events to the live subscribers of their sessions. Every journaled event passes here (the ones
-    /// with a seq), which is where the unacknowledged ones are counted.
+    /// with a seq), which is where the unacknowledged ones are counted: one input per run of journaled events
+    /// of one session (a call's events are usually one task's), not one per event.
     func broadcast(_ events: [Event]) {
+        var counted: (session: String, lastSeq: Int64, count: Int)?
         for event in events {
-            if let seq = event.seq {
-                _ = try? feed(.eventsJournaled(session: event.session, lastSeq: seq, count: 1))
+            guard let seq = event.seq else { continue }
+            if let r = counted, r.session == event.session {
+                counted = (r.session, max(r.lastSeq, seq), r.count + 1)
+            } else {
+                if let r = counted { _ = try? feed(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count)) }
+                counted = (event.session, seq, 1)
             }
+        }
+        if let r = counted { _ = try? feed(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count)) }
+        for event in events {
             guard let subs = subscribers[event.session] else { continue }
             for outbox in subs.values { outbox.send(notification: event) }
         }

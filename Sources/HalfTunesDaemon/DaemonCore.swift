@@ -179,7 +179,7 @@ actor DaemonCore {
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {
         var counts: [String: Int] = [:]
-        for (state, n) in state.tasks.counts(session: s.record.identifier) { counts[state.rawValue] = n }
+        for (taskState, n) in state.tasks.counts(session: s.record.identifier) { counts[taskState.rawValue] = n }
         return SessionInfo(identifier: s.record.identifier, configuration: s.record.configuration,
                            state: s.record.state, createdAt: Timestamp.format(s.record.createdAt),
                            taskCounts: counts, lastEventSeq: s.lastEventSeq, ackedThrough: s.record.ackedThrough)

@@ -162,9 +162,10 @@ struct DaemonState {
         case let .attemptProgress(id, .sent(delta, total, expected)):
             sent(id, delta: delta, total: total, expected: expected, into: &actions)
         case let .edited(id, edit, limits):
-            guard tasks[id] != nil else { break }
-            edit(&tasks[id]!.record)
-            tasks[id]!.record.updatedAt = now
+            guard var t = tasks[id] else { break }
+            edit(&t.record)
+            t.record.updatedAt = now
+            tasks[id] = t // one write: the table re-indexes the task once
             grantSlots(limits, now: now, into: &actions)
         case .sessionOpened(let s):
             sessions[s.record.identifier] = s

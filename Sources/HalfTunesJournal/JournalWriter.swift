@@ -68,9 +68,8 @@ final class JournalWriter: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         let numbered = number(events)
-        let items = numbered
         submitted = durability.issue()
-        queue.append(Item(ticket: submitted, work: { db in try work(db, items) }, done: done))
+        queue.append(Item(ticket: submitted, work: { db in try work(db, numbered) }, done: done))
         condition.signal()
         return numbered
     }
@@ -87,14 +86,7 @@ final class JournalWriter: @unchecked Sendable {
             let ticket = submitted
             condition.unlock()
             let result = Result { try dbQueue.write { db in try body(db, numbered) } }
-            condition.lock()
-            written = ticket
-            writing = false
-            transactions += 1
-            writes += 1
-            condition.broadcast()
-            condition.unlock()
-            durability.didCommit(through: ticket)
+            didWrite(through: ticket, writes: 1)
             return try result.get()
         }
         condition.unlock()
@@ -151,6 +143,19 @@ final class JournalWriter: @unchecked Sendable {
         while let thread, !thread.isFinished { usleep(1000) }
     }
 
+    /// One transaction of `count` writes through `ticket` was written: readers waiting for it go on, the next
+    /// batch may start, and `durability` counts it committed.
+    private func didWrite(through ticket: UInt64, writes count: Int) {
+        condition.lock()
+        written = ticket
+        writing = false
+        transactions += 1
+        writes += UInt64(count)
+        condition.broadcast()
+        condition.unlock()
+        durability.didCommit(through: ticket)
+    }
+
     private func run() {
         while true {
             condition.lock()
@@ -171,15 +176,7 @@ final class JournalWriter: @unchecked Sendable {
             for (item, error) in zip(batch, errors) where item.done == nil {
                 if let error { onFailure?("\(error)") }
             }
-            let last = batch[batch.count - 1].ticket
-            condition.lock()
-            written = last
-            writing = false
-            transactions += 1
-            writes += UInt64(batch.count)
-            condition.broadcast()
-            condition.unlock()
-            durability.didCommit(through: last)
+            didWrite(through: batch[batch.count - 1].ticket, writes: batch.count)
             for (item, error) in zip(batch, errors) { item.done?(error) }
         }
     }
