@@ -12,42 +12,43 @@ extension DaemonCore {
         let began = ContinuousClock.now
         loadLimits()
         let pending = try journal.eventCounts()
-        // Finished tasks stay in the journal (counted here, read when asked for); the rest come back to memory.
-        let finished = try journal.finishedTaskCounts()
         for row in try journal.loadSessions() {
             let s = ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier),
                                    pendingEvents: pending[row.identifier] ?? 0)
-            _ = try? feed(.sessionRestored(s, finished: finished[row.identifier] ?? [:]))
+            _ = try? feed(.sessionRestored(s))
         }
-        let rows = try journal.loadUnfinishedTasks()
-        let read = ContinuousClock.now
-        // In their old queue order (the rows' positions sorted, not the rows: moving 100,000 rows of a few
-        // hundred bytes around was a tenth of a restart).
-        let order = rows.indices.sorted { (rows[$0].queueOrder, rows[$0].id ?? 0) < (rows[$1].queueOrder, rows[$1].id ?? 0) }
-        _ = try? feed(.recoveryBegan(nextQueueOrder: (rows.map(\.queueOrder).max() ?? 0) + 1,
-                                             taskCapacity: rows.count))
+        // The tasks table is read on a thread of its own while the state is rebuilt from what it has read: the
+        // two take about as long. What the restored tasks ask for (journal writes, the retry timer, finishing
+        // an interrupted publish) is carried out once the scan is over, since it holds the journal meanwhile.
+        let scan = journal.scanTasks()
+        var deferred: [DaemonState.Action] = [], publishing: [Int64] = []
         var resumed = 0
-        for position in order {
-            let row = rows[position]
-            guard let id = row.id, let session = state.sessions[row.session] else { continue }
-            let machine = TaskStateMachine(state: row.state, waitingReason: row.waitingReason,
-                                           nextAttemptAt: row.nextAttemptAt, error: row.error,
-                                           resourceDeadline: row.resourceDeadline)
-            var t = ManagedTask(record: row, owner: session.record.uid, machine: machine, bytesReceived: row.bytesDurable)
-            // Only a task with durable bytes can have lost some (a stat of every partial file was a quarter of
-            // a restart with 100,000 tasks that never started).
-            if !row.state.isTerminal, row.phase == .transfer, row.bytesDurable > 0,
-               let length = PartialFile.length(path: row.partialPath), length < row.bytesDurable {
-                logger.warning("partial data shorter than journaled; resuming from what is on disk",
-                               metadata: ["task": "\(id)", "journaled": "\(row.bytesDurable)", "onDisk": "\(length)"])
-                t.record.bytesDurable = length
-                t.bytesReceived = length
+        while let batch = try scan.next() {
+            for row in batch {
+                guard let id = row.id, let session = state.sessions[row.session] else { continue }
+                let machine = TaskStateMachine(state: row.state, waitingReason: row.waitingReason,
+                                               nextAttemptAt: row.nextAttemptAt, error: row.error,
+                                               resourceDeadline: row.resourceDeadline)
+                var t = ManagedTask(record: row, owner: session.record.uid, machine: machine, bytesReceived: row.bytesDurable)
+                // Only a task with durable bytes can have lost some (a stat of every partial file was a quarter
+                // of a restart with 100,000 tasks that never started).
+                if !row.state.isTerminal, row.phase == .transfer, row.bytesDurable > 0,
+                   let length = PartialFile.length(path: row.partialPath), length < row.bytesDurable {
+                    logger.warning("partial data shorter than journaled; resuming from what is on disk",
+                                   metadata: ["task": "\(id)", "journaled": "\(row.bytesDurable)", "onDisk": "\(length)"])
+                    t.record.bytesDurable = length
+                    t.bytesReceived = length
+                }
+                let actions = (try? feed(.taskRestored(t))) ?? []
+                if !actions.isEmpty { resumed += 1 }
+                deferred.append(contentsOf: actions)
+                if row.phase == .publishing { publishing.append(id) }
             }
-            let actions = ((try? feed(.taskRestored(t))) ?? [])
-            if !actions.isEmpty { resumed += 1 }
-            run(actions)
-            if row.phase == .publishing { recoverCompletion(id) }
         }
+        let read = ContinuousClock.now
+        _ = try? feed(.finishedTasksCounted(scan.finishedCounts))
+        run(deferred)
+        for id in publishing { recoverCompletion(id) }
         for (identifier, s) in state.sessions where s.record.state == .invalidating {
             finishInvalidationIfDone(identifier)
         }
@@ -61,7 +62,7 @@ extension DaemonCore {
         let done = ContinuousClock.now
         logger.info("journal replayed", metadata: ["sessions": "\(state.sessions.count)", "tasks": "\(state.tasks.count)",
                                                    "resumed": "\(resumed)", "readSeconds": "\(Self.seconds(read - began))",
-                                                   "rebuildSeconds": "\(Self.seconds(done - read))"])
+                                                   "afterSeconds": "\(Self.seconds(done - read))"])
         pump()
     }
 

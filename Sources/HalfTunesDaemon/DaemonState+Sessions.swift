@@ -54,12 +54,15 @@ extension DaemonState {
         pendingEventsByUID[s.record.uid] = total == 0 ? nil : total
     }
 
-    /// A task recovered from the journal joins the state in its old queue order (fed in that order); a running,
-    /// queued or waiting one goes back to the queue or its retry time (`TaskStateMachine`'s `.restored`).
+    /// A task recovered from the journal joins the state (fed in any order: its journaled queue order is its
+    /// place); a running one goes back to the queue and a waiting one to its retry time (`TaskStateMachine`'s
+    /// `.restored`).
     mutating func restore(_ t: ManagedTask, now: Double, into actions: inout [Action]) {
         tasks[t.id] = t
-        // A suspended task needs nothing more; one being published is finished by `recoveredCompletion`.
-        guard t.record.state != .suspended, t.record.phase != .publishing else { return }
+        if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 }
+        // A suspended or queued task needs nothing more (a queued one is in the queue at its journaled place);
+        // one being published is finished by `recoveredCompletion`.
+        guard t.record.state == .running || t.record.state == .waiting, t.record.phase != .publishing else { return }
         _ = try? apply(.restored, to: t.id, now: now, into: &actions)
     }
 }

@@ -69,12 +69,13 @@ struct DaemonState {
         case eventsJournaled(session: String, lastSeq: Int64, count: Int)
         /// The session's events through `through` were acknowledged and `pruned` from the journal.
         case eventsAcknowledged(session: String, through: Int64, pruned: Int, droppedBodies: [Int64])
-        /// Recovery: a journaled session with its unacknowledged events and its finished tasks per state.
-        case sessionRestored(ManagedSession, finished: [TaskState: Int])
-        /// Recovery begins: tasks re-queued take places after every journaled one.
-        case recoveryBegan(nextQueueOrder: Int64, taskCapacity: Int)
-        /// Recovery: a journaled unfinished task, fed in the old queue order.
+        /// Recovery: a journaled session with its unacknowledged events (fed before its tasks).
+        case sessionRestored(ManagedSession)
+        /// Recovery: a journaled unfinished task (or one whose publish a crash interrupted), in any order: it
+        /// keeps its place in the queue, and tasks queued later take places after every journaled one.
         case taskRestored(ManagedTask)
+        /// Recovery: how many finished tasks (in the journal only) each session has, per state.
+        case finishedTasksCounted([String: [TaskState: Int]])
         /// Shutdown began: nothing starts and nothing retries from now on.
         case shutdownBegan
     }
@@ -181,15 +182,15 @@ struct DaemonState {
             eventsJournaled(session, lastSeq: lastSeq, count: count)
         case let .eventsAcknowledged(session, through, pruned, droppedBodies):
             eventsAcknowledged(session, through: through, pruned: pruned, droppedBodies: droppedBodies)
-        case let .sessionRestored(s, finished):
+        case let .sessionRestored(s):
             sessions[s.record.identifier] = s
             if s.pendingEvents > 0 { pendingEventsByUID[s.record.uid, default: 0] += s.pendingEvents }
-            for (state, n) in finished { tasks.countFinished(session: s.record.identifier, state: state, by: n) }
-        case let .recoveryBegan(next, capacity):
-            nextQueueOrder = max(nextQueueOrder, next)
-            tasks.reserveCapacity(capacity)
         case .taskRestored(let t):
             restore(t, now: now, into: &actions)
+        case .finishedTasksCounted(let counts):
+            for (session, perState) in counts where sessions[session] != nil {
+                for (state, n) in perState { tasks.countFinished(session: session, state: state, by: n) }
+            }
         case .shutdownBegan:
             shuttingDown = true
         }
@@ -218,6 +219,8 @@ struct DaemonState {
         for step in steps {
             switch step {
             case .enqueue:
+                // A restored task keeps its journaled place (restored in any order, the queue is as it was).
+                if case .restored = input { break }
                 enqueue(&t)
             case .dequeue, .cancelRetry:
                 break // `TaskTable` takes it out of the queue, or drops its retry time, with its state

@@ -20,7 +20,7 @@ struct TaskTable {
     private var bySessionState: [String: [TaskState: Int]] = [:]
     private var unfinishedBySession: [String: Int] = [:]
     private var unfinishedByOwner: [UInt32: Int] = [:]
-    private var reservedDestinations: [String: Int] = [:]
+    private var reservedDestinations: [HashedPath: Int] = [:]
     /// The ids of the tasks in memory per session (unfinished ones, and finished ones still stopping a transfer
     /// or publishing): session operations read them instead of walking every task.
     private var idsBySession: [String: Set<Int64>] = [:]
@@ -145,7 +145,7 @@ struct TaskTable {
     /// Whether the task's (previous) transfer has not ended yet.
     func isStopping(_ id: Int64) -> Bool { storage[id]?.task.attemptInFlight == true }
     /// Whether an unfinished task may still write `path` (its destination).
-    func isReserved(_ path: String) -> Bool { reservedDestinations[path] != nil }
+    func isReserved(_ path: String) -> Bool { reservedDestinations[HashedPath(path)] != nil }
     /// Whether some task is queued, running or waiting to retry, still stopping a transfer, or publishing.
     var anyBusy: Bool { !busy.isEmpty }
 
@@ -196,7 +196,21 @@ struct TaskTable {
         guard !state.isTerminal else { return }
         Self.add(delta, to: &unfinishedBySession, task.record.session)
         Self.add(delta, to: &unfinishedByOwner, task.owner)
-        Self.add(delta, to: &reservedDestinations, task.record.destination)
+        Self.add(delta, to: &reservedDestinations, HashedPath(task.record.destination))
+    }
+
+    /// A path with its hash computed once. Destinations are long and alike (one directory, similar names): as
+    /// a plain `String` key every probe of the index compared their bytes, and every growth hashed them all
+    /// again; this key compares hashes first and rehashes an `Int`.
+    private struct HashedPath: Hashable {
+        let path: String
+        let hash: Int
+        init(_ path: String) {
+            self.path = path
+            hash = path.hashValue
+        }
+        static func == (a: HashedPath, b: HashedPath) -> Bool { a.hash == b.hash && a.path == b.path }
+        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
     }
 
     /// What the indexes read of a task: a write that changes none of it leaves them as they are.

@@ -6,27 +6,6 @@ import HalfTunesProtocol
 extension Journal {
     static let finishedStates = "('\(TaskState.completed.rawValue)', '\(TaskState.failed.rawValue)', '\(TaskState.canceled.rawValue)')"
 
-    /// The tasks that are not finished (or whose publish a crash interrupted), ordered by id: what the daemon
-    /// keeps in memory.
-    public func loadUnfinishedTasks() throws -> [TaskRecord] {
-        try read { db in
-            try Self.taskRecords(db, sql: "SELECT * FROM tasks WHERE state NOT IN \(Self.finishedStates) OR phase = '\(TaskPhase.publishing.rawValue)' ORDER BY id")
-        }
-    }
-
-    /// How many finished tasks each session has, per state.
-    public func finishedTaskCounts() throws -> [String: [TaskState: Int]] {
-        try read { db in
-            var counts: [String: [TaskState: Int]] = [:]
-            let sql = "SELECT session, state, count(*) FROM tasks WHERE state IN \(Self.finishedStates) AND phase != '\(TaskPhase.publishing.rawValue)' GROUP BY session, state"
-            for row in try Row.fetchAll(db, sql: sql) {
-                guard let state = TaskState(rawValue: row[1]) else { continue }
-                counts[row[0], default: [:]][state] = row[2]
-            }
-            return counts
-        }
-    }
-
     /// The ids of up to `limit` tasks with ids above `after`, ascending, of `sessions` (every session when nil), in
     /// `state` when given: one page of `task.list`, read through the primary key (rows are read only for the
     /// finished tasks on it, with `loadTask`).

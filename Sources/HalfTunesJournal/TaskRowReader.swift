@@ -68,6 +68,14 @@ struct TaskRowReader {
             maxResponseBytes: maxResponseBytes, response: response, fileID: fileID, overwrite: overwrite != 0)
     }
 
+    /// The current row's session, state and phase only (a finished task is counted, not read), or nil when
+    /// one of them is not stored as usual.
+    func sessionStateAndPhase() -> (session: String, state: TaskState, phase: TaskPhase)? {
+        guard let session = text(index[1]), let state = text(index[5]).flatMap(TaskState.init(rawValue:)),
+              let phase = text(index[6]).flatMap(TaskPhase.init(rawValue:)) else { return nil }
+        return (session, state, phase)
+    }
+
     // MARK: - Columns (nil: not stored as expected; `.some(nil)`: NULL)
 
     private func type(_ i: Int32) -> Int32 { sqlite3_column_type(statement, i) }

@@ -165,15 +165,15 @@ struct DaemonStateProgressTests {
         #expect(T.started(actions) == [3]) // the higher priority goes first
     }
 
-    /// Recovery puts tasks back in the queue in their old order, each taking a place after every journaled
-    /// one; a suspended one and one being published wait for nothing.
+    /// Recovery puts tasks back in the queue at their journaled places, whatever order they are fed in, and
+    /// tasks queued afterwards go behind every one of them; a suspended one and one being published wait for
+    /// nothing; finished tasks are counted per session.
     @Test func recoveryKeepsTheOldOrder() throws {
         var state = DaemonState()
         let session = ManagedSession(record: SessionRecord(identifier: "a", uid: 1, configuration: .init(), state: .active,
                                                            createdAt: 0), lastEventSeq: 4, pendingEvents: 2)
-        _ = try state.handle(.sessionRestored(session, finished: [.completed: 3]), now: 0)
-        #expect(state.pendingEventsByUID[1] == 2 && state.tasks.count(in: .completed) == 3)
-        _ = try state.handle(.recoveryBegan(nextQueueOrder: 41, taskCapacity: 4), now: 0)
+        _ = try state.handle(.sessionRestored(session), now: 0)
+        #expect(state.pendingEventsByUID[1] == 2)
         func row(_ id: Int64, _ taskState: TaskState, order: Int64) -> ManagedTask {
             var t = T.task(id, session: "a", owner: 1)
             t.record.state = taskState
@@ -183,13 +183,18 @@ struct DaemonStateProgressTests {
         }
         var publishing = row(4, .running, order: 0)
         publishing.record.phase = .publishing
-        let rows = [row(1, .queued, order: 10), row(2, .running, order: 20), row(3, .suspended, order: 30), publishing]
+        // Fed out of order: the running task (20) was queued after the queued one (10).
+        let rows = [row(2, .running, order: 20), row(3, .suspended, order: 40), publishing, row(1, .queued, order: 10)]
         var restarted = 0
         for t in rows where !(try state.handle(.taskRestored(t), now: 1)).isEmpty { restarted += 1 }
-        // The queued and the running one go back to the queue in their old order, behind every journaled place.
-        #expect(restarted == 2)
-        #expect(state.tasks[1]?.record.queueOrder == 41 && state.tasks[2]?.record.queueOrder == 42)
+        // Only the running one has something to do (it is queued again, and journaled so).
+        #expect(restarted == 1)
+        #expect(state.tasks[1]?.record.queueOrder == 10 && state.tasks[2]?.record.queueOrder == 20)
+        #expect(state.tasks[2]?.machine.state == .queued)
+        #expect(state.takeQueueOrder() == 41)
         #expect(state.tasks[3]?.machine.state == .suspended && state.tasks[4]?.machine.state == .running)
+        _ = try state.handle(.finishedTasksCounted(["a": [.completed: 3], "gone": [.failed: 2]]), now: 1)
+        #expect(state.tasks.count(in: .completed) == 3 && state.tasks.count(in: .failed) == 0)
         // (Task 4, still `running` until its publish is finished, holds a slot until recovery finishes it.)
         let three = DaemonState.SlotLimits(maxConcurrent: 3, maxConnectionsPerHost: 8)
         #expect(T.started(try state.handle(.grantSlots(three), now: 2)) == [1, 2])

@@ -1,0 +1,124 @@
+import Foundation
+import GRDB
+import HalfTunesProtocol
+
+/// What a restart reads of the tasks table, in one pass: the tasks the daemon keeps in memory (unfinished, or
+/// with a publish a crash interrupted), and how many finished tasks each session has per state (those stay in
+/// the journal only).
+extension Journal {
+    /// Reads the tasks table on a thread of its own and hands the tasks the daemon keeps over in batches as they
+    /// are read (in id order), so that the caller rebuilds its state from one batch while the next is read.
+    /// Until `next()` has returned nil or thrown, the scan holds the journal: any other call waits for it.
+    public func scanTasks(batchSize: Int = 1024) -> TaskScan {
+        let scan = TaskScan()
+        let thread = Thread { [self] in
+            do {
+                let finished = try read { db in try Self.scanTasks(db, batchSize: batchSize, deliver: scan.put) }
+                scan.end(finished: finished, failure: nil)
+            } catch {
+                scan.end(finished: [:], failure: error)
+            }
+        }
+        thread.name = "halftunesd journal scan"
+        thread.start()
+        return scan
+    }
+
+    /// The tasks the daemon keeps in memory, ordered by id (the scan, all at once).
+    public func loadUnfinishedTasks() throws -> [TaskRecord] {
+        try read { db in
+            var tasks: [TaskRecord] = []
+            _ = try Self.scanTasks(db, batchSize: 1024) { tasks.append(contentsOf: $0) }
+            return tasks
+        }
+    }
+
+    /// How many finished tasks each session has, per state (the scan's count).
+    public func finishedTaskCounts() throws -> [String: [TaskState: Int]] {
+        try read { db in try Self.scanTasks(db, batchSize: 1024) { _ in } }
+    }
+
+    /// One pass over every task row: a finished row (not being published) is only counted, from its session,
+    /// state and phase columns; any other row is read whole and delivered in batches of `batchSize`. A row not
+    /// stored as usual is read the general way, which explains what is wrong with it.
+    static func scanTasks(_ db: Database, batchSize: Int,
+                          deliver: ([TaskRecord]) -> Void) throws -> [String: [TaskState: Int]] {
+        var finished: [String: [TaskState: Int]] = [:]
+        var batch: [TaskRecord] = []
+        batch.reserveCapacity(batchSize)
+        var positions: [String: Int]?
+        let statement = try db.makeStatement(sql: "SELECT * FROM tasks ORDER BY id")
+        let fast = TaskRowReader(statement)
+        let rows = try Row.fetchCursor(statement)
+        while let row = try rows.next() {
+            if let head = fast?.sessionStateAndPhase(), head.state.isTerminal, head.phase != .publishing {
+                finished[head.session, default: [:]][head.state, default: 0] += 1
+                continue
+            }
+            let record: TaskRecord
+            if let read = fast?.record() {
+                record = read
+            } else {
+                let p = positions ?? RowReader.positions(of: row)
+                positions = p
+                record = try TaskRecord(row: row, positions: p)
+                if record.state.isTerminal, record.phase != .publishing {
+                    finished[record.session, default: [:]][record.state, default: 0] += 1
+                    continue
+                }
+            }
+            batch.append(record)
+            if batch.count == batchSize {
+                deliver(batch)
+                batch = []
+                batch.reserveCapacity(batchSize)
+            }
+        }
+        if !batch.isEmpty { deliver(batch) }
+        return finished
+    }
+}
+
+/// The batches of a `Journal.scanTasks` as its thread reads them.
+public final class TaskScan: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var batches: [[TaskRecord]] = []
+    private var ended = false
+    private var failure: (any Error)?
+    private var finished: [String: [TaskState: Int]] = [:]
+
+    fileprivate init() {}
+
+    fileprivate func put(_ batch: [TaskRecord]) {
+        condition.lock()
+        batches.append(batch)
+        condition.signal()
+        condition.unlock()
+    }
+
+    fileprivate func end(finished: [String: [TaskState: Int]], failure: (any Error)?) {
+        condition.lock()
+        self.finished = finished
+        self.failure = failure
+        ended = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// The next batch of tasks, waiting until it is read; nil once every row was read. Throws what reading
+    /// threw (a row that cannot be read, say).
+    public func next() throws -> [TaskRecord]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while batches.isEmpty && !ended { condition.wait() }
+        if let failure { throw failure }
+        return batches.isEmpty ? nil : batches.removeFirst()
+    }
+
+    /// How many finished tasks each session has, per state: complete once `next()` has returned nil.
+    public var finishedCounts: [String: [TaskState: Int]] {
+        condition.lock()
+        defer { condition.unlock() }
+        return finished
+    }
+}
