@@ -80,11 +80,13 @@ final class Outbox: Sendable {
 
     func send(response: RPCResponse) {
         var response = response
-        if let uid = viewer.withLockedValue({ $0 }) {
+        let uid = viewer.withLockedValue { $0 }
+        if let uid {
             response.result = response.result.map { SessionNames.present($0, to: uid) }
             response.error = response.error.map { SessionNames.present($0, to: uid) }
         }
-        guard let line = try? response.line() else { return }
+        // A result written straight to text shows the names as it is written.
+        guard let line = try? response.line(unqualifying: uid.map(SessionNames.prefix(of:))) else { return }
         send(line: line)
     }
 

@@ -143,6 +143,8 @@ struct RPCRouter: Sendable {
             return nil
         case .reply(let id, .result(let result)):
             guard id != nil else { return nil }
+            // Task answers and task.list pages are written straight to text (in the outbox, for its viewer).
+            if let text = result as? any JSONTextWritable { return RPCResponse(id: id, resultText: text) }
             do {
                 return RPCResponse(id: id, result: try JSONValue.of(result))
             } catch {

@@ -53,11 +53,14 @@ enum SessionNames {
         return .object(object)
     }
 
+    /// What starts the qualified names of `viewer`'s own sessions.
+    static func prefix(of viewer: UInt32) -> String { "\(viewer)/" }
+
     /// `value` with every qualified session name of `viewer`'s own sessions unqualified (the fields
     /// `session` and, in session objects, `identifier`).
     static func present(_ value: JSONValue, to viewer: UInt32) -> JSONValue {
         var value = value
-        present(&value, prefix: "\(viewer)/")
+        present(&value, prefix: prefix(of: viewer))
         return value
     }
 

@@ -74,11 +74,20 @@ public struct RPCResponse: Codable, Sendable {
     public var id: RPCID?
     public var result: JSONValue?
     public var error: RPCError?
+    /// A result written straight to JSON text when the line is made (`line(unqualifying:)`), instead of `result`.
+    public var resultText: (any JSONTextWritable)?
 
     public init(id: RPCID?, result: JSONValue) {
         self.id = id
         self.result = result
         self.error = nil
+    }
+
+    public init(id: RPCID?, resultText: any JSONTextWritable) {
+        self.id = id
+        self.result = nil
+        self.error = nil
+        self.resultText = resultText
     }
 
     public init(id: RPCID?, error: RPCError) {
@@ -123,8 +132,14 @@ public struct RPCResponse: Codable, Sendable {
         if let id { try c.encode(id, forKey: .id) } else { try c.encodeNil(forKey: .id) }
         if let error {
             try c.encode(error, forKey: .error)
+        } else if let result {
+            try c.encode(result, forKey: .result)
+        } else if let resultText {
+            var text: [UInt8] = []
+            resultText.writeJSON(into: &text, unqualifying: nil)
+            try c.encode(try JSONParser.parse(text), forKey: .result)
         } else {
-            try c.encode(result ?? .null, forKey: .result)
+            try c.encode(JSONValue.null, forKey: .result)
         }
     }
 }
@@ -165,7 +180,25 @@ public enum RPCIncoming: Sendable {
 
 public extension RPCResponse {
     /// This response as one line (`\n`-terminated), written by `JSONWriter`: the bytes `WireCoding.line` writes.
-    func line() throws -> [UInt8] {
+    /// The response as one line of JSON text. A `resultText` shows session names under `unqualifying` (the
+    /// viewer's "uid/" prefix) without it; a `result` is written as it is.
+    func line(unqualifying prefix: String? = nil) throws -> [UInt8] {
+        if error == nil, result == nil, let resultText {
+            // `{"id":…,"jsonrpc":"2.0","result":…}`: the members in sorted order, as JSONWriter writes them.
+            var bytes: [UInt8] = []
+            bytes.append(contentsOf: #"{"id":"#.utf8)
+            switch id {
+            case nil: JSONText.null(&bytes)
+            case .int(let i)?: JSONText.int(i, &bytes)
+            case .string(let s)?: JSONText.string(s, &bytes)
+            }
+            JSONText.key("jsonrpc", &bytes)
+            JSONText.string(jsonrpc, &bytes)
+            JSONText.key("result", &bytes)
+            resultText.writeJSON(into: &bytes, unqualifying: prefix)
+            bytes.append(contentsOf: [UInt8(ascii: "}"), UInt8(ascii: "\n")])
+            return bytes
+        }
         var members: [String: JSONValue] = ["jsonrpc": .string(jsonrpc)]
         switch id {
         case nil: members["id"] = .null

@@ -1,0 +1,61 @@
+import Testing
+@testable import HalfTunesProtocol
+
+/// Values written straight to JSON text give exactly the bytes `JSONWriter` writes for their `JSONValue` (which
+/// JSONWriterTests hold equal to the Codable encoding), with the viewer's own session names unqualified.
+@Suite("JSON text written directly")
+struct JSONTextTests {
+    var values = JSONValueConvertibleTests()
+
+    static func text(_ value: some JSONTextWritable, unqualifying prefix: String? = nil) -> [UInt8] {
+        var out: [UInt8] = []
+        value.writeJSON(into: &out, unqualifying: prefix)
+        return out
+    }
+
+    @Test mutating func everyTaskIsWrittenAsJSONWriterWritesIt() throws {
+        for _ in 0..<600 {
+            let info = values.info()
+            #expect(Self.text(info) == (try JSONWriter.write(info.jsonValue)), "\(info)")
+        }
+        for count in [0, 1, 7] {
+            for cursor in [nil, "42", "a\"b"] {
+                let page = TaskListResult(tasks: (0..<count).map { _ in values.info() }, nextCursor: cursor)
+                #expect(Self.text(page) == (try JSONWriter.write(page.jsonValue)))
+            }
+        }
+    }
+
+    /// Only a session name that starts with the prefix loses it (another uid's, or one merely sharing digits,
+    /// stays whole).
+    @Test mutating func theViewersOwnSessionsAreUnqualified() throws {
+        for (name, shown) in [("1000/music", "music"), ("1000/", ""), ("10000/music", "10000/music"),
+                              ("0/music", "0/music"), ("music", "music"), ("1000/ä/\"", "ä/\"")] {
+            var info = values.info()
+            info.session = name
+            var expected = info
+            expected.session = shown
+            #expect(Self.text(info, unqualifying: "1000/") == (try JSONWriter.write(expected.jsonValue)))
+            #expect(Self.text(info) == (try JSONWriter.write(info.jsonValue)))
+        }
+    }
+
+    @Test func integersAtTheirLimits() throws {
+        for n: Int64 in [0, 7, -7, 10, 99, -100, 1_000_000_007, .max, .min, .max - 1, .min + 1] {
+            var out: [UInt8] = []
+            JSONText.int(n, &out)
+            #expect(String(decoding: out, as: UTF8.self) == String(n))
+        }
+    }
+
+    /// A response line with a result written to text is the line its `JSONValue` result gives, for every id.
+    @Test mutating func aResponseLineIsTheSameEitherWay() throws {
+        for id: RPCID? in [nil, .int(1), .int(-5), .string("x\"y")] {
+            let page = TaskListResult(tasks: (0..<3).map { _ in values.info() }, nextCursor: "9")
+            let direct = RPCResponse(id: id, resultText: page)
+            #expect(try direct.line() == RPCResponse(id: id, result: page.jsonValue).line())
+            // Codable (a client's or a test's encoding) sees the same result.
+            #expect(try JSONValue(encoding: direct) == JSONValue(encoding: RPCResponse(id: id, result: page.jsonValue)))
+        }
+    }
+}
