@@ -25,6 +25,8 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // Wire types only: JSON-RPC envelopes, methods, params, results, events, error codes.
         .target(name: "HalfTunesProtocol"),
+        // Linux file calls Glibc exports to Swift only with _GNU_SOURCE (sync_file_range).
+        .target(name: "CLinuxFile"),
         // The crash-safe journal (SQLite via GRDB).
         .target(
             name: "HalfTunesJournal",
@@ -38,6 +40,7 @@ let package = Package(
             name: "HalfTunesEngine",
             dependencies: [
                 "HalfTunesProtocol",
+                "CLinuxFile",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
