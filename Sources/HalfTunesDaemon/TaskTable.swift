@@ -91,11 +91,6 @@ struct TaskTable {
         }
     }
 
-    /// Room for `n` tasks without growing (recovery knows how many rows it loads).
-    mutating func reserveCapacity(_ n: Int) {
-        storage.reserveCapacity(n)
-    }
-
     /// Every task (a copy; for the rare walks: shutdown, session invalidation).
     var values: [ManagedTask] { storage.values.map(\.task) }
     /// Every task id, in no order.

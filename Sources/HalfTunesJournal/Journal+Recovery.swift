@@ -33,11 +33,6 @@ extension Journal {
         }
     }
 
-    /// How many finished tasks each session has, per state (the scan's count).
-    public func finishedTaskCounts() throws -> [String: [TaskState: Int]] {
-        try read { db in try Self.scanTasks(db, batchSize: 1024) { _ in } }
-    }
-
     /// One pass over every task row: a finished row (not being published) is only counted, from its session,
     /// state and phase columns; any other row is read whole and delivered in batches of `batchSize`. A row not
     /// stored as usual is read the general way, which explains what is wrong with it.

@@ -190,13 +190,14 @@ public extension RPCResponse {
             switch id {
             case nil: JSONText.null(&bytes)
             case .int(let i)?: JSONText.int(i, &bytes)
-            case .string(let s)?: JSONText.string(s, &bytes)
+            case .string(let s)?: JSONWriter.writeString(s, into: &bytes)
             }
             JSONText.key("jsonrpc", &bytes)
-            JSONText.string(jsonrpc, &bytes)
+            JSONWriter.writeString(jsonrpc, into: &bytes)
             JSONText.key("result", &bytes)
             resultText.writeJSON(into: &bytes, unqualifying: prefix)
-            bytes.append(contentsOf: [UInt8(ascii: "}"), UInt8(ascii: "\n")])
+            bytes.append(UInt8(ascii: "}"))
+            bytes.append(UInt8(ascii: "\n"))
             return bytes
         }
         var members: [String: JSONValue] = ["jsonrpc": .string(jsonrpc)]

@@ -18,7 +18,8 @@ enum JSONText {
         if !first { out.append(UInt8(ascii: ",")) }
         out.append(UInt8(ascii: "\""))
         out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        out.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: ":"))
     }
 
     static func int(_ value: Int64, _ out: inout [UInt8]) {
@@ -40,16 +41,8 @@ enum JSONText {
         }
     }
 
-    static func string(_ value: String, _ out: inout [UInt8]) {
-        JSONWriter.writeString(value, into: &out)
-    }
-
     static func null(_ out: inout [UInt8]) {
-        out.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")])
-    }
-
-    static func bool(_ value: Bool, _ out: inout [UInt8]) {
-        out.append(contentsOf: (value ? "true" : "false").utf8)
+        out.append(contentsOf: "null".utf8)
     }
 
     /// A nested value without doubles (an error, a hold, a response), through its `JSONValue`: these are rare.
@@ -61,12 +54,40 @@ enum JSONText {
         }
     }
 
+    // Members: with a non-optional value, always written; with an optional one, `null` when `nullable`, else
+    // left out when nil (as the Codable conformances write them).
+
+    static func member(_ name: StaticString, _ value: String?, _ out: inout [UInt8], nullable: Bool = false) {
+        guard let value else { return nullable ? member(name, null: &out) : () }
+        key(name, &out)
+        JSONWriter.writeString(value, into: &out)
+    }
+
+    static func member(_ name: StaticString, _ value: Int64?, _ out: inout [UInt8], nullable: Bool = false) {
+        guard let value else { return nullable ? member(name, null: &out) : () }
+        key(name, &out)
+        int(value, &out)
+    }
+
+    static func member(_ name: StaticString, _ value: (some JSONValueConvertible)?, _ out: inout [UInt8],
+                       nullable: Bool = false) {
+        guard let value else { return nullable ? member(name, null: &out) : () }
+        key(name, &out)
+        JSONText.value(value.jsonValue, &out)
+    }
+
+    private static func member(_ name: StaticString, null out: inout [UInt8]) {
+        key(name, &out)
+        null(&out)
+    }
+
     /// A session name as `viewer`'s "uid/" prefix shows it.
     static func session(_ name: String, unqualifying prefix: String?, _ out: inout [UInt8]) {
+        key("session", &out)
         if let prefix, name.hasPrefix(prefix) {
-            string(String(name.dropFirst(prefix.count)), &out)
+            JSONWriter.writeString(String(name.dropFirst(prefix.count)), into: &out)
         } else {
-            string(name, &out)
+            JSONWriter.writeString(name, into: &out)
         }
     }
 }
@@ -78,102 +99,40 @@ extension TaskInfo: JSONTextWritable {
         out.append(UInt8(ascii: "{"))
         JSONText.key("attempts", &out, first: true)
         JSONText.int(Int64(attempts), &out)
-        if let bandwidthLimit {
-            JSONText.key("bandwidthLimit", &out)
-            JSONText.int(bandwidthLimit, &out)
-        }
-        JSONText.key("bytesDurable", &out)
-        JSONText.int(bytesDurable, &out)
-        JSONText.key("bytesExpected", &out)
-        if let bytesExpected { JSONText.int(bytesExpected, &out) } else { JSONText.null(&out) }
-        if let bytesExpectedToSend {
-            JSONText.key("bytesExpectedToSend", &out)
-            JSONText.int(bytesExpectedToSend, &out)
-        }
-        JSONText.key("bytesReceived", &out)
-        JSONText.int(bytesReceived, &out)
-        if let bytesSent {
-            JSONText.key("bytesSent", &out)
-            JSONText.int(bytesSent, &out)
-        }
-        if let checksum {
-            JSONText.key("checksum", &out)
-            JSONText.string(checksum, &out)
-        }
-        JSONText.key("createdAt", &out)
-        JSONText.string(createdAt, &out)
-        if let currentURL {
-            JSONText.key("currentURL", &out)
-            JSONText.string(currentURL, &out)
-        }
-        JSONText.key("description", &out)
-        if let description { JSONText.string(description, &out) } else { JSONText.null(&out) }
-        JSONText.key("destination", &out)
-        JSONText.string(destination, &out)
-        JSONText.key("error", &out)
-        if let error { JSONText.value(error.jsonValue, &out) } else { JSONText.null(&out) }
-        if let etag {
-            JSONText.key("etag", &out)
-            JSONText.string(etag, &out)
-        }
-        if let file {
-            JSONText.key("file", &out)
-            JSONText.string(file, &out)
-        }
-        if let hold {
-            JSONText.key("hold", &out)
-            JSONText.value(hold.jsonValue, &out)
-        }
-        JSONText.key("id", &out)
-        JSONText.int(id, &out)
-        JSONText.key("kind", &out)
-        JSONText.string(kind, &out)
-        if let lastModified {
-            JSONText.key("lastModified", &out)
-            JSONText.string(lastModified, &out)
-        }
-        if let location {
-            JSONText.key("location", &out)
-            JSONText.string(location, &out)
-        }
-        if let method {
-            JSONText.key("method", &out)
-            JSONText.string(method, &out)
-        }
-        if let nextAttemptAt {
-            JSONText.key("nextAttemptAt", &out)
-            JSONText.string(nextAttemptAt, &out)
-        }
+        JSONText.member("bandwidthLimit", bandwidthLimit, &out)
+        JSONText.member("bytesDurable", bytesDurable, &out)
+        JSONText.member("bytesExpected", bytesExpected, &out, nullable: true)
+        JSONText.member("bytesExpectedToSend", bytesExpectedToSend, &out)
+        JSONText.member("bytesReceived", bytesReceived, &out)
+        JSONText.member("bytesSent", bytesSent, &out)
+        JSONText.member("checksum", checksum, &out)
+        JSONText.member("createdAt", createdAt, &out)
+        JSONText.member("currentURL", currentURL, &out)
+        JSONText.member("description", description, &out, nullable: true)
+        JSONText.member("destination", destination, &out)
+        JSONText.member("error", error, &out, nullable: true)
+        JSONText.member("etag", etag, &out)
+        JSONText.member("file", file, &out)
+        JSONText.member("hold", hold, &out)
+        JSONText.member("id", id, &out)
+        JSONText.member("kind", kind, &out)
+        JSONText.member("lastModified", lastModified, &out)
+        JSONText.member("location", location, &out)
+        JSONText.member("method", method, &out)
+        JSONText.member("nextAttemptAt", nextAttemptAt, &out)
         if let overwrite {
             JSONText.key("overwrite", &out)
-            JSONText.bool(overwrite, &out)
+            out.append(contentsOf: (overwrite ? "true" : "false").utf8)
         }
-        if let phase {
-            JSONText.key("phase", &out)
-            JSONText.string(phase.rawValue, &out)
-        }
-        JSONText.key("priority", &out)
-        JSONText.string(priority.rawValue, &out)
-        if let queuePosition {
-            JSONText.key("queuePosition", &out)
-            JSONText.int(Int64(queuePosition), &out)
-        }
-        if let response {
-            JSONText.key("response", &out)
-            JSONText.value(response.jsonValue, &out)
-        }
-        JSONText.key("session", &out)
+        JSONText.member("phase", phase?.rawValue, &out)
+        JSONText.member("priority", priority.rawValue, &out)
+        JSONText.member("queuePosition", queuePosition.map(Int64.init), &out)
+        JSONText.member("response", response, &out)
         JSONText.session(session, unqualifying: prefix, &out)
-        JSONText.key("state", &out)
-        JSONText.string(state.rawValue, &out)
-        JSONText.key("updatedAt", &out)
-        JSONText.string(updatedAt, &out)
-        JSONText.key("url", &out)
-        JSONText.string(url, &out)
-        if let waitingReason {
-            JSONText.key("waitingReason", &out)
-            JSONText.value(waitingReason.jsonValue, &out)
-        }
+        JSONText.member("state", state.rawValue, &out)
+        JSONText.member("updatedAt", updatedAt, &out)
+        JSONText.member("url", url, &out)
+        JSONText.member("waitingReason", waitingReason, &out)
         out.append(UInt8(ascii: "}"))
     }
 }
@@ -184,7 +143,7 @@ extension TaskListResult: JSONTextWritable {
         out.append(UInt8(ascii: "{"))
         if let nextCursor {
             JSONText.key("nextCursor", &out, first: true)
-            JSONText.string(nextCursor, &out)
+            JSONWriter.writeString(nextCursor, into: &out)
         }
         JSONText.key("tasks", &out, first: nextCursor == nil)
         out.append(UInt8(ascii: "["))
@@ -192,6 +151,7 @@ extension TaskListResult: JSONTextWritable {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             task.writeJSON(into: &out, unqualifying: prefix)
         }
-        out.append(contentsOf: [UInt8(ascii: "]"), UInt8(ascii: "}")])
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 }
