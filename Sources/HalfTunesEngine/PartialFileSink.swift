@@ -254,7 +254,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         s.received.restart(at: offset)
         s.phase = .streaming
         let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
-        writer.begin(truncate: discarded > 0) { ok in
+        writer.begin(truncate: discarded > 0, preallocateTo: start.expectedTotal) { ok in
             guard ok else {
                 eventLoop.execute { self.writeFailed() }
                 return

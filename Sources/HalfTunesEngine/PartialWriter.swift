@@ -79,10 +79,13 @@ final class PartialWriter: Sendable {
 
     var snapshot: Snapshot { state.withLockedValue { $0 } }
 
-    /// Truncates to 0 when `truncate`, fsyncs, then calls `callbacks` on the callback queue (with whether it worked).
-    func begin(truncate: Bool, callbacks: @escaping @Sendable (Bool) -> Void) {
+    /// Truncates to 0 when `truncate` (and fsyncs), reserves the space up to `preallocateTo` when given, then
+    /// calls `callbacks` on the callback queue (with whether it worked). Without the space the file error is
+    /// `diskFull` before a byte of the body is written.
+    func begin(truncate: Bool, preallocateTo total: Int64? = nil, callbacks: @escaping @Sendable (Bool) -> Void) {
         writeQueue.async {
-            let ok = truncate ? self.performTruncate() : true
+            let truncated = truncate ? self.performTruncate() : true
+            let ok = truncated && (total.map { self.performPreallocate(to: $0) } ?? true)
             self.callbackQueue.async { callbacks(ok) }
         }
     }
@@ -148,6 +151,31 @@ final class PartialWriter: Sendable {
             recordError("fsync", errno)
             return false
         }
+        return true
+    }
+
+    /// Reserves the blocks from the written end up to `total`, keeping the file's size (so restarts and resume
+    /// still see only what was written). Where the filesystem cannot (EOPNOTSUPP, ENOSYS, EINVAL), the transfer
+    /// goes on without; no space (ENOSPC, EDQUOT), a length past the filesystem's limit (EFBIG) or EIO is the
+    /// file error, and what a failed attempt reserved is given back.
+    private func performPreallocate(to total: Int64) -> Bool {
+        let start = state.withLockedValue { $0.written }
+        guard total > start else { return true }
+        #if os(Linux)
+        while htd_preallocate(fd, start, total - start) != 0 {
+            let e = errno
+            switch e {
+            case EINTR:
+                continue
+            case ENOSPC, EDQUOT, EFBIG, EIO:
+                _ = ftruncate(fd, off_t(start))  // frees blocks a partly done fallocate kept past the end
+                recordError("reserve \(total - start) bytes for", e)
+                return false
+            default:
+                return true
+            }
+        }
+        #endif
         return true
     }
 
