@@ -46,6 +46,8 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         var received: ProgressPacer
         var pending: [ByteBuffer] = []
         var pendingBytes = 0
+        /// Absolute offset where the pending bytes go (the end of what was submitted for writing).
+        var writeOffset: Int64 = 0
         var lastIsOwned = false
         var writesInFlight = 0
         var waiting: EventLoopPromise<Void>?
@@ -140,7 +142,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
     /// Flushes, fsyncs, checkpoints, closes, and decides the outcome.
     func finish(_ end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
         let promise = eventLoop.makePromise(of: AttemptOutcome.self)
-        let (waiting, batch, info) = box.withValue { s -> (EventLoopPromise<Void>?, [ByteBuffer], FinishInfo) in
+        let (waiting, batch, info) = box.withValue { s -> (EventLoopPromise<Void>?, ([ByteBuffer], Int64), FinishInfo) in
             s.checkpointTimer?.cancel()
             s.progressTimer?.cancel()
             let streamed = s.phase == .streaming
@@ -148,6 +150,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
             let waiting = s.waiting
             s.waiting = nil
             let batch = s.pending
+            let offset = s.writeOffset
             s.pending = []
             s.pendingBytes = 0
             if streamed, let report = s.received.flush(now: .now()) {
@@ -155,11 +158,11 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
             }
             let info = FinishInfo(decided: s.decided, start: s.start, expectedEnd: s.expectedEnd,
                                   timedOut: end.timedOut, finalURL: end.finalURL)
-            return (waiting, batch, info)
+            return (waiting, (batch, offset), info)
         }
         waiting?.succeed(())
         let attempt = self.attempt, observer = self.observer, url = config.url, result = end.result
-        writer.finish(batch, done: { snapshot in
+        writer.finish(batch.0, at: batch.1, done: { snapshot in
             let outcome = PartialFileOutcome.outcome(result: result, stopRequested: attempt.isStopRequested,
                                                      info: info, snapshot: snapshot, url: url)
             // The last checkpoint, unless the download is complete: then its durable length goes to the
@@ -176,7 +179,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         let promise = eventLoop.makePromise(of: AttemptOutcome.self)
         box.withValue { $0.phase = .finished }
         let attempt = self.attempt, observer = self.observer
-        writer.finish([], done: { snapshot in
+        writer.finish([], at: 0, done: { snapshot in
             observer.attemptDidCheckpoint(attempt, durableBytes: snapshot.durable)
             guard let error else { return promise.succeed(.stopped(durableBytes: snapshot.durable)) }
             promise.succeed(.failed(TransferFailure(error: error, isTransient: false, durableBytes: snapshot.durable)))
@@ -252,6 +255,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         s.start = start
         s.expectedEnd = end
         s.received.restart(at: offset)
+        s.writeOffset = offset
         s.phase = .streaming
         let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
         writer.begin(truncate: discarded > 0, preallocateTo: start.expectedTotal) { ok in
@@ -288,6 +292,8 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
 
     private func submit(_ s: inout LoopState, sync: Bool) {
         let batch = s.pending
+        let offset = s.writeOffset
+        s.writeOffset += Int64(s.pendingBytes)
         s.pending = []
         s.pending.reserveCapacity(24)
         s.pendingBytes = 0
@@ -301,10 +307,10 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
             s.unsynced = true
         }
         let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
-        writer.write(batch, sync: sync, written: { ok in
+        writer.write(batch, at: offset, sync: sync, written: { ok in
             eventLoop.execute { self.writeDone(ok: ok) }
         }, checkpoint: { durable in
-            observer.attemptDidCheckpoint(attempt, durableBytes: durable)
+            observer.attemptDidCheckpoint(attempt, durableBytes: durable.count)
         }, synced: {
             eventLoop.execute { self.box.withValue { $0.syncInFlight = false } }
         })

@@ -10,6 +10,7 @@ import Darwin
 import CLinuxFile
 #endif
 import Dispatch
+import HalfTunesProtocol
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -21,11 +22,16 @@ import NIOCore
 /// Every job goes through `writeQueue` first, so the observer sees events in the order they were submitted.
 final class PartialWriter: Sendable {
     struct Snapshot: Sendable {
-        /// Bytes in the file (written successfully).
-        var written: Int64
-        /// Bytes known to be fsynced.
-        var durable: Int64
+        /// The offsets written successfully (kept from before, or written by this writer).
+        var writtenRanges: ByteRanges
+        /// The offsets known to be fsynced.
+        var durableRanges: ByteRanges
         var error: FileIOError?
+
+        /// How many bytes are written (the end of the data while it is written in order from the start).
+        var written: Int64 { writtenRanges.count }
+        /// How many bytes are durable.
+        var durable: Int64 { durableRanges.count }
     }
 
     /// IOV_MAX on Linux (not exported to Swift).
@@ -43,9 +49,9 @@ final class PartialWriter: Sendable {
     /// data also fsyncs the directory (before any length of it is reported durable). Only the sync queue reads
     /// and writes it (and the finishing write job, once the sync queue is idle).
     private nonisolated(unsafe) var directoryNeedsSync: Bool
-    /// Where the bytes begin whose writeback has not been started yet (`startWriteback`). Only the write queue
-    /// reads and writes it.
-    private nonisolated(unsafe) var writebackFrom: Int64
+    /// Bytes written since the last start of writeback (`startWriteback`). Only the write queue reads and
+    /// writes it.
+    private nonisolated(unsafe) var writebackPending: Int64 = 0
     /// How many written bytes start their writeback at once: the page cache then flushes while the transfer goes
     /// on, and the 1-second checkpoints and the last fsync find little left to write (docs/benchmarks.md: 1 GiB
     /// with fsyncs every second, 2.0–2.2 s → 1.5–1.7 s on this disk).
@@ -56,11 +62,11 @@ final class PartialWriter: Sendable {
         self.fd = fd
         self.kept = kept
         self.directoryNeedsSync = created
-        self.writebackFrom = kept
         self.writeQueue = DispatchQueue(label: "\(label).write")
         self.syncQueue = DispatchQueue(label: "\(label).sync")
         self.callbackQueue = DispatchQueue(label: "\(label).callbacks")
-        self.state = NIOLockedValueBox(Snapshot(written: kept, durable: kept, error: nil))
+        let ranges = ByteRanges(prefix: kept)
+        self.state = NIOLockedValueBox(Snapshot(writtenRanges: ranges, durableRanges: ranges, error: nil))
     }
 
     /// Opens and prepares the partial off the caller's thread (`PartialFile.prepare`, keeping the fd open).
@@ -90,13 +96,13 @@ final class PartialWriter: Sendable {
         }
     }
 
-    /// Writes `buffers` at the end of the written data; `written` runs on the write queue right after.
-    /// With `sync`, then fsyncs on the sync queue and, if that worked, calls `checkpoint(durable)` on the
-    /// callback queue; `synced` runs after that.
-    func write(_ buffers: [ByteBuffer], sync: Bool, written: @escaping @Sendable (Bool) -> Void,
-               checkpoint: @escaping @Sendable (Int64) -> Void, synced: @escaping @Sendable () -> Void) {
+    /// Writes `buffers` at `offset`; `written` runs on the write queue right after. With `sync`, then fsyncs
+    /// on the sync queue (making every range written so far durable) and, if that worked, calls
+    /// `checkpoint(durable)` on the callback queue; `synced` runs after that.
+    func write(_ buffers: [ByteBuffer], at offset: Int64, sync: Bool, written: @escaping @Sendable (Bool) -> Void,
+               checkpoint: @escaping @Sendable (ByteRanges) -> Void, synced: @escaping @Sendable () -> Void) {
         writeQueue.async {
-            let ok = self.performWrite(buffers)
+            let ok = self.performWrite(buffers, at: offset)
             written(ok)
             guard sync else { return }
             self.syncQueue.async {
@@ -114,12 +120,12 @@ final class PartialWriter: Sendable {
         writeQueue.async { self.callbackQueue.async(execute: body) }
     }
 
-    /// The last job: writes `buffers`, fsyncs, closes the descriptor, then calls `done` with the final state
-    /// (its `durable` is what the fsyncs made durable) on the callback queue. Nothing is written after it, so
-    /// the fsync runs right after the write, after the sync queue's earlier fsyncs.
-    func finish(_ buffers: [ByteBuffer], done: @escaping @Sendable (Snapshot) -> Void) {
+    /// The last job: writes `buffers` at `offset`, fsyncs, closes the descriptor, then calls `done` with the
+    /// final state (its `durableRanges` are what the fsyncs made durable) on the callback queue. Nothing is
+    /// written after it, so the fsync runs right after the write, after the sync queue's earlier fsyncs.
+    func finish(_ buffers: [ByteBuffer], at offset: Int64, done: @escaping @Sendable (Snapshot) -> Void) {
         writeQueue.async {
-            _ = self.performWrite(buffers)
+            _ = self.performWrite(buffers, at: offset)
             self.syncQueue.sync {} // an earlier checkpoint's fsync (and its callback) goes first
             _ = self.performSync()
             close(self.fd)
@@ -141,11 +147,11 @@ final class PartialWriter: Sendable {
             recordError("truncate", errno)
             return false
         }
-        writebackFrom = 0
+        writebackPending = 0
         // Nothing is durable any more, whatever the fsync below says.
         state.withLockedValue {
-            $0.written = 0
-            $0.durable = 0
+            $0.writtenRanges = ByteRanges()
+            $0.durableRanges = ByteRanges()
         }
         if fsync(fd) != 0 {
             recordError("fsync", errno)
@@ -159,7 +165,7 @@ final class PartialWriter: Sendable {
     /// goes on without; no space (ENOSPC, EDQUOT), a length past the filesystem's limit (EFBIG) or EIO is the
     /// file error, and what a failed attempt reserved is given back.
     private func performPreallocate(to total: Int64) -> Bool {
-        let start = state.withLockedValue { $0.written }
+        let start = state.withLockedValue { $0.writtenRanges.upperBound }
         guard total > start else { return true }
         #if os(Linux)
         while htd_preallocate(fd, start, total - start) != 0 {
@@ -179,9 +185,9 @@ final class PartialWriter: Sendable {
         return true
     }
 
-    /// fsync; returns the new durable length, or nil if the fsync failed (the error is recorded).
-    private func performSync() -> Int64? {
-        let target = state.withLockedValue { $0.written }
+    /// fsync; returns the new durable ranges, or nil if the fsync failed (the error is recorded).
+    private func performSync() -> ByteRanges? {
+        let target = state.withLockedValue { $0.writtenRanges }
         guard fsync(fd) == 0 else {
             recordError("fsync", errno)
             return nil
@@ -198,17 +204,18 @@ final class PartialWriter: Sendable {
                 return nil
             }
         }
+        // What was written before the fsync began, unless a truncate took it away meanwhile.
         return state.withLockedValue { s in
-            s.durable = max(s.durable, min(target, s.written))
-            return s.durable
+            s.durableRanges.formUnion(target.intersection(s.writtenRanges))
+            return s.durableRanges
         }
     }
 
-    /// pwritev of all readable bytes at the write position; false after any error (then nothing more is written).
-    private func performWrite(_ buffers: [ByteBuffer]) -> Bool {
-        var offset = state.withLockedValue { s -> Int64? in s.error == nil ? s.written : nil }
-        guard let start = offset else { return false }
+    /// pwritev of all readable bytes at `start`; false after any error (then nothing more is written).
+    private func performWrite(_ buffers: [ByteBuffer], at start: Int64) -> Bool {
+        guard state.withLockedValue({ $0.error == nil }) else { return false }
         if buffers.isEmpty { return true }
+        var offset: Int64? = start
         var iovecs: [iovec] = []
         iovecs.reserveCapacity(buffers.count)
         var storages: [Unmanaged<AnyObject>] = []
@@ -251,23 +258,25 @@ final class PartialWriter: Sendable {
             }
         }
         let end = offset!
-        state.withLockedValue { $0.written = end }
+        state.withLockedValue { $0.writtenRanges.insert(start..<end) }
         if let failure {
             recordError("write", failure)
             return false
         }
-        startWriteback(through: end)
+        startWriteback(after: end - start)
         return true
     }
 
-    /// Starts the writeback of what was written since the last call, once it is `writebackChunk` or more, without
-    /// waiting for it (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`). It makes nothing durable: the fsyncs still
-    /// do that, and a failure here is left to them to find.
-    private func startWriteback(through end: Int64) {
-        guard end - writebackFrom >= Self.writebackChunk else { return }
+    /// Starts the writeback of the file's dirty pages once `writebackChunk` or more were written since the last
+    /// time, without waiting for it (`sync_file_range` with `SYNC_FILE_RANGE_WRITE` over the whole file, so
+    /// writes at several offsets are covered too; pages already under writeback are skipped). It makes nothing
+    /// durable: the fsyncs still do that, and a failure here is left to them to find.
+    private func startWriteback(after count: Int64) {
+        writebackPending += count
+        guard writebackPending >= Self.writebackChunk else { return }
         #if os(Linux)
-        _ = htd_start_writeback(fd, writebackFrom, end - writebackFrom)
+        _ = htd_start_writeback(fd, 0, 0)
         #endif
-        writebackFrom = end
+        writebackPending = 0
     }
 }

@@ -5,7 +5,9 @@ import Glibc
 import Darwin
 #endif
 @testable import HalfTunesEngine
+import NIOConcurrencyHelpers
 import NIOCore
+import HalfTunesProtocol
 import Testing
 
 @Suite struct PartialWriterTests {
@@ -22,7 +24,7 @@ import Testing
 
         var buffer = ByteBufferAllocator().buffer(capacity: 1 << 20)
         buffer.writeRepeatingByte(9, count: 1 << 20)
-        let snapshot = await finish(writer, [buffer])
+        let snapshot = await finish(writer, [buffer], at: 4096)
         #expect(snapshot.error == nil)
         #expect(snapshot.written == 4096 + (1 << 20) && snapshot.durable == snapshot.written)
         let written = try stat(path)
@@ -42,7 +44,7 @@ import Testing
         let error = try #require(writer.snapshot.error)
         #expect(error.errno == EFBIG || error.errno == ENOSPC, "\(error)")
         #expect(error.description.hasPrefix("Cannot reserve "), "\(error)")
-        let snapshot = await finish(writer, [])
+        let snapshot = await finish(writer, [], at: 100)
         #expect(snapshot.written == 100 && snapshot.durable == 100)
         #expect(try readFile(path) == [UInt8](repeating: 1, count: 100))
     }
@@ -55,8 +57,49 @@ import Testing
         let writer = try await PartialWriter.open(path: path, durableOffset: 100, label: "test")
         #expect(await begin(writer, preallocateTo: 50))
         #expect(await begin(writer, preallocateTo: 100))
-        _ = await finish(writer, [])
+        _ = await finish(writer, [], at: 100)
         #expect(try stat(path).st_size == 100)
+    }
+
+    /// Segments write at their own offsets, in any order: the file holds each at its place, one fsync makes
+    /// every written range durable, and the checkpoints' ranges only grow.
+    @Test func writesAtOffsetsAndSyncsEveryRange() async throws {
+        let dir = try TempDir()
+        let path = dir.path("d.partial")
+        let writer = try await PartialWriter.open(path: path, durableOffset: 0, label: "test")
+        let total = 64 << 10
+        let content = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+        #expect(await begin(writer, preallocateTo: Int64(total)))
+        // Four segments of 16 KiB, written 4 KiB at a time, interleaved, with a sync after every other write.
+        let checkpoints = NIOLockedValueBox<[ByteRanges]>([])
+        var order: [(segment: Int, piece: Int)] = []
+        for piece in 0..<4 { for segment in [2, 0, 3, 1] { order.append((segment, piece)) } }
+        for (n, step) in order.enumerated() {
+            let offset = step.segment * (16 << 10) + step.piece * (4 << 10)
+            var buffer = ByteBufferAllocator().buffer(capacity: 4 << 10)
+            buffer.writeBytes(content[offset..<offset + (4 << 10)])
+            let ok: Bool = await withCheckedContinuation { continuation in
+                writer.write([buffer], at: Int64(offset), sync: n % 2 == 1, written: { _ in }, checkpoint: { ranges in
+                    checkpoints.withLockedValue { $0.append(ranges) }
+                }, synced: { continuation.resume(returning: true) })
+                if n % 2 == 0 { writer.callback { continuation.resume(returning: true) } }
+            }
+            #expect(ok)
+            if n == 3 {
+                let middle = writer.snapshot
+                #expect(middle.writtenRanges == ByteRanges([0..<4096, 16384..<20480, 32768..<36864, 49152..<53248]),
+                        "\(middle.writtenRanges)")
+                #expect(!middle.writtenRanges.isPrefix)
+            }
+        }
+        let snapshot = await finish(writer, [], at: 0)
+        #expect(snapshot.error == nil)
+        #expect(snapshot.durableRanges.covers(total: Int64(total)) && snapshot.writtenRanges == snapshot.durableRanges)
+        #expect(try readFile(path) == content)
+        let seen = checkpoints.withLockedValue { $0 }
+        #expect(seen.count == 8)
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.intersection($1) == $0 && $0.count < $1.count },
+                "each checkpoint holds the one before: \(seen)")
     }
 
     private func begin(_ writer: PartialWriter, preallocateTo total: Int64) async -> Bool {
@@ -65,9 +108,9 @@ import Testing
         }
     }
 
-    private func finish(_ writer: PartialWriter, _ buffers: [ByteBuffer]) async -> PartialWriter.Snapshot {
+    private func finish(_ writer: PartialWriter, _ buffers: [ByteBuffer], at offset: Int64) async -> PartialWriter.Snapshot {
         await withCheckedContinuation { continuation in
-            writer.finish(buffers) { continuation.resume(returning: $0) }
+            writer.finish(buffers, at: offset) { continuation.resume(returning: $0) }
         }
     }
 
