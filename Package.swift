@@ -125,6 +125,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
+                "HalfTunesJournal",
                 "HalfTunesKit",
                 "HalfTunesProtocol",
                 "TestOrigin",

@@ -15,14 +15,14 @@ extension DaemonCore {
         let requestTimeout = config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout
         let kind = TaskKind(rawValue: t.record.kind) ?? .download
         var request: AttemptRequest
-        var durable: Int64 = 0
+        var durable = ByteRanges()
         switch kind {
         case .download:
             let validators = (t.record.etag != nil || t.record.lastModified != nil)
                 ? Validators(etag: t.record.etag, lastModified: t.record.lastModified) : nil
-            durable = t.record.bytesDurable
+            durable = t.record.durableRanges
             request = .download(taskID: id, url: t.record.url, headers: headers, partialPath: t.record.partialPath,
-                                durableOffset: durable, validators: validators, expectedLength: t.record.bytesExpected,
+                                durable: durable, validators: validators, expectedLength: t.record.bytesExpected,
                                 requestTimeout: requestTimeout, checkpointInterval: configuration.checkpointInterval)
         case .upload, .data:
             let method = t.record.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET")
@@ -38,7 +38,7 @@ extension DaemonCore {
         let bandwidth = BandwidthBucket(rate: t.record.bandwidthLimit ?? 0) // fresh: a resumed transfer never bursts
         request.rateLimiter = RateLimiter(buckets: [globalBandwidth, bandwidth])
         request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
-        let runtime = TaskRuntime(taskID: id, journal: journal, durableBytes: durable)
+        let runtime = TaskRuntime(taskID: id, journal: journal, durable: durable)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
         let attempt = Attempt(request: request, client: httpClient, observer: runtime, logger: taskLogger)
@@ -51,7 +51,7 @@ extension DaemonCore {
             }
         }
         logger.debug("transfer started", metadata: [
-            "task": "\(id)", "kind": "\(kind.rawValue)", "method": "\(request.method)", "offset": "\(durable)",
+            "task": "\(id)", "kind": "\(kind.rawValue)", "method": "\(request.method)", "durable": "\(durable)",
         ])
     }
 

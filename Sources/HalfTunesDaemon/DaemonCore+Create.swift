@@ -184,7 +184,7 @@ extension DaemonCore {
             PartialFile.remove(path: token.partialPath)
             return
         }
-        record.bytesDurable = min(length, token.bytes)
+        record.durableRanges = token.ranges.clipped(to: length)
         record.bytesExpected = token.bytesExpected
         record.etag = token.etag
         record.lastModified = token.lastModified

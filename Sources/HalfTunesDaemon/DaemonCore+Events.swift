@@ -22,15 +22,15 @@ extension DaemonCore {
     /// Submits a task's row (with these events) to the journal's writer, which writes it after everything
     /// submitted before; the events come back numbered, and whoever sends them or answers after this waits for
     /// its durability (`Outbox`). While the task's attempt is in flight and the task unfinished, the row carries
-    /// the attempt's durable length, held still while it is submitted, so a concurrent checkpoint is never
+    /// the attempt's durable ranges, held still while it is submitted, so a concurrent checkpoint is never
     /// overwritten by an older value.
     func writeRow(_ record: TaskRecord, events: [Event]) throws -> [Event] {
         guard let id = record.id, let runtime = attempts[id]?.runtime, !record.state.isTerminal else {
             return try journal.submitTaskUpdate(record, events: events)
         }
-        return try runtime.withDurableBytes { durable in
+        return try runtime.withDurableRanges { durable in
             var row = record
-            row.bytesDurable = durable
+            row.durableRanges = durable
             return try journal.submitTaskUpdate(row, events: events)
         }
     }

@@ -33,11 +33,11 @@ extension DaemonCore {
                 // Only a task with durable bytes can have lost some (a stat of every partial file was a quarter
                 // of a restart with 100,000 tasks that never started).
                 if !row.state.isTerminal, row.phase == .transfer, row.bytesDurable > 0,
-                   let length = PartialFile.length(path: row.partialPath), length < row.bytesDurable {
+                   let length = PartialFile.length(path: row.partialPath), length < row.durableRanges.upperBound {
                     logger.warning("partial data shorter than journaled; resuming from what is on disk",
-                                   metadata: ["task": "\(id)", "journaled": "\(row.bytesDurable)", "onDisk": "\(length)"])
-                    t.record.bytesDurable = length
-                    t.bytesReceived = length
+                                   metadata: ["task": "\(id)", "journaled": "\(row.durableRanges)", "onDisk": "\(length)"])
+                    t.record.durableRanges = row.durableRanges.clipped(to: length)
+                    t.bytesReceived = t.record.bytesDurable
                 }
                 let actions = (try? feed(.taskRestored(t))) ?? []
                 if !actions.isEmpty { resumed += 1 }

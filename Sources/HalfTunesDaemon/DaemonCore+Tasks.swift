@@ -32,28 +32,31 @@ extension DaemonCore {
         pump()
         var resumeData: String?
         if canKeep {
-            // Wait for the transfer to stop so the durable length is final. The runtime has it at once;
-            // the task's row gets it only when the core has handled the transfer's end, maybe later.
-            var durable: Int64?
+            // Wait for the transfer to stop so the durable ranges are final. The runtime has them at once;
+            // the task's row gets them only when the core has handled the transfer's end, maybe later.
+            var durable: ByteRanges?
             if let runtime = attempts[id]?.runtime {
                 _ = await runtime.outcome()
-                durable = runtime.durableBytes
+                durable = runtime.durableRanges
             }
             resumeData = try makeResumeData(for: id, durable: durable)
         }
         return TaskCancelResult(task: info(try task(id, for: caller)), resumeData: resumeData)
     }
 
-    private func makeResumeData(for id: Int64, durable: Int64?) throws(RPCError) -> String? {
+    /// `durable`: the ranges of the attempt that just stopped, newer than the row's (which they replace: after a
+    /// restart from zero the row's older ranges are no longer in the file).
+    private func makeResumeData(for id: Int64, durable: ByteRanges?) throws(RPCError) -> String? {
         guard let r = state.tasks[id]?.record ?? (try? journal.loadTask(id)) ?? nil else { return nil }
-        let bytes = min(max(r.bytesDurable, durable ?? 0), PartialFile.length(path: r.partialPath) ?? 0)
+        let ranges = (durable ?? r.durableRanges).clipped(to: PartialFile.length(path: r.partialPath) ?? 0)
+        let bytes = ranges.count
         guard bytes > 0 else {
             PartialFile.remove(path: r.partialPath)
             return nil
         }
         let token = ResumeData.newToken()
         let row = ResumeTokenRecord(token: token, session: r.session, url: r.url, partialPath: r.partialPath,
-                                    destination: r.destination, bytes: bytes, bytesExpected: r.bytesExpected,
+                                    destination: r.destination, ranges: ranges, bytesExpected: r.bytesExpected,
                                     etag: r.etag, lastModified: r.lastModified, createdAt: clock())
         try journaled { try journal.insertResumeToken(row) }
         let owner = state.sessions[r.session]?.record.uid ?? UInt32.max

@@ -16,11 +16,11 @@ extension DaemonState {
         let verdict = AttemptVerdict.of(outcome, kind: kind, stillRunning: !shuttingDown && t.machine.state == .running,
                                         jitterSample: jitterSample)
         t.attemptInFlight = false
-        if let durable = verdict.durableBytes {
-            t.record.bytesDurable = durable
+        if let durable = verdict.durable {
+            t.record.durableRanges = durable
             if t.discardPartialWhenStopped {
                 actions.append(.removePartial(path: t.record.partialPath))
-                t.record.bytesDurable = 0
+                t.record.durableRanges = ByteRanges()
             }
         }
         t.discardPartialWhenStopped = false

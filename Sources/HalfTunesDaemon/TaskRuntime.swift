@@ -1,5 +1,6 @@
 import HalfTunesEngine
 import HalfTunesJournal
+import HalfTunesProtocol
 import NIOConcurrencyHelpers
 
 /// Bridges one running `Attempt` (of any task kind) to the daemon: checkpoints go straight to the journal
@@ -20,24 +21,25 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
     let messages: AsyncStream<Message>
     private let continuation: AsyncStream<Message>.Continuation
     private let journal: Journal
-    /// The durable length, guarded so that a checkpoint and a full row write never interleave.
-    private let durable: NIOLockedValueBox<Int64>
+    /// The journaled durable ranges, guarded so that a checkpoint and a full row write never interleave.
+    private let durable: NIOLockedValueBox<ByteRanges>
     /// The response of this attempt once accepted (a download's): checkpoints record it with the durable length.
     private let head = NIOLockedValueBox<Journal.CheckpointHead?>(nil)
     private let attempt = NIOLockedValueBox<Attempt?>(nil)
     private let runTask = NIOLockedValueBox<Task<AttemptOutcome, Never>?>(nil)
 
-    init(taskID: Int64, journal: Journal, durableBytes: Int64) {
+    init(taskID: Int64, journal: Journal, durable: ByteRanges) {
         self.taskID = taskID
         self.journal = journal
-        self.durable = NIOLockedValueBox(durableBytes)
+        self.durable = NIOLockedValueBox(durable)
         (messages, continuation) = AsyncStream.makeStream(of: Message.self)
     }
 
-    var durableBytes: Int64 { durable.withLockedValue { $0 } }
+    var durableRanges: ByteRanges { durable.withLockedValue { $0 } }
+    var durableBytes: Int64 { durable.withLockedValue { $0.count } }
 
-    /// Runs `body` with the durable length held still (used for full journal row writes).
-    func withDurableBytes<T>(_ body: (Int64) throws -> T) rethrows -> T {
+    /// Runs `body` with the durable ranges held still (used for full journal row writes).
+    func withDurableRanges<T>(_ body: (ByteRanges) throws -> T) rethrows -> T {
         try durable.withLockedValue { try body($0) }
     }
 
@@ -49,7 +51,9 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
                 let outcome = await a.run()
                 // A complete download's last bytes were fsynced but not journaled: the core records them with
                 // the publish intent (`AttemptVerdict`), one journal write fewer per download.
-                if case .completed(let total, _) = outcome { self.durable.withLockedValue { $0 = max($0, total) } }
+                if case .completed(let total, _) = outcome {
+                    self.durable.withLockedValue { $0.insert(0..<total) }
+                }
                 continuation.yield(.finished(outcome))
                 continuation.finish()
                 return outcome
@@ -81,18 +85,18 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
         continuation.yield(.received(delta: bytes, total: totalBytes, expected: totalBytesExpected))
     }
 
-    func attemptDidCheckpoint(_ attempt: Attempt, durableBytes: Int64) {
+    func attemptDidCheckpoint(_ attempt: Attempt, durable ranges: ByteRanges) {
         let head = self.head.withLockedValue { $0 }
         durable.withLockedValue { value in
-            guard durableBytes != value else { return } // journaled already
-            // The data is fsynced: record its length (with the response it came from), submitted to the
-            // journal's writer. If the journal write fails the old, smaller length stays recorded, which is
-            // still safe (more is re-fetched after a crash).
+            guard ranges != value else { return } // journaled already
+            // The data is fsynced: record its ranges (with the response it came from), submitted to the
+            // journal's writer. If the journal write fails the old ranges stay recorded; what they share with
+            // the new ones is still durable, which is safe (more is re-fetched after a crash).
             do {
-                try journal.submitCheckpoint(task: taskID, bytesDurable: durableBytes, head: head)
-                value = durableBytes
+                try journal.submitCheckpoint(task: taskID, durable: ranges, head: head)
+                value = ranges
             } catch {
-                value = min(value, durableBytes)
+                value = value.intersection(ranges)
             }
         }
     }

@@ -136,22 +136,22 @@ public final class Attempt: Sendable {
         -> Result<PartialFileSink, FailedOpen> {
         let writer: PartialWriter
         do {
-            writer = try await PartialWriter.open(path: target.path, durableOffset: target.durableOffset,
+            writer = try await PartialWriter.open(path: target.path, durable: target.durable,
                                                   label: "halftunesd.transfer.\(request.taskID)")
         } catch {
             let fileError = error as? FileIOError
                 ?? FileIOError(operation: "open", path: target.path, errno: 5 /* EIO */)
             logger.warning("cannot prepare the partial file", metadata: ["error": "\(fileError)"])
-            let left = PartialFile.length(path: target.path).map { min($0, max(0, target.durableOffset)) } ?? 0
+            let left = PartialFile.length(path: target.path).map { target.durable.clipped(to: $0) } ?? ByteRanges()
             return .failure(FailedOpen(outcome: PartialFileOutcome.fileFailure(fileError, durable: left)))
         }
         let ifRange = target.validators?.ifRangeValue
         let requestedOffset = ifRange != nil ? writer.kept : 0
         let config = PartialFileSink.Config(
-            url: request.url, requestedOffset: requestedOffset, kept: writer.kept,
+            url: request.url, requestedOffset: requestedOffset, kept: writer.keptRanges.count,
             sentIfRange: requestedOffset > 0 ? ifRange : nil, requestValidators: target.validators,
             expectedLength: target.expectedLength, checkpointInterval: Self.amount(target.checkpointInterval))
-        logger.debug("partial file prepared", metadata: ["offset": "\(requestedOffset)", "kept": "\(writer.kept)"])
+        logger.debug("partial file prepared", metadata: ["offset": "\(requestedOffset)", "kept": "\(writer.keptRanges)"])
         return .success(PartialFileSink(eventLoop: eventLoop, config: config,
                                         progressInterval: Self.amount(request.progressInterval), writer: writer,
                                         attempt: self, observer: observer))
@@ -189,7 +189,7 @@ public final class Attempt: Sendable {
         switch outcome {
         case .completed(let total, _): return "completed (\(total) bytes)"
         case .responded(let response): return "completed (HTTP \(response.status), \(response.bodyBytes) body bytes)"
-        case .stopped(let durable): return "stopped (\(durable) bytes durable)"
+        case .stopped(let durable): return "stopped (\(durable.count) bytes durable)"
         case .failed(let failure, let response):
             return "failed: \(failure.error.message)" + (response.map { " (HTTP \($0.status))" } ?? "")
         }

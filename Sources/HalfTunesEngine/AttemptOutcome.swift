@@ -65,9 +65,9 @@ public protocol AttemptObserver: AnyObject, Sendable {
     /// `bytes` is the delta since the previous call; a download's totals are positions in the file (they
     /// include the resumed offset), others count from 0 in every attempt.
     func attemptDidReceive(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?)
-    /// Downloads: called AFTER the first `durableBytes` of the partial file are written and fsynced; in
-    /// non-decreasing order (smaller only after a restart from zero). The daemon journals inside.
-    func attemptDidCheckpoint(_ attempt: Attempt, durableBytes: Int64)
+    /// Downloads: called AFTER the `durable` ranges of the partial file are written and fsynced; each call's
+    /// ranges hold the previous call's (fewer only after a restart from zero). The daemon journals inside.
+    func attemptDidCheckpoint(_ attempt: Attempt, durable: ByteRanges)
     /// Uploads: the file was opened; this attempt sends `bytesExpectedToSend` bytes.
     func attemptDidOpenBody(_ attempt: Attempt, bytesExpectedToSend: Int64)
     /// Uploads: at most every progressInterval, plus once when the body is sent. Totals count from 0 in
@@ -77,7 +77,6 @@ public protocol AttemptObserver: AnyObject, Sendable {
 
 extension AttemptObserver {
     public func attemptDidStart(_ attempt: Attempt, _ start: ResponseStart) {}
-    public func attemptDidCheckpoint(_ attempt: Attempt, durableBytes: Int64) {}
     public func attemptDidOpenBody(_ attempt: Attempt, bytesExpectedToSend: Int64) {}
     public func attemptDidSend(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?) {}
 }
@@ -89,14 +88,21 @@ public struct TransferFailure: Error, Sendable, Equatable {
     public var isTransient: Bool
     /// Seconds, from Retry-After (delta-seconds or HTTP-date), if the server sent one.
     public var retryAfter: Double?
-    /// What is durable in the partial now (0 if it was discarded).
-    public var durableBytes: Int64
+    /// What is durable in the partial now (nothing if it was discarded).
+    public var durable: ByteRanges
+    /// How many bytes are durable.
+    public var durableBytes: Int64 { durable.count }
 
-    public init(error: TaskError, isTransient: Bool, retryAfter: Double? = nil, durableBytes: Int64) {
+    public init(error: TaskError, isTransient: Bool, retryAfter: Double? = nil, durable: ByteRanges) {
         self.error = error
         self.isTransient = isTransient
         self.retryAfter = retryAfter
-        self.durableBytes = durableBytes
+        self.durable = durable
+    }
+
+    /// A failure that keeps the first `durableBytes` of the file.
+    public init(error: TaskError, isTransient: Bool, retryAfter: Double? = nil, durableBytes: Int64) {
+        self.init(error: error, isTransient: isTransient, retryAfter: retryAfter, durable: ByteRanges(prefix: durableBytes))
     }
 }
 
@@ -106,9 +112,12 @@ public enum AttemptOutcome: Sendable, Equatable {
     /// An upload or data task: a whole 2xx response arrived.
     case responded(TaskResponse)
     /// stop() was called: a download's pending data was flushed, fsynced and checkpointed.
-    case stopped(durableBytes: Int64)
+    case stopped(durable: ByteRanges)
     /// `response` is set when a whole (non-2xx) response of an upload or data task arrived.
     case failed(TransferFailure, response: TaskResponse? = nil)
+
+    /// Stopped, keeping the first `durableBytes` of the file.
+    public static func stopped(durableBytes: Int64) -> AttemptOutcome { .stopped(durable: ByteRanges(prefix: durableBytes)) }
 }
 
 extension String {

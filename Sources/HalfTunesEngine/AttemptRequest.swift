@@ -62,7 +62,18 @@ public struct AttemptRequest: Sendable {
                                 partialPath: String, durableOffset: Int64 = 0, validators: Validators? = nil,
                                 expectedLength: Int64? = nil, requestTimeout: Double = 60,
                                 checkpointInterval: Double = 1.0, progressInterval: Double = 0.25) -> AttemptRequest {
-        let target = PartialFileTarget(path: partialPath, durableOffset: durableOffset, validators: validators,
+        download(taskID: taskID, url: url, headers: headers, partialPath: partialPath,
+                 durable: ByteRanges(prefix: durableOffset), validators: validators, expectedLength: expectedLength,
+                 requestTimeout: requestTimeout, checkpointInterval: checkpointInterval,
+                 progressInterval: progressInterval)
+    }
+
+    /// A download attempt into `partialPath`, keeping its `durable` ranges when `validators` allow it.
+    public static func download(taskID: Int64, url: String, headers: [(name: String, value: String)] = [],
+                                partialPath: String, durable: ByteRanges, validators: Validators? = nil,
+                                expectedLength: Int64? = nil, requestTimeout: Double = 60,
+                                checkpointInterval: Double = 1.0, progressInterval: Double = 0.25) -> AttemptRequest {
+        let target = PartialFileTarget(path: partialPath, durable: durable, validators: validators,
                                        expectedLength: expectedLength, checkpointInterval: checkpointInterval)
         return AttemptRequest(taskID: taskID, url: url, method: "GET", headers: headers, sink: .partialFile(target),
                               requestTimeout: requestTimeout, progressInterval: progressInterval)
@@ -73,8 +84,8 @@ public struct AttemptRequest: Sendable {
 public struct PartialFileTarget: Sendable, Equatable {
     /// The partial file (may not exist yet).
     public var path: String
-    /// Bytes at the start of the partial that are durable and valid.
-    public var durableOffset: Int64
+    /// The ranges of the partial that are durable and valid (journaled).
+    public var durable: ByteRanges
     /// From an earlier response; nil means the attempt cannot resume and starts at 0.
     public var validators: Validators?
     /// Total length known from an earlier response.
@@ -82,13 +93,20 @@ public struct PartialFileTarget: Sendable, Equatable {
     /// Seconds between checkpoints (fsync, then the journal records the durable length).
     public var checkpointInterval: Double
 
-    public init(path: String, durableOffset: Int64 = 0, validators: Validators? = nil, expectedLength: Int64? = nil,
+    public init(path: String, durable: ByteRanges, validators: Validators? = nil, expectedLength: Int64? = nil,
                 checkpointInterval: Double = 1.0) {
         self.path = path
-        self.durableOffset = durableOffset
+        self.durable = durable
         self.validators = validators
         self.expectedLength = expectedLength
         self.checkpointInterval = checkpointInterval
+    }
+
+    /// A target whose first `durableOffset` bytes are durable.
+    public init(path: String, durableOffset: Int64 = 0, validators: Validators? = nil, expectedLength: Int64? = nil,
+                checkpointInterval: Double = 1.0) {
+        self.init(path: path, durable: ByteRanges(prefix: durableOffset), validators: validators,
+                  expectedLength: expectedLength, checkpointInterval: checkpointInterval)
     }
 }
 

@@ -3,9 +3,11 @@ import HalfTunesProtocol
 
 /// The core's decision when an attempt ends (the runner, `DaemonCore.attemptEnded`, carries it out).
 public struct AttemptVerdict: Sendable, Equatable {
-    /// A download's durable length after the attempt, to record in its row (nil for uploads and data tasks,
+    /// A download's durable ranges after the attempt, to record in its row (nil for uploads and data tasks,
     /// whose attempts keep nothing).
-    public var durableBytes: Int64?
+    public var durable: ByteRanges?
+    /// How many bytes of a download are durable.
+    public var durableBytes: Int64? { durable?.count }
     public var next: Next
 
     public enum Next: Sendable, Equatable {
@@ -21,40 +23,45 @@ public struct AttemptVerdict: Sendable, Equatable {
         case fail(TaskStateMachine.Input, keepResponse: TaskResponse?)
     }
 
-    public init(durableBytes: Int64?, next: Next) {
-        self.durableBytes = durableBytes
+    public init(durable: ByteRanges?, next: Next) {
+        self.durable = durable
         self.next = next
+    }
+
+    /// A verdict keeping the first `durableBytes` of a download.
+    public init(durableBytes: Int64?, next: Next) {
+        self.init(durable: durableBytes.map { ByteRanges(prefix: $0) }, next: next)
     }
 
     /// `jitterSample` (0..<1) spreads the retry times of transient failures.
     public static func of(_ outcome: AttemptOutcome, kind: TaskKind, stillRunning: Bool,
                           jitterSample: Double) -> AttemptVerdict {
-        var durable: Int64?
+        var durable: ByteRanges?
         if kind == .download {
             switch outcome {
-            case .stopped(let bytes): durable = bytes
-            case .failed(let failure, _): durable = failure.durableBytes
-            case .completed(let total, _): durable = total
+            case .stopped(let ranges): durable = ranges
+            case .failed(let failure, _): durable = failure.durable
+            case .completed(let total, _): durable = ByteRanges(prefix: total)
             case .responded: durable = nil
             }
         }
-        guard stillRunning else { return AttemptVerdict(durableBytes: durable, next: .record) }
+        guard stillRunning else { return AttemptVerdict(durable: durable, next: .record) }
         switch outcome {
         case .completed(let total, _):
-            return AttemptVerdict(durableBytes: durable, next: .beginCompletion(totalBytes: total))
+            return AttemptVerdict(durable: durable, next: .beginCompletion(totalBytes: total))
         case .responded(let response):
-            return AttemptVerdict(durableBytes: durable, next: .complete(response))
+            return AttemptVerdict(durable: durable, next: .complete(response))
         case let .failed(failure, response):
             let input = TaskStateMachine.Input.transferFailed(failure.error, transient: failure.isTransient,
                                                               retryAfter: failure.retryAfter, jitterSample: jitterSample)
             // A permanent failure keeps the response that explains it; a transient one is retried from scratch.
-            return AttemptVerdict(durableBytes: durable, next: .fail(input, keepResponse: failure.isTransient ? nil : response))
+            return AttemptVerdict(durable: durable, next: .fail(input, keepResponse: failure.isTransient ? nil : response))
         case .stopped:
             // Stopped without being asked (should not happen): retry soon rather than lose the task.
             let error = TaskError(code: TaskErrorCode.connectionLost, message: "The transfer stopped unexpectedly")
             let input = TaskStateMachine.Input.transferFailed(error, transient: true, retryAfter: nil,
                                                               jitterSample: jitterSample)
-            return AttemptVerdict(durableBytes: durable, next: .fail(input, keepResponse: nil))
+            return AttemptVerdict(durable: durable, next: .fail(input, keepResponse: nil))
         }
     }
 }

@@ -41,9 +41,10 @@ public enum PartialFile {
     /// Create or open (O_CREAT|O_NOFOLLOW, 0644), truncate to min(current length, durableOffset), fsync;
     /// returns the length kept.
     public static func prepare(path: String, durableOffset: Int64) throws -> Int64 {
-        let (fd, kept, _) = try openPrepared(path: path, durableOffset: durableOffset, deferNewFileSync: false)
+        let (fd, kept, _) = try openPrepared(path: path, durable: ByteRanges(prefix: durableOffset),
+                                             deferNewFileSync: false)
         close(fd)
-        return kept
+        return kept.count
     }
 
     /// unlink (through `SafePath`), ignoring ENOENT and a way to it that cannot be taken safely.
@@ -67,8 +68,10 @@ public enum PartialFile {
     /// file it creates is not fsynced, nor its directory: it is empty, so nothing in it can be lost, and the
     /// caller fsyncs the directory with the file's first data, before any length of it is journaled
     /// (`created` says so).
-    static func openPrepared(path: String, durableOffset: Int64,
-                             deferNewFileSync: Bool) throws -> (fd: Int32, kept: Int64, created: Bool) {
+    /// The ranges kept are the durable ones the file still holds: the file is cut after the last of them (torn
+    /// writes past it go; bytes between ranges stay, as they are not counted).
+    static func openPrepared(path: String, durable: ByteRanges,
+                             deferNewFileSync: Bool) throws -> (fd: Int32, kept: ByteRanges, created: Bool) {
         let (fd, created) = try POSIX.openForWriting(path)
         do {
             var st = stat()
@@ -88,9 +91,9 @@ public enum PartialFile {
                                   path: path, errno: EPERM)
             }
             let length = Int64(st.st_size)
-            let kept = max(0, min(length, durableOffset))
-            if kept != length {
-                guard ftruncate(fd, off_t(kept)) == 0 else {
+            let kept = durable.clipped(to: length)
+            if kept.upperBound != length {
+                guard ftruncate(fd, off_t(kept.upperBound)) == 0 else {
                     throw FileIOError(operation: "truncate", path: path, errno: errno)
                 }
             }

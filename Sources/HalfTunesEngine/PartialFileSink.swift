@@ -168,7 +168,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
             // The last checkpoint, unless the download is complete: then its durable length goes to the
             // journal with the publish intent (the core's next write of the task), one write fewer per file.
             if case .completed = outcome {} else {
-                observer.attemptDidCheckpoint(attempt, durableBytes: snapshot.durable)
+                observer.attemptDidCheckpoint(attempt, durable: snapshot.durableRanges)
             }
             promise.succeed(outcome)
         })
@@ -180,9 +180,9 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         box.withValue { $0.phase = .finished }
         let attempt = self.attempt, observer = self.observer
         writer.finish([], at: 0, done: { snapshot in
-            observer.attemptDidCheckpoint(attempt, durableBytes: snapshot.durable)
-            guard let error else { return promise.succeed(.stopped(durableBytes: snapshot.durable)) }
-            promise.succeed(.failed(TransferFailure(error: error, isTransient: false, durableBytes: snapshot.durable)))
+            observer.attemptDidCheckpoint(attempt, durable: snapshot.durableRanges)
+            guard let error else { return promise.succeed(.stopped(durable: snapshot.durableRanges)) }
+            promise.succeed(.failed(TransferFailure(error: error, isTransient: false, durable: snapshot.durableRanges)))
         })
         return promise.futureResult
     }
@@ -232,7 +232,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
             s.decided = .discard(reason: reason)
             s.phase = .ignoringBody
             writer.begin(truncate: true) { ok in
-                if ok { observer.attemptDidCheckpoint(attempt, durableBytes: 0) }
+                if ok { observer.attemptDidCheckpoint(attempt, durable: ByteRanges()) }
             }
             return false
         case .fail(let error, let transient, let retryAfter):
@@ -264,7 +264,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
                 return
             }
             observer.attemptDidStart(attempt, start)
-            if discarded > 0 { observer.attemptDidCheckpoint(attempt, durableBytes: 0) }
+            if discarded > 0 { observer.attemptDidCheckpoint(attempt, durable: ByteRanges()) }
         }
     }
 
@@ -310,7 +310,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         writer.write(batch, at: offset, sync: sync, written: { ok in
             eventLoop.execute { self.writeDone(ok: ok) }
         }, checkpoint: { durable in
-            observer.attemptDidCheckpoint(attempt, durableBytes: durable.count)
+            observer.attemptDidCheckpoint(attempt, durable: durable)
         }, synced: {
             eventLoop.execute { self.box.withValue { $0.syncInFlight = false } }
         })

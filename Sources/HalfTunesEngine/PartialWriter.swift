@@ -39,8 +39,10 @@ final class PartialWriter: Sendable {
 
     let path: String
     let fd: Int32
-    /// Length of the partial after prepare.
-    let kept: Int64
+    /// The durable ranges the partial still held when opened (what this writer starts with).
+    let keptRanges: ByteRanges
+    /// Where a single request in order resumes: the end of the kept range that starts at 0.
+    var kept: Int64 { keptRanges.prefixLength }
     private let writeQueue: DispatchQueue
     private let syncQueue: DispatchQueue
     private let callbackQueue: DispatchQueue
@@ -57,24 +59,23 @@ final class PartialWriter: Sendable {
     /// with fsyncs every second, 2.0–2.2 s → 1.5–1.7 s on this disk).
     static let writebackChunk: Int64 = 8 << 20
 
-    private init(path: String, fd: Int32, kept: Int64, created: Bool, label: String) {
+    private init(path: String, fd: Int32, kept: ByteRanges, created: Bool, label: String) {
         self.path = path
         self.fd = fd
-        self.kept = kept
+        self.keptRanges = kept
         self.directoryNeedsSync = created
         self.writeQueue = DispatchQueue(label: "\(label).write")
         self.syncQueue = DispatchQueue(label: "\(label).sync")
         self.callbackQueue = DispatchQueue(label: "\(label).callbacks")
-        let ranges = ByteRanges(prefix: kept)
-        self.state = NIOLockedValueBox(Snapshot(writtenRanges: ranges, durableRanges: ranges, error: nil))
+        self.state = NIOLockedValueBox(Snapshot(writtenRanges: kept, durableRanges: kept, error: nil))
     }
 
     /// Opens and prepares the partial off the caller's thread (`PartialFile.prepare`, keeping the fd open).
-    static func open(path: String, durableOffset: Int64, label: String) async throws -> PartialWriter {
+    static func open(path: String, durable: ByteRanges, label: String) async throws -> PartialWriter {
         let result: Result<PartialWriter, Error> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(returning: Result {
-                    let (fd, kept, created) = try PartialFile.openPrepared(path: path, durableOffset: durableOffset,
+                    let (fd, kept, created) = try PartialFile.openPrepared(path: path, durable: durable,
                                                                             deferNewFileSync: true)
                     return PartialWriter(path: path, fd: fd, kept: kept, created: created, label: label)
                 })

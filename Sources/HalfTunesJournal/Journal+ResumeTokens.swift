@@ -7,11 +7,11 @@ extension Journal {
             try db.execute(
                 sql: """
                     INSERT INTO resume_tokens (token, session, url, partial_path, destination, bytes, bytes_expected,
-                                               etag, last_modified, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                               etag, last_modified, created_at, ranges)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [r.token, r.session, r.url, r.partialPath, r.destination, r.bytes, r.bytesExpected,
-                            r.etag, r.lastModified, r.createdAt])
+                            r.etag, r.lastModified, r.createdAt, r.ranges.storedText])
         }
     }
 

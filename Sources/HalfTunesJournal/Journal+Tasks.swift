@@ -93,26 +93,34 @@ extension Journal {
         }
     }
 
-    /// The hot-path update of the durable byte count: one `UPDATE` of one column, committed (and so fsynced)
-    /// before it returns. Call it only after the partial file's data up to `bytesDurable` was fsynced.
+    /// The hot-path update of the durable bytes: one `UPDATE` of the durable columns, committed (and so fsynced)
+    /// before it returns. Call it only after the partial file's data in `durable` was fsynced.
+    public func recordCheckpoint(task: Int64, durable: ByteRanges) throws {
+        try write { db in try Journal.checkpoint(task, durable, nil, db) }
+    }
+
+    /// `recordCheckpoint` of the first `bytesDurable` bytes.
     public func recordCheckpoint(task: Int64, bytesDurable: Int64) throws {
-        try write { db in try Journal.checkpoint(task, bytesDurable, nil, db) }
+        try recordCheckpoint(task: task, durable: ByteRanges(prefix: bytesDurable))
     }
 
     /// `recordCheckpoint` without waiting (see `submitTaskUpdate`): queued for the journal's writer.
-    public func submitCheckpoint(task: Int64, bytesDurable: Int64, head: CheckpointHead?) throws {
-        try submit { db, _ in try Journal.checkpoint(task, bytesDurable, head, db) }
+    public func submitCheckpoint(task: Int64, durable: ByteRanges, head: CheckpointHead?) throws {
+        try submit { db, _ in try Journal.checkpoint(task, durable, head, db) }
     }
 
-    static func checkpoint(_ task: Int64, _ bytesDurable: Int64, _ head: CheckpointHead?, _ db: Database) throws {
+    static func checkpoint(_ task: Int64, _ durable: ByteRanges, _ head: CheckpointHead?, _ db: Database) throws {
         if let head {
             try db.cachedStatement(sql: """
-                UPDATE tasks SET bytes_durable = ?, etag = ?, last_modified = ?, bytes_expected = ?, current_url = ?
+                UPDATE tasks SET bytes_durable = ?, durable_ranges = ?, etag = ?, last_modified = ?,
+                    bytes_expected = ?, current_url = ?
                 WHERE id = ?
                 """)
-                .execute(arguments: [bytesDurable, head.etag, head.lastModified, head.bytesExpected, head.currentURL, task])
+                .execute(arguments: [durable.count, durable.storedText, head.etag, head.lastModified,
+                                     head.bytesExpected, head.currentURL, task])
         } else {
-            try db.cachedStatement(sql: "UPDATE tasks SET bytes_durable = ? WHERE id = ?").execute(arguments: [bytesDurable, task])
+            try db.cachedStatement(sql: "UPDATE tasks SET bytes_durable = ?, durable_ranges = ? WHERE id = ?")
+                .execute(arguments: [durable.count, durable.storedText, task])
         }
         guard db.changesCount == 1 else { throw JournalError.unknownTask(task) }
     }
@@ -135,6 +143,6 @@ extension Journal {
 
     /// `recordCheckpoint`, also recording the response the durable bytes came from.
     public func recordCheckpoint(task: Int64, bytesDurable: Int64, head: CheckpointHead) throws {
-        try write { db in try Journal.checkpoint(task, bytesDurable, head, db) }
+        try write { db in try Journal.checkpoint(task, ByteRanges(prefix: bytesDurable), head, db) }
     }
 }

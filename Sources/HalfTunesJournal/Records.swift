@@ -47,7 +47,13 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var partialPath: String
     public var headers: [String: String]
     public var description: String?
-    public var bytesDurable: Int64
+    /// The ranges of the partial file that are durable (fsynced before they were journaled).
+    public var durableRanges: ByteRanges
+    /// How many bytes are durable; setting it makes the first that many bytes the durable ones.
+    public var bytesDurable: Int64 {
+        get { durableRanges.count }
+        set { durableRanges = ByteRanges(prefix: newValue) }
+    }
     public var bytesExpected: Int64?
     public var etag: String?
     public var lastModified: String?
@@ -83,7 +89,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
                 error: TaskError? = nil, attempts: Int = 0, queueOrder: Int64 = 0, createdAt: Double,
                 updatedAt: Double, resourceDeadline: Double? = nil, priority: TaskPriority = .normal,
                 checksum: String? = nil, bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil,
-                maxResponseBytes: Int64? = nil, response: TaskResponse? = nil, fileID: String? = nil, overwrite: Bool = false) {
+                maxResponseBytes: Int64? = nil, response: TaskResponse? = nil, fileID: String? = nil, overwrite: Bool = false,
+                durableRanges: ByteRanges? = nil) {
         self.id = id
         self.session = session
         self.kind = kind
@@ -98,7 +105,7 @@ public struct TaskRecord: Codable, Sendable, Equatable {
         self.partialPath = partialPath
         self.headers = headers
         self.description = description
-        self.bytesDurable = bytesDurable
+        self.durableRanges = durableRanges ?? ByteRanges(prefix: bytesDurable)
         self.bytesExpected = bytesExpected
         self.etag = etag
         self.lastModified = lastModified
@@ -128,23 +135,34 @@ public struct ResumeTokenRecord: Codable, Sendable, Equatable {
     public var url: String
     public var partialPath: String
     public var destination: String
-    public var bytes: Int64
+    /// The kept data's ranges (`bytes` is their sum).
+    public var ranges: ByteRanges
+    public var bytes: Int64 { ranges.count }
     public var bytesExpected: Int64?
     public var etag: String?
     public var lastModified: String?
     public var createdAt: Double
 
-    public init(token: String, session: String, url: String, partialPath: String, destination: String, bytes: Int64,
-                bytesExpected: Int64? = nil, etag: String? = nil, lastModified: String? = nil, createdAt: Double) {
+    public init(token: String, session: String, url: String, partialPath: String, destination: String,
+                ranges: ByteRanges, bytesExpected: Int64? = nil, etag: String? = nil, lastModified: String? = nil,
+                createdAt: Double) {
         self.token = token
         self.session = session
         self.url = url
         self.partialPath = partialPath
         self.destination = destination
-        self.bytes = bytes
+        self.ranges = ranges
         self.bytesExpected = bytesExpected
         self.etag = etag
         self.lastModified = lastModified
         self.createdAt = createdAt
+    }
+
+    /// A token keeping the first `bytes` bytes.
+    public init(token: String, session: String, url: String, partialPath: String, destination: String, bytes: Int64,
+                bytesExpected: Int64? = nil, etag: String? = nil, lastModified: String? = nil, createdAt: Double) {
+        self.init(token: token, session: session, url: url, partialPath: partialPath, destination: destination,
+                  ranges: ByteRanges(prefix: bytes), bytesExpected: bytesExpected, etag: etag,
+                  lastModified: lastModified, createdAt: createdAt)
     }
 }

@@ -114,6 +114,20 @@ private extension DatabaseValue.Storage {
     var double: Double? { if case .double(let v) = self { v } else { nil } }
 }
 
+extension ByteRanges {
+    /// The column's value: NULL for a range from 0 (and nothing), else the text form.
+    var storedText: String? { isPrefix ? nil : text }
+
+    /// Reads a ranges column with its byte count: NULL is the first `bytes` bytes.
+    static func stored(_ text: String?, bytes: Int64, table: String, key: String) throws -> ByteRanges {
+        guard let text else { return ByteRanges(prefix: bytes) }
+        guard let ranges = ByteRanges(text: text) else {
+            throw JournalError.corruptRow(table: table, key: key, detail: "bad byte ranges '\(text)'")
+        }
+        return ranges
+    }
+}
+
 /// Reads a `TEXT` column holding a raw-value enum, with a clear error for unknown values.
 func decodeEnum<E: RawRepresentable>(_ type: E.Type, _ row: RowReader, _ column: String, table: String,
                                      key: String) throws -> E where E.RawValue == String {
@@ -150,6 +164,7 @@ extension TaskRecord {
         "destination", "location", "partial_path", "headers", "description", "bytes_durable", "bytes_expected",
         "etag", "last_modified", "error", "attempts", "queue_order", "created_at", "updated_at", "resource_deadline",
         "priority", "checksum", "bandwidth_limit", "method", "file", "max_response_bytes", "response", "file_id", "overwrite",
+        "durable_ranges",
     ]
 
     func arguments() throws -> StatementArguments {
@@ -159,7 +174,7 @@ extension TaskRecord {
             bytesDurable, bytesExpected, etag, lastModified, try JSONText.encodeIfPresent(error), attempts, queueOrder,
             createdAt, updatedAt, resourceDeadline,
             priority.rawValue, checksum, bandwidthLimit, method, file, maxResponseBytes,
-            try JSONText.encodeIfPresent(response), fileID, overwrite,
+            try JSONText.encodeIfPresent(response), fileID, overwrite, durableRanges.storedText,
         ]
     }
 
@@ -204,19 +219,24 @@ extension TaskRecord {
             maxResponseBytes: try row.decode(forColumn: "max_response_bytes"),
             response: try json(TaskResponse.self, "response"),
             fileID: try row.decode(forColumn: "file_id"),
-            overwrite: try row.decode(forColumn: "overwrite"))
+            overwrite: try row.decode(forColumn: "overwrite"),
+            durableRanges: try ByteRanges.stored(try row.decode(forColumn: "durable_ranges"),
+                                                 bytes: try row.decode(forColumn: "bytes_durable"), table: "tasks", key: key))
     }
 }
 
 extension ResumeTokenRecord {
     init(row: Row) throws {
+        let token: String = try row.decode(forColumn: "token")
         self.init(
-            token: try row.decode(forColumn: "token"),
+            token: token,
             session: try row.decode(forColumn: "session"),
             url: try row.decode(forColumn: "url"),
             partialPath: try row.decode(forColumn: "partial_path"),
             destination: try row.decode(forColumn: "destination"),
-            bytes: try row.decode(forColumn: "bytes"),
+            ranges: try ByteRanges.stored(try row.decode(String?.self, forColumn: "ranges"),
+                                          bytes: try row.decode(forColumn: "bytes"), table: "resume_tokens",
+                                          key: token),
             bytesExpected: try row.decode(forColumn: "bytes_expected"),
             etag: try row.decode(forColumn: "etag"),
             lastModified: try row.decode(forColumn: "last_modified"),

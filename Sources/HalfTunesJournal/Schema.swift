@@ -9,6 +9,7 @@ enum JournalSchema {
         ("v3", v3),
         ("v4", v4),
         ("v5", v5),
+        ("v6", v6),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -125,5 +126,13 @@ enum JournalSchema {
     /// A download may replace an existing file at its destination (`task.create` `overwrite`).
     static let v5 = """
         ALTER TABLE tasks ADD COLUMN overwrite INTEGER NOT NULL DEFAULT 0;
+        """
+
+    /// Issue 12: a download's durable data may be several ranges (one per segment). NULL is the range
+    /// `0..<bytes_durable` (every row before, and every download written in order); otherwise the ranges'
+    /// text form ("0-1048576,4194304-5242880", ends exclusive), and `bytes_durable` is their sum.
+    static let v6 = """
+        ALTER TABLE tasks ADD COLUMN durable_ranges TEXT;
+        ALTER TABLE resume_tokens ADD COLUMN ranges TEXT;
         """
 }

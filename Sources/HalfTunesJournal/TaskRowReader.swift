@@ -47,7 +47,9 @@ struct TaskRowReader {
               let checksum = optionalText(next()), let bandwidthLimit = optionalInt(next()),
               let method = optionalText(next()), let file = optionalText(next()),
               let maxResponseBytes = optionalInt(next()), let responseText = optionalText(next()),
-              let fileID = optionalText(next()), let overwrite = int(next())
+              let fileID = optionalText(next()), let overwrite = int(next()),
+              let rangesText = optionalText(next()),
+              let durableRanges = rangesText == nil ? ByteRanges(prefix: bytesDurable) : ByteRanges(text: rangesText!)
         else { return nil }
         let key = String(id)
         func json<T: Decodable>(_ type: T.Type, _ text: String?) -> T?? {
@@ -65,7 +67,8 @@ struct TaskRowReader {
             bytesExpected: bytesExpected, etag: etag, lastModified: lastModified, error: error, attempts: attemptCount,
             queueOrder: queueOrder, createdAt: createdAt, updatedAt: updatedAt, resourceDeadline: resourceDeadline,
             priority: priority, checksum: checksum, bandwidthLimit: bandwidthLimit, method: method, file: file,
-            maxResponseBytes: maxResponseBytes, response: response, fileID: fileID, overwrite: overwrite != 0)
+            maxResponseBytes: maxResponseBytes, response: response, fileID: fileID, overwrite: overwrite != 0,
+            durableRanges: durableRanges)
     }
 
     /// The current row's session, state and phase only (a finished task is counted, not read), or nil when

@@ -163,3 +163,20 @@ public struct ByteRanges: Sendable, Hashable, CustomStringConvertible {
         return low
     }
 }
+
+/// Encoded as its text form.
+extension ByteRanges: Codable {
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let value = ByteRanges(text: text) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not byte ranges: \(text)")
+        }
+        self = value
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(text)
+    }
+}

@@ -2,6 +2,7 @@
 import AsyncHTTPClient
 import Foundation
 import HalfTunesEngine
+import HalfTunesProtocol
 import Logging
 import NIOConcurrencyHelpers
 import NIOPosix
@@ -36,8 +37,9 @@ func readFile(_ path: String) throws -> [UInt8] {
 /// Records every observer call; checks they never overlap and that checkpoints never exceed the file.
 final class RecordingObserver: AttemptObserver {
     struct Checkpoint: Sendable, Equatable {
-        var durable: Int64
+        var ranges: ByteRanges
         var fileLength: Int64
+        var durable: Int64 { ranges.count }
     }
 
     struct State {
@@ -80,24 +82,24 @@ final class RecordingObserver: AttemptObserver {
         }
     }
 
-    func attemptDidCheckpoint(_ attempt: Attempt, durableBytes: Int64) {
+    func attemptDidCheckpoint(_ attempt: Attempt, durable: ByteRanges) {
         enter()
         defer { leave() }
         let length = PartialFile.length(path: partialPath) ?? -1
-        state.withLockedValue { $0.checkpoints.append(Checkpoint(durable: durableBytes, fileLength: length)) }
+        state.withLockedValue { $0.checkpoints.append(Checkpoint(ranges: durable, fileLength: length)) }
     }
 
-    /// Checkpoints never overlap, never exceed the file, and only go down to 0 (a restart).
+    /// Checkpoints never overlap, never exceed the file, and only lose ranges by going to nothing (a restart).
     func expectSaneCheckpoints(sourceLocation: SourceLocation = #_sourceLocation) {
         let s = snapshot
         #expect(s.overlaps == 0, "observer calls overlapped", sourceLocation: sourceLocation)
-        var previous: Int64 = -1
+        var previous = ByteRanges()
         for c in s.checkpoints {
-            #expect(c.durable <= c.fileLength, "checkpoint \(c.durable) beyond file length \(c.fileLength)",
+            #expect(c.ranges.upperBound <= c.fileLength, "checkpoint \(c.ranges) beyond file length \(c.fileLength)",
                     sourceLocation: sourceLocation)
-            #expect(c.durable >= previous || c.durable == 0, "checkpoints went down: \(s.checkpoints)",
-                    sourceLocation: sourceLocation)
-            previous = c.durable
+            #expect(c.ranges.intersection(previous) == previous || c.ranges.isEmpty,
+                    "checkpoints went down: \(s.checkpoints)", sourceLocation: sourceLocation)
+            previous = c.ranges
         }
     }
 }
@@ -127,11 +129,12 @@ struct EngineFixture {
     }
 
     /// Runs one attempt of `path` into `partial`, returning the outcome and the observer.
-    func run(_ path: String, partial: String, durableOffset: Int64 = 0, validators: Validators? = nil,
-             timeout: Double = 30, checkpointInterval: Double = 1.0) async -> (AttemptOutcome, RecordingObserver) {
+    func run(_ path: String, partial: String, durableOffset: Int64 = 0, durable: ByteRanges? = nil,
+             validators: Validators? = nil, timeout: Double = 30,
+             checkpointInterval: Double = 1.0) async -> (AttemptOutcome, RecordingObserver) {
         let observer = RecordingObserver(partialPath: partial)
         let request = AttemptRequest.download(taskID: 1, url: origin.url(path), partialPath: partial,
-                                      durableOffset: durableOffset, validators: validators,
+                                      durable: durable ?? ByteRanges(prefix: durableOffset), validators: validators,
                                       requestTimeout: timeout, checkpointInterval: checkpointInterval)
         let outcome = await transfer(request, observer: observer).run()
         return (outcome, observer)

@@ -15,6 +15,8 @@ final class ExchangeRecorder: AttemptObserver {
 
     let state = NIOLockedValueBox(State())
 
+    func attemptDidCheckpoint(_ attempt: Attempt, durable: ByteRanges) {}
+
     func attemptDidOpenBody(_ attempt: Attempt, bytesExpectedToSend: Int64) {
         state.withLockedValue { $0.opened.append(bytesExpectedToSend) }
     }

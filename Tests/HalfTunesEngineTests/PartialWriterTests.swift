@@ -15,7 +15,7 @@ import Testing
         let dir = try TempDir()
         let path = dir.path("a.partial")
         try writeFile(path, [UInt8](repeating: 7, count: 4096))
-        let writer = try await PartialWriter.open(path: path, durableOffset: 4096, label: "test")
+        let writer = try await PartialWriter.open(path: path, durable: ByteRanges(prefix: 4096), label: "test")
         let total: Int64 = 8 << 20
         #expect(await begin(writer, preallocateTo: total))
         let reserved = try stat(path)
@@ -39,7 +39,7 @@ import Testing
         let dir = try TempDir()
         let path = dir.path("b.partial")
         try writeFile(path, [UInt8](repeating: 1, count: 100))
-        let writer = try await PartialWriter.open(path: path, durableOffset: 100, label: "test")
+        let writer = try await PartialWriter.open(path: path, durable: ByteRanges(prefix: 100), label: "test")
         #expect(await begin(writer, preallocateTo: 1 << 50) == false)
         let error = try #require(writer.snapshot.error)
         #expect(error.errno == EFBIG || error.errno == ENOSPC, "\(error)")
@@ -54,7 +54,7 @@ import Testing
         let dir = try TempDir()
         let path = dir.path("c.partial")
         try writeFile(path, [UInt8](repeating: 1, count: 100))
-        let writer = try await PartialWriter.open(path: path, durableOffset: 100, label: "test")
+        let writer = try await PartialWriter.open(path: path, durable: ByteRanges(prefix: 100), label: "test")
         #expect(await begin(writer, preallocateTo: 50))
         #expect(await begin(writer, preallocateTo: 100))
         _ = await finish(writer, [], at: 100)
@@ -66,7 +66,7 @@ import Testing
     @Test func writesAtOffsetsAndSyncsEveryRange() async throws {
         let dir = try TempDir()
         let path = dir.path("d.partial")
-        let writer = try await PartialWriter.open(path: path, durableOffset: 0, label: "test")
+        let writer = try await PartialWriter.open(path: path, durable: ByteRanges(prefix: 0), label: "test")
         let total = 64 << 10
         let content = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
         #expect(await begin(writer, preallocateTo: Int64(total)))
@@ -100,6 +100,26 @@ import Testing
         #expect(seen.count == 8)
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.intersection($1) == $0 && $0.count < $1.count },
                 "each checkpoint holds the one before: \(seen)")
+    }
+
+    /// Opening keeps the durable ranges the file still holds and cuts what lies past the last of them (torn
+    /// writes), but not what lies between them.
+    @Test func openingKeepsTheRangesTheFileHolds() async throws {
+        let dir = try TempDir()
+        let path = dir.path("e.partial")
+        try writeFile(path, [UInt8](repeating: 3, count: 40))
+        let durable = ByteRanges([0..<10, 20..<30, 35..<50])
+        let writer = try await PartialWriter.open(path: path, durable: durable, label: "test")
+        #expect(writer.keptRanges == ByteRanges([0..<10, 20..<30, 35..<40]))
+        #expect(writer.kept == 10, "a single request in order resumes at the end of the first range")
+        _ = await finish(writer, [], at: 0)
+        #expect(try stat(path).st_size == 40)
+
+        let second = try await PartialWriter.open(path: path, durable: ByteRanges([0..<10, 20..<30]), label: "test")
+        #expect(second.keptRanges == ByteRanges([0..<10, 20..<30]))
+        let snapshot = await finish(second, [], at: 0)
+        #expect(snapshot.durableRanges == ByteRanges([0..<10, 20..<30]))
+        #expect(try stat(path).st_size == 30, "cut after the last range")
     }
 
     private func begin(_ writer: PartialWriter, preallocateTo total: Int64) async -> Bool {

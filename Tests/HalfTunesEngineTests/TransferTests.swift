@@ -47,6 +47,29 @@ import Testing
         }
     }
 
+    /// Durable ranges with a gap (left by segments) and torn bytes after them: one request in order resumes at
+    /// the end of the first range, writes over the rest, and the file is whole.
+    @Test func oneRequestResumesRangesWithGapsFromTheFirstEnd() async throws {
+        try await EngineFixture.with { f in
+            let body = TestOrigin.randomBytes(count: 300_000, seed: 21)
+            f.origin.put("/g.bin", body)
+            let (etag, lastModified) = try #require(f.origin.validators("/g.bin"))
+            let partial = f.dir.path("g.partial")
+            var onDisk = Array(body.prefix(150_000))
+            for i in 100_000..<120_000 { onDisk[i] = 0xEE } // a gap: never durable, whatever it holds
+            onDisk += [UInt8](repeating: 0xFF, count: 30_000) // torn: past the last range
+            try writeFile(partial, onDisk)
+            let durable = ByteRanges([0..<100_000, 120_000..<150_000])
+            let validators = Validators(etag: etag, lastModified: lastModified)
+            let (outcome, observer) = await f.run("/g.bin", partial: partial, durable: durable, validators: validators)
+            #expect(outcome == .completed(totalBytes: Int64(body.count), validators: validators))
+            #expect(try readFile(partial) == body)
+            #expect(f.origin.requests("/g.bin").map(\.range) == ["bytes=100000-"])
+            #expect(observer.snapshot.starts.first?.offset == 100_000)
+            observer.expectSaneCheckpoints()
+        }
+    }
+
     @Test func stopThenResumeAppendsWithRangeAndIfRange() async throws {
         try await EngineFixture.with { f in
             let body = TestOrigin.randomBytes(count: 4 << 20, seed: 2)

@@ -74,7 +74,7 @@ enum ResumeToken {
         try journal.deleteResumeToken("old")
         try journal.deleteResumeToken("old")
         #expect(try journal.resumeTokens(createdBefore: .infinity) == [minimal, new])
-        minimal.bytes = 2
+        minimal.ranges = ByteRanges(prefix: 2)
         #expect(throws: (any Error).self) { try journal.insertResumeToken(minimal) }  // duplicate token
         #expect(throws: JournalError.unknownSession("ghost")) {
             try journal.insertResumeToken(ResumeToken.sample(token: "g", session: "ghost"))

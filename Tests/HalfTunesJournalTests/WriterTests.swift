@@ -27,7 +27,7 @@ import Testing
                 let events = try journal.submitTaskUpdate(task, events: [Sample.stateChanged(task: task.id, to: state, from: nil)])
                 seqs += events.compactMap(\.seq)
             }
-            try journal.submitCheckpoint(task: task.id!, bytesDurable: 4096, head: nil)
+            try journal.submitCheckpoint(task: task.id!, durable: ByteRanges(prefix: 4096), head: nil)
             let ticket = journal.durability.lastCommit
             #expect(!journal.durability.isDurable(ticket)) // nothing is written while the writer is held
             // The events were numbered when submitted, in order, before anything was written.
@@ -54,7 +54,7 @@ import Testing
             _ = try journal.submitTaskUpdate(task, events: [])
             #expect(try journal.loadTask(task.id!)?.bytesDurable == Int64(n))
         }
-        try journal.submitCheckpoint(task: task.id!, bytesDurable: 999, head: nil)
+        try journal.submitCheckpoint(task: task.id!, durable: ByteRanges(prefix: 999), head: nil)
         try journal.recordCheckpoint(task: task.id!, bytesDurable: 1000)
         #expect(try journal.loadTask(task.id!)?.bytesDurable == 1000)
     }
@@ -73,7 +73,7 @@ import Testing
         task.state = .queued
         _ = try journal.submitTaskUpdate(task, events: [])
         _ = try journal.submitTaskUpdate(ghost, events: [Sample.stateChanged(task: 4_242, to: .queued, from: nil)])
-        try journal.submitCheckpoint(task: task.id!, bytesDurable: 77, head: nil)
+        try journal.submitCheckpoint(task: task.id!, durable: ByteRanges(prefix: 77), head: nil)
         journal.writer.holdForTesting(false)
         journal.waitUntilWritten()
         #expect(failures.values == [JournalError.unknownTask(4_242).description])
@@ -84,7 +84,7 @@ import Testing
         noID.id = nil
         #expect(throws: JournalError.taskHasNoID) { try journal.submitTaskUpdate(noID, events: []) }
         try journal.close()
-        #expect(throws: JournalError.closed) { try journal.submitCheckpoint(task: 1, bytesDurable: 1, head: nil) }
+        #expect(throws: JournalError.closed) { try journal.submitCheckpoint(task: 1, durable: ByteRanges(prefix: 1), head: nil) }
     }
 
     /// Seqs are handed out by the writer, never one that was used before: not after acknowledged events were
