@@ -1,0 +1,237 @@
+// When a download opens another connection and for which bytes: a pure state machine in virtual time.
+import HalfTunesProtocol
+
+/// Plans the segments of one download attempt. The first connection (segment 0) runs alone until it has shown
+/// its rate; then connections are added in doubling steps (aria2's halving of the largest remaining range,
+/// but adaptive): each step is kept only while the measured total rate grows by `minGrowth`, and a range is
+/// split only when both halves are worth a connection (`minSegmentBytes` and `minSegmentSeconds` of the rate of
+/// one connection). A segment that reaches its end takes the largest gap left, or half of the largest range
+/// still being fetched, so the chosen number of connections stays busy to the end. A refused connection (429,
+/// 503) lowers the cap to what is running; a server that cannot serve ranges lowers it to one.
+///
+/// The runner feeds it `progress` (a segment's position) and `ended`, calls `tick` on a timer, and carries out
+/// the actions: `.open` starts a request for a range, `.shrink` makes a running segment stop earlier. Times are
+/// seconds on any monotonic clock. Gaps left by an earlier attempt (`kept` with holes) are fetched too, one
+/// connection after another when only one is allowed.
+public struct SegmentPlanner: Sendable {
+    public struct Settings: Sendable, Equatable {
+        /// The most connections at once (the task's, the session's and the host's limits).
+        public var maxConnections: Int
+        /// How long the first connection runs alone.
+        public var warmup: Double = 0.5
+        /// Rates are measured over this long.
+        public var window: Double = 0.5
+        /// New connections get this long to start before the rate they give is measured.
+        public var settle: Double = 0.25
+        /// Adding connections goes on while each step raises the total rate by this fraction.
+        public var minGrowth: Double = 0.15
+        /// No segment is split into halves smaller than this.
+        public var minSegmentBytes: Int64 = 1 << 20
+        /// Nor into halves that one connection would fetch in less than this many seconds.
+        public var minSegmentSeconds: Double = 1.0
+        /// Split points are multiples of this (page-aligned writes).
+        public var alignment: Int64 = 64 << 10
+
+        public init(maxConnections: Int) {
+            self.maxConnections = max(1, maxConnections)
+        }
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// Start a request for `range` as segment `id`.
+        case open(id: Int, range: Range<Int64>)
+        /// Segment `id` stops at `limit` (once it has every byte below it).
+        case shrink(id: Int, limit: Int64)
+    }
+
+    /// Why a segment ended.
+    public enum End: Sendable, Equatable {
+        /// It has every byte up to its limit.
+        case reachedLimit
+        /// The connection failed (dropped, stalled): the rest of its range is left for others.
+        case failed
+        /// The server refused another connection (429, 503): fewer connections from now on.
+        case refused
+        /// The server cannot serve this range as asked (ignored Range, wrong Content-Range): one connection.
+        case unsplittable
+    }
+
+    struct Segment: Sendable, Equatable {
+        var start: Int64
+        var position: Int64
+        var limit: Int64
+    }
+
+    enum Growth: Sendable, Equatable {
+        /// Only the first connection, until `warmup` has passed.
+        case warmingUp
+        /// `count` connections were asked for at `since`; the total rate before was `before`.
+        case measuring(since: Double, before: Double, previous: Int, count: Int)
+        /// Done adding: keep `count` connections busy.
+        case settled(count: Int)
+    }
+
+    public let settings: Settings
+    public let total: Int64
+    public private(set) var cap: Int
+    /// Bytes every segment that ended has (plus what was kept before).
+    public private(set) var done: ByteRanges
+    private(set) var segments: [Int: Segment] = [:]
+    private(set) var growth = Growth.warmingUp
+    private var nextID = 1
+    private let startedAt: Double
+    /// Bytes received by every segment since the start, and their history for rates.
+    private var received: Int64 = 0
+    private var samples: [(time: Double, bytes: Int64)] = []
+    private var failures = 0
+
+    /// `kept`: what the file already has (durable ranges of earlier attempts). Segment 0, the first request,
+    /// is already running from `primaryFrom`; `primaryLimit` says where it must stop (the start of the next kept
+    /// range, or the total): the runner applies it at once.
+    public init(settings: Settings, total: Int64, kept: ByteRanges, primaryFrom: Int64, now: Double) {
+        self.settings = settings
+        self.total = total
+        self.cap = settings.maxConnections
+        self.done = kept.clipped(to: total)
+        self.startedAt = now
+        let limit = done.ranges.first(where: { $0.lowerBound > primaryFrom })?.lowerBound ?? total
+        segments[0] = Segment(start: primaryFrom, position: primaryFrom, limit: max(primaryFrom, limit))
+        samples = [(now, 0)]
+    }
+
+    /// Where the first request must stop.
+    public var primaryLimit: Int64 { segments[0]?.limit ?? total }
+    public var activeCount: Int { segments.count }
+    /// Every byte of the file is in `done`.
+    public var isComplete: Bool { done.covers(total: total) }
+    /// The segment's current limit (nil once it ended).
+    public func limit(of id: Int) -> Int64? { segments[id]?.limit }
+
+    /// The segment has every byte below `position` of its range.
+    public mutating func progress(_ id: Int, position: Int64) {
+        guard var s = segments[id], position > s.position else { return }
+        received += min(position, s.limit) - min(s.position, s.limit)
+        s.position = position
+        segments[id] = s
+    }
+
+    /// The segment's request ended at `position` (every byte from its start to there is written).
+    public mutating func ended(_ id: Int, position: Int64, _ end: End) {
+        progress(id, position: position)
+        guard let s = segments.removeValue(forKey: id) else { return }
+        done.insert(s.start..<min(max(s.start, position), s.limit))
+        switch end {
+        case .reachedLimit:
+            break
+        case .failed:
+            failures += 1
+            if failures >= 3 { cap = max(1, min(cap, segments.count)) }
+        case .refused:
+            cap = max(1, min(cap, segments.count))
+        case .unsplittable:
+            cap = 1
+        }
+    }
+
+    /// What to do now: called on a timer (every ~0.25 s) and after `ended`.
+    public mutating func tick(now: Double) -> [Action] {
+        samples.append((now, received))
+        while samples.count > 2, samples[1].time <= now - 2 * settings.window { samples.removeFirst() }
+        var actions: [Action] = []
+        let rate = self.rate(now: now)
+        switch growth {
+        case .warmingUp:
+            if now - startedAt >= settings.warmup, cap > 1, segments.count >= 1 {
+                let previous = segments.count
+                let added = fill(upTo: min(cap, previous * 2), rate: rate, into: &actions)
+                growth = added > 0
+                    ? .measuring(since: now, before: rate, previous: previous, count: previous + added)
+                    : .settled(count: previous)
+            }
+        case let .measuring(since, before, previous, count):
+            if now - since >= settings.settle + settings.window {
+                if rate >= before * (1 + settings.minGrowth), count < cap {
+                    let added = fill(upTo: min(cap, count * 2), rate: rate, into: &actions)
+                    growth = added > 0
+                        ? .measuring(since: now, before: rate, previous: count, count: count + added)
+                        : .settled(count: count)
+                } else {
+                    growth = .settled(count: rate >= before * (1 + settings.minGrowth) ? count : previous)
+                }
+            }
+        case .settled:
+            break
+        }
+        // Keep the chosen number of connections busy; gaps are fetched even by one connection.
+        _ = fill(upTo: max(1, min(cap, target)), rate: rate, into: &actions)
+        return actions
+    }
+
+    // MARK: - Private
+
+    private var target: Int {
+        switch growth {
+        case .warmingUp: return 1
+        case .measuring(_, _, _, let count): return count
+        case .settled(let count): return count
+        }
+    }
+
+    /// The total rate over the last window (bytes per second; 0 before there is a window's worth).
+    private func rate(now: Double) -> Double {
+        guard let first = samples.first else { return 0 }
+        let from = samples.last(where: { $0.time <= now - settings.window }) ?? first
+        let elapsed = now - from.time
+        guard elapsed > 0 else { return 0 }
+        return Double(received - from.bytes) / elapsed
+    }
+
+    /// Opens connections until `count` are active: the largest unclaimed gap first, then half of the largest
+    /// remaining range of a running segment when both halves are worth it. Returns how many were opened.
+    private mutating func fill(upTo count: Int, rate: Double, into actions: inout [Action]) -> Int {
+        var opened = 0
+        while segments.count < count {
+            if let gap = largestGap() {
+                open(gap, into: &actions)
+            } else if let (id, mid) = bestSplit(rate: rate) {
+                let end = segments[id]!.limit
+                segments[id]!.limit = mid
+                actions.append(.shrink(id: id, limit: mid))
+                open(mid..<end, into: &actions)
+            } else {
+                break
+            }
+            opened += 1
+        }
+        return opened
+    }
+
+    private mutating func open(_ range: Range<Int64>, into actions: inout [Action]) {
+        let id = nextID
+        nextID += 1
+        segments[id] = Segment(start: range.lowerBound, position: range.lowerBound, limit: range.upperBound)
+        actions.append(.open(id: id, range: range))
+    }
+
+    /// The largest range that neither `done` nor a running segment covers.
+    private func largestGap() -> Range<Int64>? {
+        var claimed = done
+        for s in segments.values { claimed.insert(s.start..<s.limit) }
+        return claimed.largestGap(total: total)
+    }
+
+    /// The running segment with the most left to fetch, and where to split it, if both halves are worth a
+    /// connection.
+    private func bestSplit(rate: Double) -> (id: Int, mid: Int64)? {
+        guard let (id, s) = segments.max(by: { ($0.value.limit - $0.value.position, $1.key) < ($1.value.limit - $1.value.position, $0.key) })
+        else { return nil }
+        let left = s.limit - s.position
+        let perConnection = rate / Double(max(1, segments.count))
+        let half = left / 2
+        guard half >= settings.minSegmentBytes, Double(half) >= perConnection * settings.minSegmentSeconds else { return nil }
+        var mid = s.position + half
+        mid -= mid % settings.alignment
+        guard mid > s.position, mid < s.limit else { return nil }
+        return (id, mid)
+    }
+}

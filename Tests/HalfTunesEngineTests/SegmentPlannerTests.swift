@@ -1,0 +1,151 @@
+// SegmentPlanner in virtual time: simulated servers with per-connection and total rate limits, no sockets.
+import HalfTunesEngine
+import HalfTunesProtocol
+import Testing
+
+@Suite struct SegmentPlannerTests {
+    static let MiB: Int64 = 1 << 20
+
+    /// A server in virtual time: each connection gets at most `perConnection` bytes per second, all of them
+    /// together at most `overall`; a new connection starts sending after `latency`.
+    struct Simulation {
+        var planner: SegmentPlanner
+        var perConnection: Double
+        var overall: Double
+        var latency = 0.02
+        var step = 0.01
+        var now = 0.0
+        var running: [Int: (position: Int64, limit: Int64, since: Double)] = [:]
+        var written = ByteRanges()
+        var mostConnections = 1
+        var connectionsOpened = 1
+        var shrinks: [(id: Int, limit: Int64, position: Int64)] = []
+
+        init(total: Int64, kept: ByteRanges = ByteRanges(), maxConnections: Int, perConnection: Double,
+             overall: Double = .infinity) {
+            let from = kept.prefixLength
+            planner = SegmentPlanner(settings: .init(maxConnections: maxConnections), total: total, kept: kept,
+                                     primaryFrom: from, now: 0)
+            self.perConnection = perConnection
+            self.overall = overall
+            written = kept
+            running[0] = (from, planner.primaryLimit, 0)
+        }
+
+        /// Runs until the planner has every byte (or `limit` seconds); ticks every 0.25 s.
+        mutating func run(limit: Double = 600) {
+            var nextTick = 0.25
+            while !planner.isComplete, now < limit {
+                now += step
+                let active = running.filter { now - $0.value.since >= latency }
+                let share = min(perConnection, overall / Double(max(1, active.count)))
+                for (id, r) in active {
+                    let end = min(r.limit, r.position + Int64(share * step))
+                    written.insert(r.position..<end)
+                    running[id]!.position = end
+                    planner.progress(id, position: end)
+                    if end >= r.limit {
+                        running[id] = nil
+                        planner.ended(id, position: end, .reachedLimit)
+                        apply(planner.tick(now: now))
+                    }
+                }
+                if now >= nextTick {
+                    nextTick += 0.25
+                    apply(planner.tick(now: now))
+                }
+                mostConnections = max(mostConnections, running.count)
+            }
+        }
+
+        mutating func apply(_ actions: [SegmentPlanner.Action]) {
+            for action in actions {
+                switch action {
+                case let .open(id, range):
+                    #expect(running[id] == nil)
+                    running[id] = (range.lowerBound, range.upperBound, now)
+                    connectionsOpened += 1
+                case let .shrink(id, limit):
+                    let r = running[id]!
+                    shrinks.append((id, limit, r.position))
+                    #expect(limit > r.position, "a shrink never cuts below what the segment has")
+                    running[id]!.limit = limit
+                }
+            }
+            #expect(running.count <= planner.settings.maxConnections)
+        }
+    }
+
+    /// nginx with `limit_rate 16m` per connection: the planner keeps adding connections while they pay, so
+    /// 256 MiB takes well under the 4.2 s aria2 -x4 needs, and far less than one connection's 16 s.
+    @Test func aPerConnectionLimitIsBeatenWithSeveralConnections() {
+        var sim = Simulation(total: 256 * Self.MiB, maxConnections: 8, perConnection: 16 * 1_048_576)
+        sim.run()
+        #expect(sim.planner.isComplete && sim.written.covers(total: 256 * Self.MiB))
+        #expect(sim.mostConnections >= 6, "at most \(sim.mostConnections) connections")
+        #expect(sim.now < 4.0, "took \(sim.now) s")
+    }
+
+    /// A server (or a CPU) with one overall limit: a second connection gains nothing, so the planner goes
+    /// back to one and never opens more.
+    @Test func anOverallLimitKeepsOneConnection() {
+        var sim = Simulation(total: 1024 * Self.MiB, maxConnections: 8, perConnection: 1e9, overall: 1e9)
+        sim.run()
+        #expect(sim.planner.isComplete && sim.written.covers(total: 1024 * Self.MiB))
+        #expect(sim.mostConnections <= 2)
+        #expect(sim.connectionsOpened <= 2, "opened \(sim.connectionsOpened)")
+    }
+
+    @Test func smallFilesAreNeverSplit() {
+        var sim = Simulation(total: 4 * Self.MiB, maxConnections: 8, perConnection: 16 * 1_048_576)
+        sim.run()
+        #expect(sim.planner.isComplete && sim.connectionsOpened == 1)
+    }
+
+    @Test func oneConnectionAllowedMeansNoSplit() {
+        var sim = Simulation(total: 256 * Self.MiB, maxConnections: 1, perConnection: 64 * 1_048_576)
+        sim.run()
+        #expect(sim.planner.isComplete && sim.connectionsOpened == 1)
+    }
+
+    /// Gaps left by an earlier attempt are all fetched: one after another with one connection, and every
+    /// byte exactly where it belongs.
+    @Test func gapsAfterACrashAreFetchedEvenWithOneConnection() {
+        let kept = ByteRanges([0..<10 * Self.MiB, 30 * Self.MiB..<40 * Self.MiB, 50 * Self.MiB..<60 * Self.MiB])
+        for connections in [1, 4] {
+            var sim = Simulation(total: 64 * Self.MiB, kept: kept, maxConnections: connections,
+                                 perConnection: 8 * 1_048_576)
+            #expect(sim.planner.primaryLimit == 30 * Self.MiB, "the first request stops where kept data begins")
+            sim.run()
+            #expect(sim.planner.isComplete && sim.written.covers(total: 64 * Self.MiB))
+            #expect(sim.mostConnections <= connections)
+            if connections == 1 { #expect(sim.connectionsOpened == 3) }
+        }
+    }
+
+    /// A refused extra connection lowers the cap to what runs; an unsplittable answer to one connection.
+    @Test func refusalsLowerTheCap() {
+        var planner = SegmentPlanner(settings: .init(maxConnections: 8), total: 1024 * Self.MiB, kept: ByteRanges(),
+                                     primaryFrom: 0, now: 0)
+        var positions: [Int: Int64] = [0: 0]
+        var t = 0.0
+        var opened: [Int] = []
+        while opened.count < 3, t < 5 {
+            t += 0.25
+            for (id, p) in positions {
+                positions[id] = p + 4 * Self.MiB
+                planner.progress(id, position: p + 4 * Self.MiB)
+            }
+            for case let .open(id, range) in planner.tick(now: t) {
+                opened.append(id)
+                positions[id] = range.lowerBound
+            }
+        }
+        #expect(opened.count == 3 && planner.activeCount == 4, "\(opened)")
+        planner.ended(opened[2], position: 0, .refused)
+        #expect(planner.cap == 3)
+        planner.ended(opened[1], position: 0, .unsplittable)
+        #expect(planner.cap == 1)
+        #expect(planner.tick(now: t + 0.25).isEmpty, "nothing more is opened while two still run")
+    }
+}
