@@ -1,0 +1,75 @@
+// SegmentDecision: a table of response heads to a segment's request.
+import HalfTunesEngine
+import HalfTunesProtocol
+import Testing
+
+@Suite struct SegmentDecisionTests {
+    let validators = Validators(etag: "\"v1\"", lastModified: "Sat, 22 Nov 2025 03:51:27 GMT")
+
+    func decide(_ status: Int, _ headers: [(String, String)], validators: Validators? = nil) -> SegmentDecision {
+        SegmentDecision.decide(range: 1000..<2000, total: 5000, validators: validators ?? self.validators,
+                               status: status, headers: headers, now: 0, url: "http://h/f")
+    }
+
+    @Test func onlyTheExactRangeOfTheSameVersionIsWritten() {
+        #expect(decide(206, [("Content-Range", "bytes 1000-1999/5000"), ("ETag", "\"v1\"")]) == .accept)
+        #expect(decide(206, [("Content-Range", "bytes 1000-1999/5000")]) == .accept, "If-Range vouches for it")
+        #expect(decide(206, [("content-range", "bytes 1000-1999/5000"), ("Last-Modified", "Sat, 22 Nov 2025 03:51:27 GMT")],
+                       validators: Validators(etag: nil, lastModified: "Sat, 22 Nov 2025 03:51:27 GMT")) == .accept)
+    }
+
+    @Test func anotherVersionIsAChange() {
+        let cases: [(Int, [(String, String)])] = [
+            (206, [("Content-Range", "bytes 1000-1999/5000"), ("ETag", "\"v2\"")]),
+            (206, [("Content-Range", "bytes 1000-1999/6000"), ("ETag", "\"v1\"")]),
+            (206, [("Content-Range", "bytes 1000-1999/*"), ("ETag", "\"v2\"")]),
+            (200, [("ETag", "\"v2\""), ("Content-Length", "5000")]),
+            (200, [("Content-Length", "5000")]),
+            (416, [("Content-Range", "bytes */900")]),
+            (416, []),
+        ]
+        for (status, headers) in cases {
+            guard case .changed = decide(status, headers) else {
+                Issue.record("\(status) \(headers) → \(decide(status, headers))")
+                continue
+            }
+        }
+        #expect(decide(206, [("Content-Range", "bytes 1000-1999/5000"), ("Last-Modified", "Sun, 23 Nov 2025 00:00:00 GMT")],
+                       validators: Validators(etag: nil, lastModified: "Sat, 22 Nov 2025 03:51:27 GMT"))
+                == .changed(reason: "the validator changed (Sun, 23 Nov 2025 00:00:00 GMT)"))
+    }
+
+    @Test func theSameVersionServedOtherwiseIsUnsplittable() {
+        let cases: [(Int, [(String, String)])] = [
+            (200, [("ETag", "\"v1\""), ("Content-Length", "5000")]),
+            (206, [("Content-Range", "bytes 0-4999/5000"), ("ETag", "\"v1\"")]),
+            (206, [("Content-Range", "bytes 1000-1499/5000")]),
+            (206, [("Content-Range", "nonsense")]),
+            (206, []),
+        ]
+        for (status, headers) in cases {
+            guard case .unsplittable = decide(status, headers) else {
+                Issue.record("\(status) \(headers) → \(decide(status, headers))")
+                continue
+            }
+        }
+    }
+
+    @Test func busyServersRefuseOthersFail() {
+        guard case .refused(let error, let retryAfter) = decide(503, [("Retry-After", "7")]) else {
+            Issue.record("503 not refused")
+            return
+        }
+        #expect(error.code == TaskErrorCode.serverBusy && retryAfter == 7)
+        guard case .refused = decide(429, []) else {
+            Issue.record("429 not refused")
+            return
+        }
+        #expect(decide(404, []) == .failed(TaskError(code: TaskErrorCode.httpStatus, message: "HTTP 404 Not Found from http://h/f",
+                                                     httpStatus: 404), transient: false))
+        guard case .failed(_, true) = decide(500, []) else {
+            Issue.record("500 not transient")
+            return
+        }
+    }
+}
