@@ -14,6 +14,8 @@ public final class Attempt: Sendable {
         var runCalled = false
         var stopRequested = false
         var task: HTTPClient.Task<Void>?
+        /// A download's further requests (segments), by segment id.
+        var segments: [Int: HTTPClient.Task<Void>] = [:]
     }
 
     private let request: AttemptRequest
@@ -39,11 +41,11 @@ public final class Attempt: Sendable {
     /// the request is connecting), unless a whole response already decided the outcome. A download's data
     /// already received is flushed, fsynced and checkpointed first.
     public func stop() {
-        let task = control.withLockedValue { c -> HTTPClient.Task<Void>? in
+        let tasks = control.withLockedValue { c -> [HTTPClient.Task<Void>] in
             c.stopRequested = true
-            return c.task
+            return (c.task.map { [$0] } ?? []) + Array(c.segments.values)
         }
-        task?.fail(reason: EngineAbort.stopped)
+        for task in tasks { task.fail(reason: EngineAbort.stopped) }
     }
 
     /// Runs the attempt to its end. Call once.
@@ -59,10 +61,13 @@ public final class Attempt: Sendable {
         }
         let eventLoop = client.eventLoopGroup.next()
         let sink: any ResponseSink
+        var primary: PartialFileSink?
         switch request.sink {
         case .partialFile(let target):
             switch await openPartialFile(target, eventLoop: eventLoop) {
-            case .success(let opened): sink = opened
+            case .success(let opened):
+                sink = opened
+                primary = opened
             case .failure(let failed): return failed.outcome
             }
         case .memory(let limit):
@@ -95,7 +100,7 @@ public final class Attempt: Sendable {
         }
         let httpRequest: HTTPClient.Request
         do {
-            httpRequest = try makeHTTPRequest(body: body?.body, extraHeaders: sink.requestHeaders)
+            httpRequest = try makeHTTPRequest(url: request.url, body: body?.body, extraHeaders: sink.requestHeaders)
         } catch {
             closeBody()
             let taskError = ErrorMapping.requestBuildFailure(error, url: request.url)
@@ -116,6 +121,7 @@ public final class Attempt: Sendable {
             return c.stopRequested
         }
         delegate.attach(task)
+        if let primary { primary.download.started(primary) }
         if stopNow { task.fail(reason: EngineAbort.stopped) }
 
         let result: Result<Void, Error>
@@ -150,18 +156,53 @@ public final class Attempt: Sendable {
         let config = PartialFileSink.Config(
             url: request.url, requestedOffset: requestedOffset, kept: writer.keptRanges.count,
             sentIfRange: requestedOffset > 0 ? ifRange : nil, requestValidators: target.validators,
-            expectedLength: target.expectedLength, checkpointInterval: Self.amount(target.checkpointInterval))
+            expectedLength: target.expectedLength)
         logger.debug("partial file prepared", metadata: ["offset": "\(requestedOffset)", "kept": "\(writer.keptRanges)"])
-        return .success(PartialFileSink(eventLoop: eventLoop, config: config,
-                                        progressInterval: Self.amount(request.progressInterval), writer: writer,
-                                        attempt: self, observer: observer))
+        let settings = SegmentedDownload.Settings(checkpointInterval: Self.amount(target.checkpointInterval),
+                                                  progressInterval: Self.amount(request.progressInterval),
+                                                  maxConnections: target.maxConnections)
+        let download = SegmentedDownload(eventLoop: eventLoop, writer: writer, attempt: self, observer: observer,
+                                         settings: settings)
+        return .success(download.makePrimary(config))
+    }
+
+    /// Starts a download's further request (a segment) to `url`, on the attempt's event loop. Its end goes to
+    /// the download like the first request's.
+    func launchSegment(_ sink: PartialFileSink, url: String, eventLoop: EventLoop) {
+        let id = sink.config.id
+        let config = AttemptDelegate.Config(
+            url: url, idleTimeout: Self.amount(request.requestTimeout),
+            progressInterval: Self.amount(request.progressInterval), bytesToSend: nil,
+            allowInsecureRedirects: request.allowInsecureRedirects)
+        let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
+                                       sink: sink, body: nil, limiter: request.rateLimiter)
+        let httpRequest: HTTPClient.Request
+        do {
+            httpRequest = try makeHTTPRequest(url: url, body: nil, extraHeaders: sink.requestHeaders)
+        } catch {
+            eventLoop.execute { _ = delegate.finish(result: .failure(error)) }
+            return
+        }
+        logger.debug("starting segment", metadata: ["segment": "\(id)", "range": "\(sink.requestHeaders.first?.1 ?? "")"])
+        let task = client.execute(request: httpRequest, delegate: delegate,
+                                  eventLoop: .delegateAndChannel(on: eventLoop), logger: logger)
+        let stopNow = control.withLockedValue { c -> Bool in
+            c.segments[id] = task
+            return c.stopRequested
+        }
+        delegate.attach(task)
+        if stopNow { task.fail(reason: EngineAbort.stopped) }
+        task.futureResult.hop(to: eventLoop).whenComplete { result in
+            self.control.withLockedValue { _ = $0.segments.removeValue(forKey: id) }
+            _ = delegate.finish(result: result.map { _ in () })
+        }
     }
 
     private struct FailedOpen: Error {
         var outcome: AttemptOutcome
     }
 
-    private func makeHTTPRequest(body: HTTPClient.Body?, extraHeaders: [(String, String)]) throws
+    private func makeHTTPRequest(url: String, body: HTTPClient.Body?, extraHeaders: [(String, String)]) throws
         -> HTTPClient.Request {
         var headers = HTTPHeaders()
         for (name, value) in request.headers {
@@ -180,7 +221,7 @@ public final class Attempt: Sendable {
         for (name, value) in extraHeaders {
             headers.replaceOrAdd(name: name, value: value)
         }
-        return try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers,
+        return try HTTPClient.Request(url: url, method: HTTPMethod(rawValue: request.method), headers: headers,
                                       body: body)
     }
 

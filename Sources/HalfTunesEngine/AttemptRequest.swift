@@ -92,6 +92,8 @@ public struct PartialFileTarget: Sendable, Equatable {
     public var expectedLength: Int64?
     /// Seconds between checkpoints (fsync, then the journal records the durable length).
     public var checkpointInterval: Double
+    /// The most requests at once for this file (segments, `SegmentPlanner`); 1: one request at a time.
+    public var maxConnections = 1
 
     public init(path: String, durable: ByteRanges, validators: Validators? = nil, expectedLength: Int64? = nil,
                 checkpointInterval: Double = 1.0) {

@@ -28,7 +28,7 @@ enum PartialFileOutcome {
                                   message: "Unusable range response from \(info.finalURL): \(reason); "
                                       + "the partial file was discarded and the next attempt starts from byte 0")
             return .failed(TransferFailure(error: error, isTransient: true, durable: durable))
-        case .alreadyComplete?, nil:
+        case .alreadyComplete?, .segment?, nil:
             break
         }
         if info.timedOut {

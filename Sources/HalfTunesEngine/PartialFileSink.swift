@@ -1,13 +1,16 @@
-// A download's response sink: the resume decision, batched writes with backpressure, checkpoints.
+// One request of a download: its response decision, and batched writes at its offsets with backpressure.
 import AsyncHTTPClient
 import HalfTunesProtocol
 import NIOCore
 import NIOHTTP1
 
-/// Used on the attempt's event loop only (see `ResponseSink`). Body parts are gathered into ~1 MiB batches;
-/// one batch is written at a time, and while it is in flight a full next batch holds the response back (the
-/// future returned from `bodyPart`). Observer calls go through the writer's callback queue, so progress and
-/// checkpoints reach the observer in the order the data was written.
+/// Used on the attempt's event loop only (see `ResponseSink`). The first request of a download (`.primary`)
+/// resumes or restarts the partial file (`ResumeDecision`); a further one (`.segment`) asks for exactly one
+/// range of the version the first response named (`SegmentDecision`). Body parts are gathered into ~1 MiB
+/// batches written at their offsets; one batch is written at a time, and while it is in flight a full next
+/// batch holds the response back (the future returned from `bodyPart`). A request stops at its `limit` (a
+/// segment's end, or where the planner cut it). The file, progress, checkpoints and the outcome belong to the
+/// `SegmentedDownload` every request of the attempt reports to.
 final class PartialFileSink: ResponseSink, @unchecked Sendable {
     /// Bytes gathered before a write is submitted.
     static let batchSize = 1 << 20
@@ -15,22 +18,33 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
     static let holdThreshold = 16 << 10
     static let smallBufferCapacity = 64 << 10
 
+    enum Role: Sendable {
+        /// The first request: resumes from `requestedOffset` or restarts the file.
+        case primary
+        /// A further request for exactly `range` of the version named by `validators` (length `total`).
+        case segment(range: Range<Int64>, total: Int64, validators: Validators)
+    }
+
     struct Config: Sendable {
         var url: String
         /// The offset asked for with Range (0 when no Range was sent).
         var requestedOffset: Int64
-        /// The partial's length after prepare.
+        /// How many bytes the partial kept after prepare (what a restart from zero discards).
         var kept: Int64
         var sentIfRange: String?
         var requestValidators: Validators?
         var expectedLength: Int64?
-        var checkpointInterval: TimeAmount
+        var role: Role = .primary
+        /// The segment's number in the attempt (0: the first request).
+        var id = 0
     }
 
     enum Decided: Sendable {
         case alreadyComplete(total: Int64, start: ResponseStart)
         case discard(reason: String)
         case fail(TaskError, transient: Bool, retryAfter: Double?)
+        /// A segment's response was not written (`SegmentDecision` other than `.accept`).
+        case segment(SegmentDecision)
     }
 
     enum Phase { case connecting, streaming, ignoringBody, finished }
@@ -42,22 +56,19 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         var start: ResponseStart?
         /// Absolute offset where this response's body should end, when the response says.
         var expectedEnd: Int64?
-        /// Absolute offset of the received data (written or pending), paced for progress reports.
-        var received: ProgressPacer
         var pending: [ByteBuffer] = []
         var pendingBytes = 0
+        var lastIsOwned = false
         /// Absolute offset where the pending bytes go (the end of what was submitted for writing).
         var writeOffset: Int64 = 0
-        var lastIsOwned = false
+        /// Bytes at and after this offset are not this request's to write.
+        var limit = Int64.max
+        var reachedLimit = false
         var writesInFlight = 0
         var waiting: EventLoopPromise<Void>?
-        var syncInFlight = false
-        /// A checkpoint is due; it goes with the next batch, once the write in flight is done.
-        var syncRequested = false
-        var unsynced = false
-        var checkpointTimer: RepeatedTask?
-        /// Reports bytes left unreported by the interval even if no further body part comes (a stall).
-        var progressTimer: Scheduled<Void>?
+        /// A checkpoint wants the pending bytes written once the write in flight is done.
+        var flushRequested = false
+        var cancelled = false
     }
 
     /// What the loop state says after the request ended.
@@ -67,42 +78,57 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         var expectedEnd: Int64?
         var timedOut: Bool
         var finalURL: String
+        /// Every byte below this offset, from where the request began, was received and submitted for writing.
+        var position: Int64
+        /// The request has every byte up to its limit (a segment's end, or where the planner cut it).
+        var reachedLimit: Bool
     }
 
     let eventLoop: EventLoop
     let config: Config
     let writer: PartialWriter
+    let download: SegmentedDownload
     let attempt: Attempt
     let observer: any AttemptObserver
     private let box: NIOLoopBoundBox<LoopState>
 
-    init(eventLoop: EventLoop, config: Config, progressInterval: TimeAmount, writer: PartialWriter, attempt: Attempt,
-         observer: any AttemptObserver) {
+    init(eventLoop: EventLoop, config: Config, download: SegmentedDownload) {
         self.eventLoop = eventLoop
         self.config = config
-        self.writer = writer
-        self.attempt = attempt
-        self.observer = observer
-        let state = LoopState(received: ProgressPacer(interval: progressInterval, total: config.kept))
+        self.download = download
+        self.writer = download.writer
+        self.attempt = download.attempt
+        self.observer = download.observer
+        var state = LoopState()
+        if case .segment(let range, _, _) = config.role {
+            state.writeOffset = range.lowerBound
+            state.limit = range.upperBound
+        }
         self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
     }
 
     var requestHeaders: [(String, String)] {
-        ResumeDecision.rangeHeaders(offset: config.requestedOffset, validators: config.requestValidators)
-    }
-
-    func attached(_ task: HTTPClient.Task<Void>) {
-        box.withValue { s in
-            guard s.phase != .finished else { return }
-            s.task = task
-            let interval = self.config.checkpointInterval
-            s.checkpointTimer = self.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-                self.checkpointTick()
-            }
+        switch config.role {
+        case .primary:
+            return ResumeDecision.rangeHeaders(offset: config.requestedOffset, validators: config.requestValidators)
+        case .segment(let range, _, let validators):
+            return [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"), ("If-Range", validators.ifRangeValue ?? "")]
         }
     }
 
+    func attached(_ task: HTTPClient.Task<Void>) {
+        let cancelled = box.withValue { s -> Bool in
+            guard s.phase != .finished else { return false }
+            s.task = task
+            return s.cancelled
+        }
+        if cancelled { task.fail(reason: EngineAbort.decided) }
+    }
+
     var isHoldingBack: Bool { box.withValue { $0.waiting != nil || $0.writesInFlight > 0 } }
+
+    /// Where the next byte of this request goes.
+    var position: Int64 { box.withValue { $0.writeOffset + Int64($0.pendingBytes) } }
 
     func refuse(_ error: TaskError) {
         box.withValue { s in
@@ -112,23 +138,75 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
     }
 
     func bodyPart(_ buffer: ByteBuffer, now: NIODeadline) -> EventLoopFuture<Void>? {
-        box.withValue { s -> EventLoopFuture<Void> in
-            guard s.phase == .streaming else { return self.eventLoop.makeSucceededVoidFuture() }
-            self.append(&s, buffer)
-            if let report = s.received.add(Int64(buffer.readableBytes), now: now) {
-                self.emitProgress(report, expected: s.start?.expectedTotal)
-            } else if s.progressTimer == nil {
-                self.scheduleTrailingProgress(&s)
+        let (future, stop) = box.withValue { s -> (EventLoopFuture<Void>, HTTPClient.Task<Void>?) in
+            guard s.phase == .streaming else { return (self.eventLoop.makeSucceededVoidFuture(), nil) }
+            var part = buffer
+            let room = s.limit - (s.writeOffset + Int64(s.pendingBytes))
+            if Int64(part.readableBytes) >= room {
+                part = part.getSlice(at: part.readerIndex, length: Int(max(0, room))) ?? ByteBuffer()
+                s.reachedLimit = true
             }
-            guard s.pendingBytes >= Self.batchSize else { return self.eventLoop.makeSucceededVoidFuture() }
+            self.append(&s, part)
+            self.download.received(Int64(part.readableBytes), now: now)
+            if s.reachedLimit {
+                // The rest of this response is another request's (or nobody's): write what is here and stop
+                // reading, unless the response ends right here anyway.
+                s.phase = .ignoringBody
+                self.flush(&s)
+                let more = s.expectedEnd.map { $0 > s.limit } ?? true
+                return (self.eventLoop.makeSucceededVoidFuture(), more ? s.task : nil)
+            }
+            guard s.pendingBytes >= Self.batchSize else { return (self.eventLoop.makeSucceededVoidFuture(), nil) }
             if s.writesInFlight == 0 {
-                self.submit(&s, sync: false)
-                return self.eventLoop.makeSucceededVoidFuture()
+                self.submit(&s)
+                return (self.eventLoop.makeSucceededVoidFuture(), nil)
             }
             let promise = self.eventLoop.makePromise(of: Void.self)
             s.waiting = promise
-            return promise.futureResult
+            return (promise.futureResult, nil)
         }
+        if let stop { eventLoop.execute { stop.fail(reason: EngineAbort.segmentDone) } }
+        return future
+    }
+
+    /// The planner cut this request's range: it stops at `limit` (or now, if it is there already).
+    func setLimit(_ limit: Int64) {
+        let (stop, release) = box.withValue { s -> (HTTPClient.Task<Void>?, EventLoopPromise<Void>?) in
+            guard limit < s.limit else { return (nil, nil) }
+            s.limit = limit
+            guard s.phase == .streaming, s.writeOffset + Int64(s.pendingBytes) >= limit else { return (nil, nil) }
+            s.reachedLimit = true
+            s.phase = .ignoringBody
+            self.flush(&s)
+            defer { s.waiting = nil }
+            return (s.task, s.waiting)
+        }
+        release?.succeed(())
+        stop?.fail(reason: EngineAbort.segmentDone)
+    }
+
+    /// The planner gave back the range after this request's limit (the request after it got nothing): an
+    /// open-ended request goes on to `limit`, if it is still reading.
+    func extendLimit(to limit: Int64) {
+        box.withValue { s in
+            guard s.phase == .streaming, !s.reachedLimit, limit > s.limit else { return }
+            s.limit = limit
+        }
+    }
+
+    /// Stops this request now (another version answered elsewhere, or the file failed): nothing more is written.
+    func cancel() {
+        let (task, waiting) = box.withValue { s -> (HTTPClient.Task<Void>?, EventLoopPromise<Void>?) in
+            s.cancelled = true
+            guard s.phase != .finished else { return (nil, nil) }
+            s.phase = .ignoringBody
+            s.pending = []
+            s.pendingBytes = 0
+            defer { s.waiting = nil }
+            return (s.task, s.waiting)
+        }
+        waiting?.succeed(())
+        task?.fail(reason: EngineAbort.decided)
     }
 
     func requestFailed() {
@@ -139,58 +217,51 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         waiting?.succeed(())
     }
 
-    /// Flushes, fsyncs, checkpoints, closes, and decides the outcome.
+    /// Submits what is left and reports the end to the download; the future is the attempt's outcome.
     func finish(_ end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
-        let promise = eventLoop.makePromise(of: AttemptOutcome.self)
-        let (waiting, batch, info) = box.withValue { s -> (EventLoopPromise<Void>?, ([ByteBuffer], Int64), FinishInfo) in
-            s.checkpointTimer?.cancel()
-            s.progressTimer?.cancel()
+        let (waiting, info) = box.withValue { s -> (EventLoopPromise<Void>?, FinishInfo) in
             let streamed = s.phase == .streaming
+            if streamed || s.reachedLimit { self.flush(&s, force: true) }
             s.phase = .finished
             let waiting = s.waiting
             s.waiting = nil
-            let batch = s.pending
-            let offset = s.writeOffset
-            s.pending = []
-            s.pendingBytes = 0
-            if streamed, let report = s.received.flush(now: .now()) {
-                self.emitProgress(report, expected: s.start?.expectedTotal)
-            }
             let info = FinishInfo(decided: s.decided, start: s.start, expectedEnd: s.expectedEnd,
-                                  timedOut: end.timedOut, finalURL: end.finalURL)
-            return (waiting, (batch, offset), info)
+                                  timedOut: end.timedOut, finalURL: end.finalURL,
+                                  position: s.writeOffset + Int64(s.pendingBytes), reachedLimit: s.reachedLimit)
+            return (waiting, info)
         }
         waiting?.succeed(())
-        let attempt = self.attempt, observer = self.observer, url = config.url, result = end.result
-        writer.finish(batch.0, at: batch.1, done: { snapshot in
-            let outcome = PartialFileOutcome.outcome(result: result, stopRequested: attempt.isStopRequested,
-                                                     info: info, snapshot: snapshot, url: url)
-            // The last checkpoint, unless the download is complete: then its durable length goes to the
-            // journal with the publish intent (the core's next write of the task), one write fewer per file.
-            if case .completed = outcome {} else {
-                observer.attemptDidCheckpoint(attempt, durable: snapshot.durableRanges)
-            }
-            promise.succeed(outcome)
-        })
-        return promise.futureResult
+        return download.ended(config.id, info: info, end: end)
     }
 
     func abandon(_ error: TaskError?) -> EventLoopFuture<AttemptOutcome> {
-        let promise = eventLoop.makePromise(of: AttemptOutcome.self)
         box.withValue { $0.phase = .finished }
-        let attempt = self.attempt, observer = self.observer
-        writer.finish([], at: 0, done: { snapshot in
-            observer.attemptDidCheckpoint(attempt, durable: snapshot.durableRanges)
-            guard let error else { return promise.succeed(.stopped(durable: snapshot.durableRanges)) }
-            promise.succeed(.failed(TransferFailure(error: error, isTransient: false, durable: snapshot.durableRanges)))
-        })
-        return promise.futureResult
+        return download.abandon(config.id, error)
     }
 
     // MARK: - Response head
 
     func head(_ head: HTTPResponseHead, finalURL: String) -> Bool {
-        box.withValue { s in self.decide(&s, head: head, finalURL: finalURL) }
+        box.withValue { s in
+            switch self.config.role {
+            case .primary:
+                return self.decide(&s, head: head, finalURL: finalURL)
+            case let .segment(range, total, validators):
+                guard !s.cancelled else { return false }
+                let decision = SegmentDecision.decide(range: range, total: total, validators: validators,
+                                                      status: Int(head.status.code),
+                                                      headers: head.headers.map { ($0.name, $0.value) },
+                                                      now: POSIX.wallClock(), url: finalURL)
+                guard decision == .accept else {
+                    s.decided = .segment(decision)
+                    s.phase = .ignoringBody
+                    return false
+                }
+                s.expectedEnd = range.upperBound
+                s.phase = .streaming
+                return true
+            }
+        }
     }
 
     /// Applies the resume decision; returns false when the response is refused (the request is then failed).
@@ -254,9 +325,9 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
                                   finalURL: finalURL)
         s.start = start
         s.expectedEnd = end
-        s.received.restart(at: offset)
         s.writeOffset = offset
         s.phase = .streaming
+        if let limit = download.primaryStarted(start, headers: headers) { s.limit = limit }
         let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
         writer.begin(truncate: discarded > 0, preallocateTo: start.expectedTotal) { ok in
             guard ok else {
@@ -290,7 +361,30 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         s.lastIsOwned = true
     }
 
-    private func submit(_ s: inout LoopState, sync: Bool) {
+    /// A checkpoint is due: the pending bytes go to the writer now, or after the write in flight.
+    func flushForCheckpoint() {
+        let release = box.withValue { s -> EventLoopPromise<Void>? in
+            guard s.phase == .streaming, s.pendingBytes > 0 else { return nil }
+            self.flush(&s)
+            guard s.pendingBytes == 0 else { return nil }
+            defer { s.waiting = nil }
+            return s.waiting
+        }
+        release?.succeed(())
+    }
+
+    /// Submits the pending bytes now if no write is in flight (or `force`: the request is over), else once
+    /// it is done.
+    private func flush(_ s: inout LoopState, force: Bool = false) {
+        guard s.pendingBytes > 0 else { return }
+        if s.writesInFlight == 0 || force {
+            submit(&s)
+        } else {
+            s.flushRequested = true
+        }
+    }
+
+    private func submit(_ s: inout LoopState) {
         let batch = s.pending
         let offset = s.writeOffset
         s.writeOffset += Int64(s.pendingBytes)
@@ -298,22 +392,13 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         s.pending.reserveCapacity(24)
         s.pendingBytes = 0
         s.lastIsOwned = false
+        s.flushRequested = false
         s.writesInFlight += 1
-        if sync {
-            s.syncInFlight = true
-            s.syncRequested = false
-            s.unsynced = false
-        } else if !batch.isEmpty {
-            s.unsynced = true
-        }
-        let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
-        writer.write(batch, at: offset, sync: sync, written: { ok in
+        download.noteWrite()
+        let eventLoop = self.eventLoop
+        writer.write(batch, at: offset, sync: false, written: { ok in
             eventLoop.execute { self.writeDone(ok: ok) }
-        }, checkpoint: { durable in
-            observer.attemptDidCheckpoint(attempt, durable: durable)
-        }, synced: {
-            eventLoop.execute { self.box.withValue { $0.syncInFlight = false } }
-        })
+        }, checkpoint: { _ in }, synced: {})
     }
 
     private func writeDone(ok: Bool) {
@@ -324,9 +409,9 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         }
         let release = box.withValue { s -> EventLoopPromise<Void>? in
             s.writesInFlight -= 1
-            guard s.phase == .streaming else { return nil }
-            if s.writesInFlight == 0, s.pendingBytes >= Self.batchSize || s.syncRequested {
-                self.submit(&s, sync: s.syncRequested)
+            guard s.phase == .streaming || s.flushRequested else { return nil }
+            if s.writesInFlight == 0, s.pendingBytes >= Self.batchSize || s.flushRequested {
+                self.submit(&s)
             }
             guard s.pendingBytes < Self.batchSize else { return nil }
             defer { s.waiting = nil }
@@ -345,42 +430,6 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         }
         waiting?.succeed(())
         task?.fail(reason: EngineAbort.writeFailed)
-    }
-
-    private func emitProgress(_ report: ProgressPacer.Report, expected: Int64?) {
-        let attempt = self.attempt, observer = self.observer
-        writer.callback {
-            observer.attemptDidReceive(attempt, bytes: report.delta, totalBytes: report.total,
-                                       totalBytesExpected: expected)
-        }
-    }
-
-    // MARK: - Timers
-
-    /// Else the bytes received just before a stall stayed unreported (bytesReceived behind even bytesDurable).
-    private func scheduleTrailingProgress(_ s: inout LoopState) {
-        s.progressTimer = eventLoop.scheduleTask(deadline: s.received.lastReportAt + s.received.interval) {
-            self.box.withValue { s in
-                s.progressTimer = nil
-                guard s.phase == .streaming, s.received.isBehind else { return }
-                let now = NIODeadline.now()
-                if now - s.received.lastReportAt < s.received.interval { return self.scheduleTrailingProgress(&s) }
-                if let report = s.received.flush(now: now) { self.emitProgress(report, expected: s.start?.expectedTotal) }
-            }
-        }
-    }
-
-    private func checkpointTick() {
-        let release = box.withValue { s -> EventLoopPromise<Void>? in
-            guard s.phase == .streaming, !s.syncInFlight, s.pendingBytes > 0 || s.unsynced else { return nil }
-            guard s.writesInFlight == 0 else {
-                s.syncRequested = true  // one batch in flight at a time: writeDone submits it
-                return nil
-            }
-            self.submit(&s, sync: true)
-            defer { s.waiting = nil }
-            return s.waiting
-        }
-        release?.succeed(())
+        download.fileFailed()
     }
 }

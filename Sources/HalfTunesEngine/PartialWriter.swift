@@ -116,6 +116,20 @@ final class PartialWriter: Sendable {
         }
     }
 
+    /// After every write submitted so far: fsyncs on the sync queue (making every range written durable) and,
+    /// if that worked, calls `checkpoint(durable)` on the callback queue; `synced` runs after that.
+    func sync(checkpoint: @escaping @Sendable (ByteRanges) -> Void, synced: @escaping @Sendable () -> Void) {
+        writeQueue.async {
+            self.syncQueue.async {
+                let durable = self.performSync()
+                self.callbackQueue.async {
+                    if let durable { checkpoint(durable) }
+                    synced()
+                }
+            }
+        }
+    }
+
     /// Runs `body` on the callback queue after everything submitted to the write queue so far has been handed on.
     func callback(_ body: @escaping @Sendable () -> Void) {
         writeQueue.async { self.callbackQueue.async(execute: body) }

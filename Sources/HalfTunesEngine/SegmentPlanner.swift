@@ -42,6 +42,8 @@ public struct SegmentPlanner: Sendable {
         case open(id: Int, range: Range<Int64>)
         /// Segment `id` stops at `limit` (once it has every byte below it).
         case shrink(id: Int, limit: Int64)
+        /// Segment `id` (an open-ended request) goes on to `limit`: the segment after it ended without a byte.
+        case extend(id: Int, limit: Int64)
     }
 
     /// Why a segment ended.
@@ -115,11 +117,20 @@ public struct SegmentPlanner: Sendable {
         segments[id] = s
     }
 
-    /// The segment's request ended at `position` (every byte from its start to there is written).
-    public mutating func ended(_ id: Int, position: Int64, _ end: End) {
+    /// The segment's request ended at `position` (every byte from its start to there is written). When it
+    /// got nothing and the segment before it (`extendable`: an open-ended request) was cut where it began, that
+    /// one goes on through its range instead (`.extend`).
+    @discardableResult
+    public mutating func ended(_ id: Int, position: Int64, _ end: End, extendable: Set<Int> = [0]) -> [Action] {
         progress(id, position: position)
-        guard let s = segments.removeValue(forKey: id) else { return }
+        guard let s = segments.removeValue(forKey: id) else { return [] }
         done.insert(s.start..<min(max(s.start, position), s.limit))
+        var actions: [Action] = []
+        if end != .reachedLimit, position <= s.start,
+           let (before, _) = segments.first(where: { extendable.contains($0.key) && $0.value.limit == s.start }) {
+            segments[before]!.limit = s.limit
+            actions.append(.extend(id: before, limit: s.limit))
+        }
         switch end {
         case .reachedLimit:
             break
@@ -131,6 +142,7 @@ public struct SegmentPlanner: Sendable {
         case .unsplittable:
             cap = 1
         }
+        return actions
     }
 
     /// What to do now: called on a timer (every ~0.25 s) and after `ended`.

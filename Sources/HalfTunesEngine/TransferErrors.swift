@@ -19,6 +19,8 @@ enum EngineAbort: Error {
     case idleTimeout
     case decided
     case writeFailed
+    /// The request has every byte up to its limit; the rest of its response is another request's.
+    case segmentDone
 }
 
 enum ErrorMapping {

@@ -130,12 +130,16 @@ struct EngineFixture {
 
     /// Runs one attempt of `path` into `partial`, returning the outcome and the observer.
     func run(_ path: String, partial: String, durableOffset: Int64 = 0, durable: ByteRanges? = nil,
-             validators: Validators? = nil, timeout: Double = 30,
-             checkpointInterval: Double = 1.0) async -> (AttemptOutcome, RecordingObserver) {
+             validators: Validators? = nil, timeout: Double = 30, checkpointInterval: Double = 1.0,
+             maxConnections: Int = 1) async -> (AttemptOutcome, RecordingObserver) {
         let observer = RecordingObserver(partialPath: partial)
-        let request = AttemptRequest.download(taskID: 1, url: origin.url(path), partialPath: partial,
+        var request = AttemptRequest.download(taskID: 1, url: origin.url(path), partialPath: partial,
                                       durable: durable ?? ByteRanges(prefix: durableOffset), validators: validators,
                                       requestTimeout: timeout, checkpointInterval: checkpointInterval)
+        if case .partialFile(var target) = request.sink {
+            target.maxConnections = maxConnections
+            request.sink = .partialFile(target)
+        }
         let outcome = await transfer(request, observer: observer).run()
         return (outcome, observer)
     }

@@ -70,6 +70,8 @@ import Testing
                     shrinks.append((id, limit, r.position))
                     #expect(limit > r.position, "a shrink never cuts below what the segment has")
                     running[id]!.limit = limit
+                case let .extend(id, limit):
+                    running[id]!.limit = limit
                 }
             }
             #expect(running.count <= planner.settings.maxConnections)
