@@ -34,6 +34,8 @@ public final class Attempt: Sendable {
     }
 
     public var taskID: Int64 { request.taskID }
+    /// The URL the attempt was asked for (before redirects).
+    var url: String { request.url }
 
     var isStopRequested: Bool { control.withLockedValue { $0.stopRequested } }
 

@@ -37,6 +37,9 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         var role: Role = .primary
         /// The segment's number in the attempt (0: the first request).
         var id = 0
+        /// Why `kept` bytes are discarded by a response from byte 0 (the download starting again after another
+        /// version answered); nil: the partial had no validator to resume with.
+        var restartReason: String? = nil
     }
 
     enum Decided: Sendable {
@@ -278,7 +281,8 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         case .start(let total):
             let discarded = config.kept
             accept(&s, status: status, headers: headers, offset: 0, total: total, validators: received,
-                   discarded: discarded, reason: discarded > 0 ? "noValidator" : nil, finalURL: finalURL)
+                   discarded: discarded, reason: discarded > 0 ? config.restartReason ?? "noValidator" : nil,
+                   finalURL: finalURL)
             return true
         case .append(let total):
             let validators = received.isEmpty ? (config.requestValidators ?? received) : received

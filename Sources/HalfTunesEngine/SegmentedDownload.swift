@@ -43,6 +43,8 @@ final class SegmentedDownload: @unchecked Sendable {
         var changed: String?
         /// A further request was not served as asked: the durable data kept is the part from byte 0 only.
         var unsplittable = false
+        /// The download already started again from byte 0 after another version answered.
+        var restarted = false
         var fileFailed = false
         var finishing = false
     }
@@ -257,6 +259,8 @@ final class SegmentedDownload: @unchecked Sendable {
     // MARK: - The end
 
     private func finalize() {
+        let restart = box.withValue { s in s.changed != nil && !s.restarted && !self.attempt.isStopRequested }
+        if restart { return restartFromZero() }
         let (changed, primary, planner, lastFailure, start, unsplittable) = box.withValue { s in
             s.finishing = true
             s.checkpointTimer?.cancel()
@@ -304,6 +308,33 @@ final class SegmentedDownload: @unchecked Sendable {
             }
             promise.succeed(outcome)
         })
+    }
+
+    /// Another version answered while the download was split: what was written is discarded at once and one
+    /// request asks for the whole resource again (once per attempt; `didResumeAtOffset` says why).
+    private func restartFromZero() {
+        let discarded = writer.snapshot.writtenRanges.count
+        let attempt = self.attempt, observer = self.observer
+        writer.begin(truncate: true) { ok in
+            if ok { observer.attemptDidCheckpoint(attempt, durable: ByteRanges()) }
+        }
+        let config = PartialFileSink.Config(url: attempt.url, requestedOffset: 0, kept: discarded,
+                                            sentIfRange: nil, requestValidators: nil, expectedLength: nil,
+                                            role: .primary, id: 0, restartReason: "resourceChanged")
+        let sink = PartialFileSink(eventLoop: eventLoop, config: config, download: self)
+        box.withValue { s in
+            s.restarted = true
+            s.changed = nil
+            s.planTimer?.cancel()
+            s.planTimer = nil
+            s.planner = nil
+            s.primary = nil
+            s.start = nil
+            s.lastFailure = nil
+            s.unsplittable = false
+            s.sinks[0] = sink
+        }
+        attempt.launchSegment(sink, url: attempt.url, eventLoop: eventLoop)
     }
 
     static func segmentedOutcome(total: Int64, start: ResponseStart, stopRequested: Bool,

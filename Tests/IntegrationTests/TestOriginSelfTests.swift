@@ -135,6 +135,26 @@ struct TestOriginSelfTests {
         }
     }
 
+    /// `faultsFromRequest` spares the requests to the path before it (a download's first connection).
+    @Test func faultsFromRequestSparesTheFirstRequests() async throws {
+        try await withOrigin { origin, bytes in
+            var b = TestOrigin.Behavior()
+            b.faultsFromRequest = 1
+            b.failStatus = 503
+            b.failTimes = 1
+            b.ignoreRange = true
+            origin.setBehavior("/f", b)
+            let first = try await fetch(origin, "/f", [("Range", "bytes=100-199")])
+            #expect(first.status == 206 && first.header("Accept-Ranges") == "bytes")
+            expectBody(first, bytes[100..<200])
+            let second = try await fetch(origin, "/f", [("Range", "bytes=100-199")])
+            #expect(second.status == 503)
+            let third = try await fetch(origin, "/f", [("Range", "bytes=100-199")])
+            #expect(third.status == 200 && third.header("Accept-Ranges") == nil, "ignoreRange still applies")
+            expectBody(third, bytes)
+        }
+    }
+
     @Test func dropAfterBytesRespectsDropTimes() async throws {
         try await withOrigin { origin, bytes in
             var b = TestOrigin.Behavior()

@@ -70,7 +70,10 @@ extension OriginState {
             return finish(status, .page(ByteBuffer(string: html)))
         }
 
-        if let status = behavior.failStatus, behavior.failTimes > 0 {
+        // Faults hit only from `faultsFromRequest` on (requests to this path before this one, counted).
+        let faulty = behavior.faultsFromRequest == 0
+            || requests[..<index].lazy.filter { $0.path == path }.count >= behavior.faultsFromRequest
+        if faulty, let status = behavior.failStatus, behavior.failTimes > 0 {
             behavior.failTimes -= 1
             return page(status, behavior.retryAfter.map { [("Retry-After", $0)] } ?? [])
         }
@@ -93,7 +96,8 @@ extension OriginState {
 
         // Range evaluation, like nginx's static module + range filter.
         var range: ClosedRange<Int64>? = nil
-        if !behavior.ignoreRange, let rangeHeader = request.range {
+        let ignoreRange = faulty && behavior.ignoreRange
+        if !ignoreRange, let rangeHeader = request.range {
             let ifRangeOK: Bool
             if let ifRange = request.ifRange {
                 ifRangeOK = !behavior.omitValidators && (ifRange == resource.etag || ifRange == resource.lastModified)
@@ -106,7 +110,7 @@ extension OriginState {
                 case .unsatisfiable:
                     return page(416, [("Content-Range", "bytes */\(size)")])
                 case .range(let r):
-                    if behavior.refuseRangeTimes > 0 {
+                    if faulty, behavior.refuseRangeTimes > 0 {
                         behavior.refuseRangeTimes -= 1
                         return page(416, [("Content-Range", "bytes */\(size)")])
                     }
@@ -114,7 +118,7 @@ extension OriginState {
                 }
             }
         }
-        if range != nil, behavior.wrongContentRange, let r = range {
+        if faulty, range != nil, behavior.wrongContentRange, let r = range {
             range = max(0, r.lowerBound - 1024)...r.upperBound
         }
 
@@ -131,12 +135,13 @@ extension OriginState {
         }
         headers += validators
         if let r = range { headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound)/\(size)")) }
-        if !behavior.ignoreRange { headers.append(("Accept-Ranges", "bytes")) }
+        if !ignoreRange { headers.append(("Accept-Ranges", "bytes")) }
 
         let slice = resource.body.getSlice(at: resource.body.readerIndex + Int(start), length: Int(length))!
         var plan = finish(status, .resource(slice), chunked: behavior.omitContentLength)
         guard !isHead else { return plan }
         plan.bytesPerSecond = behavior.bytesPerSecond
+        guard faulty else { return plan }
         if let after = behavior.dropAfterBytes, behavior.dropTimes > 0,
             after < length || (behavior.omitContentLength && after == length) {
             behavior.dropTimes -= 1
