@@ -49,14 +49,18 @@ import Testing
         #expect(try readFile(path) == [UInt8](repeating: 1, count: 100))
     }
 
-    /// Nothing to reserve (the total is already written, or smaller): begin succeeds and changes nothing.
-    @Test func nothingLeftToReserveIsFine() async throws {
+    /// Nothing to reserve (the total is already written, or smaller), or less than a MiB left: begin succeeds
+    /// and changes nothing.
+    @Test func nothingOrLittleLeftToReserveIsNotReserved() async throws {
         let dir = try TempDir()
         let path = dir.path("c.partial")
         try writeFile(path, [UInt8](repeating: 1, count: 100))
         let writer = try await PartialWriter.open(path: path, durable: ByteRanges(prefix: 100), label: "test")
         #expect(await begin(writer, preallocateTo: 50))
         #expect(await begin(writer, preallocateTo: 100))
+        #expect(await begin(writer, preallocateTo: 100 + PartialWriter.preallocationMinimum - 1))
+        let blocks = try stat(path).st_blocks
+        #expect(blocks * 512 < 64 << 10, "blocks: \(blocks)")
         _ = await finish(writer, [], at: 100)
         #expect(try stat(path).st_size == 100)
     }
