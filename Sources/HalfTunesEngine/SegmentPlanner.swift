@@ -18,17 +18,17 @@ public struct SegmentPlanner: Sendable {
         /// The most connections at once (the task's, the session's and the host's limits).
         public var maxConnections: Int
         /// How long the first connection runs alone.
-        public var warmup: Double = 0.5
+        public var warmup: Double = 0.3
         /// Rates are measured over this long.
-        public var window: Double = 0.5
+        public var window: Double = 0.3
         /// New connections get this long to start before the rate they give is measured.
-        public var settle: Double = 0.25
+        public var settle: Double = 0.15
         /// Adding connections goes on while each step raises the total rate by this fraction.
         public var minGrowth: Double = 0.15
         /// No segment is split into halves smaller than this.
         public var minSegmentBytes: Int64 = 1 << 20
         /// Nor into halves that one connection would fetch in less than this many seconds.
-        public var minSegmentSeconds: Double = 1.0
+        public var minSegmentSeconds: Double = 0.5
         /// Split points are multiples of this (page-aligned writes).
         public var alignment: Int64 = 64 << 10
 

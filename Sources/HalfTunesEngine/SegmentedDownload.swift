@@ -21,7 +21,7 @@ final class SegmentedDownload: @unchecked Sendable {
         var progressInterval: TimeAmount
         var maxConnections: Int
         /// How often the planner is asked what to do.
-        var planInterval: TimeAmount = .milliseconds(250)
+        var planInterval: TimeAmount = .milliseconds(100)
     }
 
     struct LoopState {
