@@ -68,13 +68,16 @@ public struct AttemptRequest: Sendable {
                  progressInterval: progressInterval)
     }
 
-    /// A download attempt into `partialPath`, keeping its `durable` ranges when `validators` allow it.
+    /// A download attempt into `partialPath`, keeping its `durable` ranges when `validators` allow it, with up
+    /// to `maxConnections` requests at once.
     public static func download(taskID: Int64, url: String, headers: [(name: String, value: String)] = [],
                                 partialPath: String, durable: ByteRanges, validators: Validators? = nil,
                                 expectedLength: Int64? = nil, requestTimeout: Double = 60,
-                                checkpointInterval: Double = 1.0, progressInterval: Double = 0.25) -> AttemptRequest {
-        let target = PartialFileTarget(path: partialPath, durable: durable, validators: validators,
+                                checkpointInterval: Double = 1.0, progressInterval: Double = 0.25,
+                                maxConnections: Int = 1) -> AttemptRequest {
+        var target = PartialFileTarget(path: partialPath, durable: durable, validators: validators,
                                        expectedLength: expectedLength, checkpointInterval: checkpointInterval)
+        target.maxConnections = maxConnections
         return AttemptRequest(taskID: taskID, url: url, method: "GET", headers: headers, sink: .partialFile(target),
                               requestTimeout: requestTimeout, progressInterval: progressInterval)
     }

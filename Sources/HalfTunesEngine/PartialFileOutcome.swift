@@ -32,9 +32,8 @@ enum PartialFileOutcome {
             break
         }
         if info.timedOut {
-            let error = TaskError(code: TaskErrorCode.timedOut,
-                                  message: "No data from \(ErrorMapping.hostDescription(info.finalURL)) within the request timeout")
-            return .failed(TransferFailure(error: error, isTransient: true, durable: durable))
+            return .failed(TransferFailure(error: ErrorMapping.idleTimeout(info.finalURL), isTransient: true,
+                                           durable: durable))
         }
         switch result {
         case .failure(let error):

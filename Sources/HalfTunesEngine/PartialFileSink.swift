@@ -400,9 +400,9 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         s.writesInFlight += 1
         download.noteWrite()
         let eventLoop = self.eventLoop
-        writer.write(batch, at: offset, sync: false, written: { ok in
+        writer.write(batch, at: offset) { ok in
             eventLoop.execute { self.writeDone(ok: ok) }
-        }, checkpoint: { _ in }, synced: {})
+        }
     }
 
     private func writeDone(ok: Bool) {

@@ -100,23 +100,9 @@ final class PartialWriter: Sendable {
         }
     }
 
-    /// Writes `buffers` at `offset`; `written` runs on the write queue right after. With `sync`, then fsyncs
-    /// on the sync queue (making every range written so far durable) and, if that worked, calls
-    /// `checkpoint(durable)` on the callback queue; `synced` runs after that.
-    func write(_ buffers: [ByteBuffer], at offset: Int64, sync: Bool, written: @escaping @Sendable (Bool) -> Void,
-               checkpoint: @escaping @Sendable (ByteRanges) -> Void, synced: @escaping @Sendable () -> Void) {
-        writeQueue.async {
-            let ok = self.performWrite(buffers, at: offset)
-            written(ok)
-            guard sync else { return }
-            self.syncQueue.async {
-                let durable = self.performSync()
-                self.callbackQueue.async {
-                    if let durable { checkpoint(durable) }
-                    synced()
-                }
-            }
-        }
+    /// Writes `buffers` at `offset`; `written` runs on the write queue right after (checkpoints: `sync`).
+    func write(_ buffers: [ByteBuffer], at offset: Int64, written: @escaping @Sendable (Bool) -> Void) {
+        writeQueue.async { written(self.performWrite(buffers, at: offset)) }
     }
 
     /// After every write submitted so far: fsyncs on the sync queue (making every range written durable) and,

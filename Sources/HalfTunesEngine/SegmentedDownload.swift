@@ -211,9 +211,8 @@ final class SegmentedDownload: @unchecked Sendable {
         }
         if case .success = end.result, end.responseEnded { return .reachedLimit }
         if end.timedOut {
-            let error = TaskError(code: TaskErrorCode.timedOut,
-                                  message: "No data from \(ErrorMapping.hostDescription(end.finalURL)) within the request timeout")
-            s.lastFailure = TransferFailure(error: error, isTransient: true, durable: ByteRanges())
+            s.lastFailure = TransferFailure(error: ErrorMapping.idleTimeout(end.finalURL), isTransient: true,
+                                            durable: ByteRanges())
         } else if case .failure(let error) = end.result {
             let (taskError, transient) = ErrorMapping.classify(error, url: end.finalURL)
             s.lastFailure = TransferFailure(error: taskError, isTransient: transient, durable: ByteRanges())

@@ -24,6 +24,11 @@ enum EngineAbort: Error {
 }
 
 enum ErrorMapping {
+    /// The idle timeout (`requestTimeout`) ended a download's request.
+    static func idleTimeout(_ url: String) -> TaskError {
+        TaskError(code: TaskErrorCode.timedOut, message: "No data from \(hostDescription(url)) within the request timeout")
+    }
+
     /// A TaskError for an error that ended a request, and whether retrying later may help.
     static func classify(_ error: Error, url: String) -> (error: TaskError, transient: Bool) {
         let target = hostDescription(url)

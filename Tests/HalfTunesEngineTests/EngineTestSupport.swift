@@ -133,13 +133,10 @@ struct EngineFixture {
              validators: Validators? = nil, timeout: Double = 30, checkpointInterval: Double = 1.0,
              maxConnections: Int = 1) async -> (AttemptOutcome, RecordingObserver) {
         let observer = RecordingObserver(partialPath: partial)
-        var request = AttemptRequest.download(taskID: 1, url: origin.url(path), partialPath: partial,
+        let request = AttemptRequest.download(taskID: 1, url: origin.url(path), partialPath: partial,
                                       durable: durable ?? ByteRanges(prefix: durableOffset), validators: validators,
-                                      requestTimeout: timeout, checkpointInterval: checkpointInterval)
-        if case .partialFile(var target) = request.sink {
-            target.maxConnections = maxConnections
-            request.sink = .partialFile(target)
-        }
+                                      requestTimeout: timeout, checkpointInterval: checkpointInterval,
+                                      maxConnections: maxConnections)
         let outcome = await transfer(request, observer: observer).run()
         return (outcome, observer)
     }

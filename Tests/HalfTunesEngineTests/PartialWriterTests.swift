@@ -83,10 +83,13 @@ import Testing
             var buffer = ByteBufferAllocator().buffer(capacity: 4 << 10)
             buffer.writeBytes(content[offset..<offset + (4 << 10)])
             let ok: Bool = await withCheckedContinuation { continuation in
-                writer.write([buffer], at: Int64(offset), sync: n % 2 == 1, written: { _ in }, checkpoint: { ranges in
-                    checkpoints.withLockedValue { $0.append(ranges) }
-                }, synced: { continuation.resume(returning: true) })
-                if n % 2 == 0 { writer.callback { continuation.resume(returning: true) } }
+                writer.write([buffer], at: Int64(offset)) { _ in }
+                if n % 2 == 1 {
+                    writer.sync(checkpoint: { ranges in checkpoints.withLockedValue { $0.append(ranges) } },
+                                synced: { continuation.resume(returning: true) })
+                } else {
+                    writer.callback { continuation.resume(returning: true) }
+                }
             }
             #expect(ok)
             if n == 3 {

@@ -79,11 +79,8 @@ import Testing
             f.origin.setBehavior("/change.bin", slow)
             let partial = f.dir.path("change.partial")
             let observer = RecordingObserver(partialPath: partial)
-            var request = AttemptRequest.download(taskID: 3, url: f.origin.url("/change.bin"), partialPath: partial)
-            if case .partialFile(var target) = request.sink {
-                target.maxConnections = 4
-                request.sink = .partialFile(target)
-            }
+            let request = AttemptRequest.download(taskID: 3, url: f.origin.url("/change.bin"), partialPath: partial,
+                                                  durable: ByteRanges(), maxConnections: 4)
             let attempt = f.transfer(request, observer: observer)
             let running = Task { await attempt.run() }
             try await f.origin.waitForRequests("/change.bin", count: 2)
@@ -196,12 +193,8 @@ import Testing
             f.origin.setBehavior("/stop.bin", slow)
             let partial = f.dir.path("stop.partial")
             let observer = RecordingObserver(partialPath: partial)
-            var request = AttemptRequest.download(taskID: 2, url: f.origin.url("/stop.bin"), partialPath: partial,
-                                                  checkpointInterval: 0.2)
-            if case .partialFile(var target) = request.sink {
-                target.maxConnections = 4
-                request.sink = .partialFile(target)
-            }
+            let request = AttemptRequest.download(taskID: 2, url: f.origin.url("/stop.bin"), partialPath: partial,
+                                                  durable: ByteRanges(), checkpointInterval: 0.2, maxConnections: 4)
             let attempt = f.transfer(request, observer: observer)
             let running = Task { await attempt.run() }
             try await waitUntil("ranges with gaps durable") {
