@@ -16,6 +16,8 @@ public final class Attempt: Sendable {
         var task: HTTPClient.Task<Void>?
         /// A download's further requests (segments), by segment id.
         var segments: [Int: HTTPClient.Task<Void>] = [:]
+        /// A download's file side, once its partial file is open.
+        var download: SegmentedDownload?
     }
 
     private let request: AttemptRequest
@@ -39,6 +41,9 @@ public final class Attempt: Sendable {
 
     var isStopRequested: Bool { control.withLockedValue { $0.stopRequested } }
 
+    /// The lowest bandwidth limit the attempt is metered against now (nil: none).
+    var rateCeiling: Double? { request.rateLimiter?.ceiling }
+
     /// Idempotent, thread-safe; makes run() return `.stopped` (even if called before run() starts or while
     /// the request is connecting), unless a whole response already decided the outcome. A download's data
     /// already received is flushed, fsynced and checkpointed first.
@@ -48,6 +53,14 @@ public final class Attempt: Sendable {
             return (c.task.map { [$0] } ?? []) + Array(c.segments.values)
         }
         for task in tasks { task.fail(reason: EngineAbort.stopped) }
+    }
+
+    /// A download gives back `count` of the connections `AttemptObserver.attemptWantsConnection` granted: its
+    /// newest further requests stop (what they wrote stays, the rest of their ranges is fetched by the others).
+    /// Thread-safe; nothing for other kinds, or before the partial file is open.
+    public func shedConnections(_ count: Int) {
+        guard count > 0 else { return }
+        control.withLockedValue { $0.download }?.shed(count)
     }
 
     /// Runs the attempt to its end. Call once.
@@ -165,6 +178,7 @@ public final class Attempt: Sendable {
                                                   maxConnections: target.maxConnections)
         let download = SegmentedDownload(eventLoop: eventLoop, writer: writer, attempt: self, observer: observer,
                                          settings: settings)
+        control.withLockedValue { $0.download = download }
         return .success(download.makePrimary(config))
     }
 

@@ -41,9 +41,13 @@ public struct ResponseStart: Sendable, Equatable {
     public var validators: Validators
     /// After redirects.
     public var finalURL: String
+    /// Bytes the file already has when writing starts: `offset` when they are one range from byte 0, their sum
+    /// when an earlier split attempt left gaps (the progress totals count from here).
+    public var keptBytes: Int64
 
     public init(status: Int, offset: Int64, discardedBytes: Int64, reason: String?, expectedTotal: Int64?,
-                validators: Validators, finalURL: String) {
+                validators: Validators, finalURL: String, keptBytes: Int64? = nil) {
+        self.keptBytes = keptBytes ?? offset
         self.status = status
         self.offset = offset
         self.discardedBytes = discardedBytes
@@ -73,12 +77,20 @@ public protocol AttemptObserver: AnyObject, Sendable {
     /// Uploads: at most every progressInterval, plus once when the body is sent. Totals count from 0 in
     /// every attempt (and again after a redirect that sends the body anew).
     func attemptDidSend(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?)
+    /// Downloads: the attempt wants one more connection besides those it has (to split the download); false
+    /// and it opens none now (it asks again later). Each true is given back by `attemptReleasedConnection`
+    /// once that request ended. Called on the attempt's event loop: answer at once, never block.
+    func attemptWantsConnection(_ attempt: Attempt) -> Bool
+    /// Downloads: a connection granted by `attemptWantsConnection` is no longer used.
+    func attemptReleasedConnection(_ attempt: Attempt)
 }
 
 extension AttemptObserver {
     public func attemptDidStart(_ attempt: Attempt, _ start: ResponseStart) {}
     public func attemptDidOpenBody(_ attempt: Attempt, bytesExpectedToSend: Int64) {}
     public func attemptDidSend(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?) {}
+    public func attemptWantsConnection(_ attempt: Attempt) -> Bool { true }
+    public func attemptReleasedConnection(_ attempt: Attempt) {}
 }
 
 public struct TransferFailure: Error, Sendable, Equatable {

@@ -197,6 +197,20 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         }
     }
 
+    /// Stops this request now, keeping what it received (its connection is taken back): the pending bytes are
+    /// written, the rest of its range is left for others.
+    func stopKeepingData() {
+        let (task, waiting) = box.withValue { s -> (HTTPClient.Task<Void>?, EventLoopPromise<Void>?) in
+            guard s.phase != .finished else { return (nil, nil) }
+            if s.phase == .streaming { self.flush(&s, force: true) }
+            s.phase = .ignoringBody
+            defer { s.waiting = nil }
+            return (s.task, s.waiting)
+        }
+        waiting?.succeed(())
+        task?.fail(reason: EngineAbort.segmentDone)
+    }
+
     /// Stops this request now (another version answered elsewhere, or the file failed): nothing more is written.
     func cancel() {
         let (task, waiting) = box.withValue { s -> (HTTPClient.Task<Void>?, EventLoopPromise<Void>?) in
@@ -326,7 +340,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         }
         let start = ResponseStart(status: status, offset: offset, discardedBytes: discarded, reason: reason,
                                   expectedTotal: total ?? (status == 206 ? nil : end), validators: validators,
-                                  finalURL: finalURL)
+                                  finalURL: finalURL, keptBytes: offset > 0 ? max(offset, download.kept.count) : 0)
         s.start = start
         s.expectedEnd = end
         s.writeOffset = offset

@@ -56,6 +56,11 @@ public final class RateLimiter: Sendable {
         self.buckets = buckets
     }
 
+    /// The lowest limit in effect now, in bytes per second (nil: none): more connections cannot go faster.
+    public var ceiling: Double? {
+        buckets.map(\.rate).filter { $0 > 0 }.min().map(Double.init)
+    }
+
     /// Counts `bytes` against every bucket.
     public func reserve(_ bytes: Int) -> Reservation {
         Reservation(positions: buckets.map { $0.reserve(bytes) })

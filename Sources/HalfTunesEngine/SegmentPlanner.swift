@@ -56,6 +56,9 @@ public struct SegmentPlanner: Sendable {
         case refused
         /// The server cannot serve this range as asked (ignored Range, wrong Content-Range): one connection.
         case unsplittable
+        /// The daemon took the connection back (another task for the host is waiting): the rest of its range
+        /// is left for the others, and nothing counts against the server.
+        case shed
     }
 
     struct Segment: Sendable, Equatable {
@@ -141,32 +144,45 @@ public struct SegmentPlanner: Sendable {
             cap = max(1, min(cap, segments.count))
         case .unsplittable:
             cap = 1
+        case .shed:
+            break
         }
         return actions
     }
 
-    /// What to do now: called on a timer (every ~0.25 s) and after `ended`.
-    public mutating func tick(now: Double) -> [Action] {
+    /// What to do now: called on a timer (every ~0.1 s) and after `ended`. `mayOpen` is asked before each
+    /// connection opened while another is still running (the first one is the task's own): false, and the
+    /// planner opens nothing more this time and asks again at a later tick, its growth left as it was.
+    /// `ceiling`: a bandwidth limit the download is held to (bytes per second); while the rate is near it,
+    /// another connection could not go faster, and none is added.
+    public mutating func tick(now: Double, ceiling: Double? = nil, mayOpen: () -> Bool = { true }) -> [Action] {
         samples.append((now, received))
         while samples.count > 2, samples[1].time <= now - 2 * settings.window { samples.removeFirst() }
         var actions: [Action] = []
         let rate = self.rate(now: now)
+        let limited = ceiling.map { rate >= Self.nearCeiling * $0 } ?? false
         switch growth {
+        case _ where limited:
+            break // held by a bandwidth limit: asked again at the next tick
         case .warmingUp:
             if now - startedAt >= settings.warmup, cap > 1, segments.count >= 1 {
                 let previous = segments.count
-                let added = fill(upTo: min(cap, previous * 2), rate: rate, into: &actions)
-                growth = added > 0
-                    ? .measuring(since: now, before: rate, previous: previous, count: previous + added)
-                    : .settled(count: previous)
+                let (added, denied) = fill(upTo: min(cap, previous * 2), rate: rate, mayOpen: mayOpen, into: &actions)
+                if added > 0 {
+                    growth = .measuring(since: now, before: rate, previous: previous, count: previous + added)
+                } else if !denied {
+                    growth = .settled(count: previous)
+                }
             }
         case let .measuring(since, before, previous, count):
             if now - since >= settings.settle + settings.window {
                 if rate >= before * (1 + settings.minGrowth), count < cap {
-                    let added = fill(upTo: min(cap, count * 2), rate: rate, into: &actions)
-                    growth = added > 0
-                        ? .measuring(since: now, before: rate, previous: count, count: count + added)
-                        : .settled(count: count)
+                    let (added, denied) = fill(upTo: min(cap, count * 2), rate: rate, mayOpen: mayOpen, into: &actions)
+                    if added > 0 {
+                        growth = .measuring(since: now, before: rate, previous: count, count: count + added)
+                    } else if !denied {
+                        growth = .settled(count: count)
+                    }
                 } else {
                     growth = .settled(count: rate >= before * (1 + settings.minGrowth) ? count : previous)
                 }
@@ -175,9 +191,12 @@ public struct SegmentPlanner: Sendable {
             break
         }
         // Keep the chosen number of connections busy; gaps are fetched even by one connection.
-        _ = fill(upTo: max(1, min(cap, target)), rate: rate, into: &actions)
+        _ = fill(upTo: max(1, min(cap, target)), rate: rate, mayOpen: mayOpen, into: &actions)
         return actions
     }
+
+    /// A rate at this fraction of a bandwidth limit counts as held by it.
+    static let nearCeiling = 0.8
 
     // MARK: - Private
 
@@ -199,23 +218,27 @@ public struct SegmentPlanner: Sendable {
     }
 
     /// Opens connections until `count` are active: the largest unclaimed gap first, then half of the largest
-    /// remaining range of a running segment when both halves are worth it. Returns how many were opened.
-    private mutating func fill(upTo count: Int, rate: Double, into actions: inout [Action]) -> Int {
+    /// remaining range of a running segment when both halves are worth it. Returns how many were opened, and
+    /// whether `mayOpen` refused one.
+    private mutating func fill(upTo count: Int, rate: Double, mayOpen: () -> Bool,
+                               into actions: inout [Action]) -> (opened: Int, denied: Bool) {
         var opened = 0
         while segments.count < count {
-            if let gap = largestGap() {
+            let gap = largestGap()
+            let split = gap == nil ? bestSplit(rate: rate) : nil
+            guard gap != nil || split != nil else { break }
+            if !segments.isEmpty, !mayOpen() { return (opened, true) }
+            if let gap {
                 open(gap, into: &actions)
-            } else if let (id, mid) = bestSplit(rate: rate) {
+            } else if let (id, mid) = split {
                 let end = segments[id]!.limit
                 segments[id]!.limit = mid
                 actions.append(.shrink(id: id, limit: mid))
                 open(mid..<end, into: &actions)
-            } else {
-                break
             }
             opened += 1
         }
-        return opened
+        return (opened, false)
     }
 
     private mutating func open(_ range: Range<Int64>, into actions: inout [Action]) {

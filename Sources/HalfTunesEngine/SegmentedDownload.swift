@@ -47,6 +47,10 @@ final class SegmentedDownload: @unchecked Sendable {
         var restarted = false
         var fileFailed = false
         var finishing = false
+        /// Connections granted by the observer beyond the first (`attemptWantsConnection`), not given back yet.
+        var extrasHeld = 0
+        /// Requests stopped because the observer took their connection back (`shed`).
+        var shed: Set<Int> = []
     }
 
     let eventLoop: EventLoop
@@ -146,24 +150,28 @@ final class SegmentedDownload: @unchecked Sendable {
 
     /// A request ended. Returns the attempt's outcome (complete once the last request ended).
     func ended(_ id: Int, info: PartialFileSink.FinishInfo, end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
+        var released = 0
         let (finish, stop, actions) = box.withValue { s -> (Bool, [PartialFileSink], [SegmentPlanner.Action]) in
             s.sinks[id] = nil
             if id == 0 { s.primary = (info, end) }
-            guard s.planner != nil else { return (s.sinks.isEmpty, [], []) }
-            let kind = self.classify(&s, info: info, end: end)
+            released = Self.releaseExtras(&s)
+            guard var planner = s.planner else { return (s.sinks.isEmpty, [], []) }
+            defer { s.planner = planner }
+            let kind = self.classify(&s, id: id, info: info, end: end)
             if kind == .unsplittable { s.unsplittable = true }
-            var actions = s.planner!.ended(id, position: info.position, kind)
+            var actions = planner.ended(id, position: info.position, kind)
             if s.changed != nil || s.fileFailed || self.attempt.isStopRequested {
                 let others = s.changed != nil ? Array(s.sinks.values) : []
                 return (s.sinks.isEmpty, others, actions)
             }
             // The last request ended short: the attempt ends (the task's retry goes on later), rather than
             // asking again at once what was just refused.
-            if kind != .reachedLimit, s.sinks.isEmpty { return (true, [], []) }
-            if !s.planner!.isComplete { actions += s.planner!.tick(now: Self.seconds(.now())) }
+            if kind != .reachedLimit, kind != .shed, s.sinks.isEmpty { return (true, [], []) }
+            if !planner.isComplete { actions += self.tick(&planner, extrasHeld: &s.extrasHeld) }
             let opens = actions.contains { if case .open = $0 { true } else { false } }
             return (s.sinks.isEmpty && !opens, [], actions)
         }
+        for _ in 0..<released { observer.attemptReleasedConnection(attempt) }
         for sink in stop { sink.cancel() }
         carryOut(actions)
         if finish { finalize() }
@@ -188,9 +196,49 @@ final class SegmentedDownload: @unchecked Sendable {
 
     // MARK: - Segments
 
+    /// The observer takes `count` connections back (another task for the host is waiting): the newest further
+    /// requests stop now (from any thread). What they wrote stays; the rest of their ranges is fetched by the
+    /// connections left, or later ones the observer grants.
+    func shed(_ count: Int) {
+        eventLoop.execute {
+            let victims = self.box.withValue { s -> [PartialFileSink] in
+                let candidates = s.sinks.keys.filter { !s.shed.contains($0) }.sorted(by: >)
+                let ids = candidates.prefix(min(count, max(0, candidates.count - 1)))
+                s.shed.formUnion(ids)
+                return ids.compactMap { s.sinks[$0] }
+            }
+            for sink in victims { sink.stopKeepingData() }
+        }
+    }
+
+    /// Asks the planner what to do now, asking the observer for each connection beyond the first.
+    private func tick(_ planner: inout SegmentPlanner, extrasHeld: inout Int) -> [SegmentPlanner.Action] {
+        var granted = 0
+        let attempt = self.attempt, observer = self.observer
+        let actions = planner.tick(now: Self.seconds(.now()), ceiling: attempt.rateCeiling, mayOpen: {
+            guard observer.attemptWantsConnection(attempt) else { return false }
+            granted += 1
+            return true
+        })
+        extrasHeld += granted
+        return actions
+    }
+
+    /// Connections granted beyond the first that no request uses any more: how many to give back.
+    private static func releaseExtras(_ s: inout LoopState) -> Int {
+        let excess = s.extrasHeld - max(0, s.sinks.count - 1)
+        guard excess > 0 else { return 0 }
+        s.extrasHeld -= excess
+        return excess
+    }
+
     /// How a segment's end counts for the planner; remembers failures and a changed resource.
-    private func classify(_ s: inout LoopState, info: PartialFileSink.FinishInfo, end: AttemptEnd) -> SegmentPlanner.End {
+    private func classify(_ s: inout LoopState, id: Int, info: PartialFileSink.FinishInfo, end: AttemptEnd) -> SegmentPlanner.End {
+        let wasShed = s.shed.remove(id) != nil
         if info.reachedLimit { return .reachedLimit }
+        if wasShed {
+            if case .segment(.changed)? = info.decided {} else { return .shed }
+        }
         switch info.decided {
         case .segment(.changed(let reason))?:
             s.changed = reason
@@ -225,7 +273,7 @@ final class SegmentedDownload: @unchecked Sendable {
             guard !s.finishing, s.changed == nil, !s.fileFailed, !self.attempt.isStopRequested,
                   var planner = s.planner else { return [] }
             for (id, sink) in s.sinks { planner.progress(id, position: sink.position) }
-            let actions = planner.tick(now: Self.seconds(.now()))
+            let actions = self.tick(&planner, extrasHeld: &s.extrasHeld)
             s.planner = planner
             return actions
         }

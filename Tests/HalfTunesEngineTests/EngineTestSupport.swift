@@ -49,6 +49,12 @@ final class RecordingObserver: AttemptObserver {
         var inCall = false
         var overlaps = 0
         var eventsBeforeStart = 0
+        /// Extra connections: how many may be held at once (nil: any number), held now, the most held.
+        var allowance: Int?
+        var held = 0
+        var maxHeld = 0
+        var granted = 0
+        var refused = 0
     }
 
     let partialPath: String
@@ -87,6 +93,31 @@ final class RecordingObserver: AttemptObserver {
         defer { leave() }
         let length = PartialFile.length(path: partialPath) ?? -1
         state.withLockedValue { $0.checkpoints.append(Checkpoint(ranges: durable, fileLength: length)) }
+    }
+
+    func attemptWantsConnection(_ attempt: Attempt) -> Bool {
+        state.withLockedValue { s in
+            guard s.held < (s.allowance ?? .max) else {
+                s.refused += 1
+                return false
+            }
+            s.held += 1
+            s.granted += 1
+            s.maxHeld = max(s.maxHeld, s.held)
+            return true
+        }
+    }
+
+    func attemptReleasedConnection(_ attempt: Attempt) {
+        state.withLockedValue { s in
+            precondition(s.held > 0, "a connection released twice")
+            s.held -= 1
+        }
+    }
+
+    /// Grants at most `allowance` extra connections at once from now on (nil: any number).
+    func setAllowance(_ allowance: Int?) {
+        state.withLockedValue { $0.allowance = allowance }
     }
 
     /// Checkpoints never overlap, never exceed the file, and only lose ranges by going to nothing (a restart).
@@ -131,8 +162,9 @@ struct EngineFixture {
     /// Runs one attempt of `path` into `partial`, returning the outcome and the observer.
     func run(_ path: String, partial: String, durableOffset: Int64 = 0, durable: ByteRanges? = nil,
              validators: Validators? = nil, timeout: Double = 30, checkpointInterval: Double = 1.0,
-             maxConnections: Int = 1) async -> (AttemptOutcome, RecordingObserver) {
+             maxConnections: Int = 1, allowance: Int? = nil) async -> (AttemptOutcome, RecordingObserver) {
         let observer = RecordingObserver(partialPath: partial)
+        observer.setAllowance(allowance)
         let request = AttemptRequest.download(taskID: 1, url: origin.url(path), partialPath: partial,
                                       durable: durable ?? ByteRanges(prefix: durableOffset), validators: validators,
                                       requestTimeout: timeout, checkpointInterval: checkpointInterval,

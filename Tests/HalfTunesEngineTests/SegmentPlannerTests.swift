@@ -20,6 +20,13 @@ import Testing
         var mostConnections = 1
         var connectionsOpened = 1
         var shrinks: [(id: Int, limit: Int64, position: Int64)] = []
+        /// Extra connections the daemon grants at once (`mayOpen`), those held, and the most held.
+        var grants = Int.max
+        var held = 0
+        var mostHeld = 0
+        /// At this time `grants` becomes `laterGrants`.
+        var grantsChangeAt = Double.infinity
+        var laterGrants = Int.max
 
         init(total: Int64, kept: ByteRanges = ByteRanges(), maxConnections: Int, perConnection: Double,
              overall: Double = .infinity) {
@@ -46,16 +53,32 @@ import Testing
                     planner.progress(id, position: end)
                     if end >= r.limit {
                         running[id] = nil
+                        held = min(held, max(0, running.count - 1))
                         planner.ended(id, position: end, .reachedLimit)
-                        apply(planner.tick(now: now))
+                        apply(tick())
                     }
                 }
                 if now >= nextTick {
                     nextTick += 0.25
-                    apply(planner.tick(now: now))
+                    if now >= grantsChangeAt { grants = laterGrants }
+                    apply(tick())
                 }
                 mostConnections = max(mostConnections, running.count)
             }
+        }
+
+        /// The planner's tick, with extra connections granted while `held < grants`.
+        mutating func tick() -> [SegmentPlanner.Action] {
+            var held = self.held
+            let grants = self.grants
+            let actions = planner.tick(now: now, mayOpen: {
+                guard held < grants else { return false }
+                held += 1
+                return true
+            })
+            self.held = held
+            mostHeld = max(mostHeld, held)
+            return actions
         }
 
         mutating func apply(_ actions: [SegmentPlanner.Action]) {
@@ -96,6 +119,42 @@ import Testing
         #expect(sim.planner.isComplete && sim.written.covers(total: 1024 * Self.MiB))
         #expect(sim.mostConnections <= 2)
         #expect(sim.connectionsOpened <= 2, "opened \(sim.connectionsOpened)")
+    }
+
+    /// Extra connections come one grant at a time: with one granted the download uses two; refusals leave
+    /// the planner's growth where it was, so once more are granted it goes on adding connections.
+    @Test func deniedConnectionsAreAskedForAgainLater() {
+        var sim = Simulation(total: 256 * Self.MiB, maxConnections: 8, perConnection: 16 * 1_048_576)
+        sim.grants = 1
+        sim.grantsChangeAt = 3
+        sim.laterGrants = 5
+        sim.run(limit: 2.9)
+        #expect(sim.mostConnections == 2 && sim.mostHeld == 1, "\(sim.mostConnections) connections before more were granted")
+        sim.run()
+        #expect(sim.planner.isComplete && sim.written.covers(total: 256 * Self.MiB))
+        #expect(sim.mostConnections >= 5 && sim.mostHeld <= 5, "at most \(sim.mostConnections) connections")
+        #expect(sim.held == 0)
+    }
+
+    /// A download held to a bandwidth limit gets nothing from more connections: none is added while the rate
+    /// is near the limit; once the limit is lifted, connections are added again.
+    @Test func aBandwidthLimitKeepsOneConnection() {
+        var planner = SegmentPlanner(settings: .init(maxConnections: 8), total: 1024 * Self.MiB, kept: ByteRanges(),
+                                     primaryFrom: 0, now: 0)
+        let rate: Int64 = 4 * Self.MiB // per second, what the limit lets through
+        var t = 0.0, position: Int64 = 0
+        var opened = 0
+        while t < 5 {
+            t += 0.1
+            position += rate / 10
+            planner.progress(0, position: position)
+            opened += planner.tick(now: t, ceiling: Double(rate)).filter { if case .open = $0 { true } else { false } }.count
+        }
+        #expect(opened == 0)
+        t += 0.1
+        position += rate / 10
+        planner.progress(0, position: position)
+        #expect(planner.tick(now: t, ceiling: nil).contains { if case .open = $0 { true } else { false } })
     }
 
     @Test func smallFilesAreNeverSplit() {

@@ -208,6 +208,7 @@ import Testing
             }
             #expect(!durable.isPrefix, "\(durable)")
             #expect(observer.snapshot.checkpoints.last?.ranges == durable)
+            #expect(observer.snapshot.writes.last?.total == durable.count, "every byte reported is durable once stopped")
             let validators = try #require(observer.snapshot.starts.first?.validators)
             let before = f.origin.requests("/stop.bin").count
 
@@ -222,6 +223,72 @@ import Testing
             let gaps = durable.gaps(total: Int64(body.count))
             #expect(resumed.compactMap(\.rangeStart).sorted() == gaps.map(\.lowerBound), "\(resumed.map(\.range)) for \(gaps)")
             #expect(resumed.allSatisfy { $0.ifRange == validators.ifRangeValue && $0.status == 206 })
+        }
+    }
+
+    /// Extra connections are asked for one at a time: with one granted, never more than two requests run
+    /// at once, every grant is given back by the end, and the file is whole.
+    @Test func extraConnectionsAreGrantedOneAtATimeAndGivenBack() async throws {
+        try await EngineFixture.with { f in
+            let body = TestOrigin.randomBytes(count: 24 * Self.MiB, seed: 35)
+            f.origin.put("/grant.bin", body)
+            var slow = TestOrigin.Behavior()
+            slow.bytesPerSecond = 4 * Self.MiB
+            f.origin.setBehavior("/grant.bin", slow)
+            let partial = f.dir.path("grant.partial")
+            let (outcome, observer) = await f.run("/grant.bin", partial: partial, maxConnections: 8, allowance: 1)
+            guard case .completed = outcome else {
+                Issue.record("\(outcome)")
+                return
+            }
+            let written = try readFile(partial)
+            #expect(written == body)
+            let s = observer.snapshot
+            #expect(s.maxHeld == 1 && s.granted >= 1 && s.refused >= 1, "granted \(s.granted), refused \(s.refused)")
+            #expect(s.held == 0, "every grant given back")
+            #expect(f.origin.requests("/grant.bin").count >= 2)
+        }
+    }
+
+    /// Connections taken back while split (`shedConnections`): the newest requests stop, what they wrote
+    /// stays, the rest is fetched by the connection left, and nothing is asked again while none is granted.
+    @Test func shedConnectionsStopTheNewestRequestsAndTheDownloadGoesOn() async throws {
+        try await EngineFixture.with { f in
+            let body = TestOrigin.randomBytes(count: 32 * Self.MiB, seed: 36)
+            f.origin.put("/shed.bin", body)
+            var slow = TestOrigin.Behavior()
+            slow.bytesPerSecond = 4 * Self.MiB
+            f.origin.setBehavior("/shed.bin", slow)
+            let partial = f.dir.path("shed.partial")
+            let observer = RecordingObserver(partialPath: partial)
+            observer.setAllowance(3)
+            let request = AttemptRequest.download(taskID: 3, url: f.origin.url("/shed.bin"), partialPath: partial,
+                                                  durable: ByteRanges(), checkpointInterval: 0.2, maxConnections: 4)
+            let attempt = f.transfer(request, observer: observer)
+            let running = Task { await attempt.run() }
+            try await waitUntil("an extra connection") { observer.snapshot.held >= 1 }
+            observer.setAllowance(0)
+            let held = observer.snapshot.held
+            attempt.shedConnections(held)
+            try await waitUntil("the extras given back") { observer.snapshot.held == 0 }
+            // Given back at once, not as their ranges ran out near the end (at 4 MiB/s per connection, most
+            // of the 32 MiB is still to come).
+            let receivedAtShed = observer.snapshot.writes.last?.total ?? 0
+            #expect(receivedAtShed < Int64(body.count - 8 * Self.MiB), "\(receivedAtShed) bytes in when the extras were back")
+            let requestsAfterShed = f.origin.requests("/shed.bin").count
+            let outcome = await running.value
+            guard case .completed = outcome else {
+                Issue.record("\(outcome)")
+                return
+            }
+            let written = try readFile(partial)
+            #expect(written == body)
+            let s = observer.snapshot
+            #expect(s.granted == held && s.held == 0, "granted \(s.granted), \(held) shed")
+            // One connection fetches what the shed ones left, one range after another (no request refused).
+            let later = f.origin.requests("/shed.bin").dropFirst(requestsAfterShed)
+            #expect(later.allSatisfy { $0.status == 206 }, "\(later.map(\.status))")
+            observer.expectSaneCheckpoints()
         }
     }
 }
