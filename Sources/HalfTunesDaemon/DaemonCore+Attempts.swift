@@ -16,14 +16,17 @@ extension DaemonCore {
         let kind = TaskKind(rawValue: t.record.kind) ?? .download
         var request: AttemptRequest
         var durable = ByteRanges()
+        var maxConnections = 1
         switch kind {
         case .download:
             let validators = (t.record.etag != nil || t.record.lastModified != nil)
                 ? Validators(etag: t.record.etag, lastModified: t.record.lastModified) : nil
             durable = t.record.durableRanges
+            maxConnections = self.maxConnections(of: t, session: config)
             request = .download(taskID: id, url: t.record.url, headers: headers, partialPath: t.record.partialPath,
                                 durable: durable, validators: validators, expectedLength: t.record.bytesExpected,
-                                requestTimeout: requestTimeout, checkpointInterval: configuration.checkpointInterval)
+                                requestTimeout: requestTimeout, checkpointInterval: configuration.checkpointInterval,
+                                maxConnections: maxConnections)
         case .upload, .data:
             let method = t.record.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET")
             let upload = kind == .upload
@@ -38,7 +41,8 @@ extension DaemonCore {
         let bandwidth = BandwidthBucket(rate: t.record.bandwidthLimit ?? 0) // fresh: a resumed transfer never bursts
         request.rateLimiter = RateLimiter(buckets: [globalBandwidth, bandwidth])
         request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
-        let runtime = TaskRuntime(taskID: id, journal: journal, durable: durable)
+        let runtime = TaskRuntime(taskID: id, journal: journal, durable: durable, connections: hostConnections,
+                                  host: t.hostKey)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
         let attempt = Attempt(request: request, client: httpClient, observer: runtime, logger: taskLogger)
@@ -52,6 +56,7 @@ extension DaemonCore {
         }
         logger.debug("transfer started", metadata: [
             "task": "\(id)", "kind": "\(kind.rawValue)", "method": "\(request.method)", "durable": "\(durable)",
+            "maxConnections": "\(maxConnections)",
         ])
     }
 

@@ -18,6 +18,15 @@ extension DaemonCore {
         if let limit = p.bandwidthLimit, let problem = ByteRate.problem(with: limit) {
             throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
         }
+        if let n = p.maxConnections {
+            guard p.kind == nil || p.kind == .download else {
+                throw RPCError.invalidParams("maxConnections applies to downloads only (this is a \(p.kind!.rawValue) task)")
+            }
+            let range = SessionConfiguration.maxConnectionsRange
+            guard range.contains(n) else {
+                throw RPCError.invalidParams("maxConnections must be from \(range.lowerBound) to \(range.upperBound) (got \(n))")
+            }
+        }
     }
 
     /// Stores the controls of `p` (already validated) in a new task's row.
@@ -25,5 +34,6 @@ extension DaemonCore {
         record.checksum = p.checksum.flatMap { Checksum(parsing: $0)?.description }
         record.priority = p.priority ?? .normal
         record.bandwidthLimit = p.bandwidthLimit.flatMap { $0 > 0 ? $0 : nil }
+        record.maxConnections = p.maxConnections
     }
 }

@@ -17,7 +17,7 @@ extension DaemonCore {
         let entry = QueuePlanner.Entry(id: t.id, session: session, host: host, stopping: t.attemptInFlight)
         let decision = QueuePlanner.decide(entry, ahead: position - 1, running: state.tasks.running.count,
                                            sessionRunning: state.tasks.runningBySession[session] ?? 0,
-                                           hostRunning: state.tasks.runningByHost[host] ?? 0, limits: limits)
+                                           hostRunning: state.connections(host: host), limits: limits)
         switch decision {
         case .hold(let hold):
             return hold

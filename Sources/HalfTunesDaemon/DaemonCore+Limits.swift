@@ -101,6 +101,7 @@ extension DaemonCore {
         configuration.maxConnectionsPerHost = limitOverrides.maxConnectionsPerHost ?? configured.maxConnectionsPerHost
         configuration.bandwidthLimit = limitOverrides.bandwidthLimit ?? configured.bandwidthLimit
         globalBandwidth.setRate(configuration.bandwidthLimit)
+        updateAllHostAllowances()
         pump()
     }
 

@@ -76,6 +76,12 @@ extension DaemonCore {
         }
         config.retry = Backoff(config.retry).policy
         config.allowInsecureRedirects = config.allowInsecureRedirects ?? false
+        let connections = SessionConfiguration.maxConnectionsRange
+        if let n = config.maxConnectionsPerTask, !connections.contains(n) {
+            throw RPCError.invalidParams("configuration.maxConnectionsPerTask must be from \(connections.lowerBound) to "
+                                         + "\(connections.upperBound) (got \(n))")
+        }
+        config.maxConnectionsPerTask = config.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask
         return config
     }
 

@@ -88,6 +88,8 @@ actor DaemonCore {
     var positionsMemo: [Int64: Int]?
     /// Authenticates resume data (`<state>/resume-data.key`).
     let resumeKey: SymmetricKey
+    /// Extra connections of split downloads, per host (DaemonCore+Connections.swift).
+    nonisolated let hostConnections: HostConnections
 
     init(configuration: DaemonConfiguration, journal: Journal, httpClient: HTTPClient, logger: Logger,
          resumeKey: SymmetricKey = SymmetricKey(size: .bits256),
@@ -99,8 +101,12 @@ actor DaemonCore {
         self.logger = logger
         self.clock = clock
         self.startedAt = clock()
+        self.hostConnections = HostConnections()
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")
+        }
+        hostConnections.onChange { [weak self] host in
+            Task { await self?.connectionsChanged(host) }
         }
     }
 
@@ -108,7 +114,19 @@ actor DaemonCore {
 
     /// Feeds an input to the state at the current time; returns the actions to carry out (`run`).
     func feed(_ input: DaemonState.Input) throws(DaemonState.Refused) -> [DaemonState.Action] {
-        try state.handle(input, now: clock())
+        defer { updateHostAllowances() }
+        return try state.handle(input, now: clock())
+    }
+
+    /// Gives every host whose running or queued tasks changed its new allowance of extra connections (after
+    /// each input: O(hosts changed), never all hosts; DaemonCore+Connections.swift).
+    private func updateHostAllowances() {
+        let changed = state.tasks.takeChangedHosts()
+        guard !changed.isEmpty else { return }
+        let limits = slotLimits
+        for host in changed {
+            hostConnections.setAllowance(state.extraAllowance(host: host, limits: limits), host: host)
+        }
     }
 
     /// Feeds an input and carries its actions out; an input the state refuses changes nothing.
@@ -174,7 +192,8 @@ actor DaemonCore {
             description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts,
             priority: r.priority, hold: hold(t, position: position), checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
             method: r.method, file: r.file, bytesSent: t.bytesSent, bytesExpectedToSend: t.bytesExpectedToSend,
-            response: r.response, overwrite: r.overwrite ? true : nil, phase: state.completionPhase(t.id))
+            response: r.response, overwrite: r.overwrite ? true : nil, phase: state.completionPhase(t.id),
+            maxConnections: r.maxConnections, connections: connections(of: t))
     }
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {
@@ -194,7 +213,8 @@ actor DaemonCore {
                             tasks: counts, sessions: state.sessions.count, downloadRate: rateMeter.rate(now: now),
                             maxConcurrent: configuration.maxConcurrent, socketPath: configuration.socketPath,
                             stateDirectory: configuration.stateDirectory, limits: limits,
-                            uploadRate: uploadRateMeter.rate(now: now), transfers: state.tasks.running.count)
+                            uploadRate: uploadRateMeter.rate(now: now), transfers: state.tasks.running.count,
+                            connections: state.tasks.running.count + hostConnections.totalExtras)
     }
 
     /// A one-line summary for logs and (later) the service manager's STATUS=.

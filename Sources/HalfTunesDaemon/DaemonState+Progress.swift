@@ -9,7 +9,7 @@ extension DaemonState {
     /// the first checkpoint, or with the row when the attempt ends).
     mutating func responseStarted(_ id: Int64, _ start: ResponseStart, into actions: inout [Action]) {
         guard var t = tasks[id], t.attemptInFlight else { return }
-        t.bytesReceived = start.offset
+        t.bytesReceived = start.keptBytes // a sum, like the progress totals that follow
         t.record.etag = start.validators.etag
         t.record.lastModified = start.validators.lastModified
         t.record.bytesExpected = start.expectedTotal
@@ -18,8 +18,8 @@ extension DaemonState {
         if start.discardedBytes > 0 || start.reason != nil {
             actions.append(.journal(t.record, [.didResumeAtOffset(offset: 0, expectedTotalBytes: start.expectedTotal,
                                                                   discardedBytes: start.discardedBytes, reason: start.reason)]))
-        } else if start.offset > 0 {
-            actions.append(.journal(t.record, [.didResumeAtOffset(offset: start.offset, expectedTotalBytes: start.expectedTotal,
+        } else if start.keptBytes > 0 {
+            actions.append(.journal(t.record, [.didResumeAtOffset(offset: start.keptBytes, expectedTotalBytes: start.expectedTotal,
                                                                   discardedBytes: nil, reason: nil)]))
         }
     }

@@ -25,6 +25,9 @@ struct DaemonState {
     /// Downloads between "every byte is durable" and completed/failed (DaemonState+Completion.swift): a task
     /// in memory costs nothing more.
     var completions: [Int64: Completion] = [:]
+    /// Connections in use per host beyond one per running task (split downloads; `HostConnections` grants
+    /// them and reports every change as `connectionsChanged`): the per-host limit counts them.
+    var extrasByHost: [String: Int] = [:]
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -78,6 +81,9 @@ struct DaemonState {
         case finishedTasksCounted([String: [TaskState: Int]])
         /// Shutdown began: nothing starts and nothing retries from now on.
         case shutdownBegan
+        /// The extra connections in use to `host` (beyond one per running task) are now `extras`: fewer may
+        /// let a task queued for the host start.
+        case connectionsChanged(host: String, extras: Int, SlotLimits)
     }
 
     /// What an attempt in flight reports, in order.
@@ -193,6 +199,10 @@ struct DaemonState {
             }
         case .shutdownBegan:
             shuttingDown = true
+        case let .connectionsChanged(host, extras, limits):
+            let before = extrasByHost[host] ?? 0
+            extrasByHost[host] = extras > 0 ? extras : nil
+            if extras < before { grantSlots(limits, now: now, into: &actions) }
         }
         return actions
     }
@@ -288,7 +298,20 @@ struct DaemonState {
         if tasks.isStopping(entry.id) { return true }
         if let max = sessions[entry.session]?.record.configuration.maxConcurrent,
            (tasks.runningBySession[entry.session] ?? 0) >= max { return true }
-        return (tasks.runningByHost[entry.host] ?? 0) >= limits.maxConnectionsPerHost
+        return connections(host: entry.host) >= limits.maxConnectionsPerHost
+    }
+
+    /// Connections in use to `host`: one per running task, plus the extras of split downloads.
+    func connections(host: String) -> Int {
+        (tasks.runningByHost[host] ?? 0) + (extrasByHost[host] ?? 0)
+    }
+
+    /// How many extra connections `host` may have in all (`HostConnections`' allowance): what the per-host
+    /// limit leaves after one per running task, and none while a task for the host is queued.
+    func extraAllowance(host: String, limits: SlotLimits) -> Int {
+        let running = tasks.runningByHost[host] ?? 0
+        guard running > 0, (tasks.queuedByHost[host] ?? 0) == 0 else { return 0 }
+        return max(0, limits.maxConnectionsPerHost - running)
     }
 
     /// Gives a task that enters the queue its place: the back of its priority class, unless it was moved to

@@ -27,10 +27,15 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
     private let head = NIOLockedValueBox<Journal.CheckpointHead?>(nil)
     private let attempt = NIOLockedValueBox<Attempt?>(nil)
     private let runTask = NIOLockedValueBox<Task<AttemptOutcome, Never>?>(nil)
+    /// Where a split download's extra connections are granted, and the task's host there.
+    private let connections: HostConnections?
+    private let host: String
 
-    init(taskID: Int64, journal: Journal, durable: ByteRanges) {
+    init(taskID: Int64, journal: Journal, durable: ByteRanges, connections: HostConnections? = nil, host: String = "") {
         self.taskID = taskID
         self.journal = journal
+        self.connections = connections
+        self.host = host
         self.durable = NIOLockedValueBox(durable)
         (messages, continuation) = AsyncStream.makeStream(of: Message.self)
     }
@@ -54,6 +59,7 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
                 if case .completed(let total, _) = outcome {
                     self.durable.withLockedValue { $0.insert(0..<total) }
                 }
+                self.connections?.release(self.host, task: self.taskID) // whatever a request left held
                 continuation.yield(.finished(outcome))
                 continuation.finish()
                 return outcome
@@ -99,6 +105,15 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
                 value = value.intersection(ranges)
             }
         }
+    }
+
+    func attemptWantsConnection(_ attempt: Attempt) -> Bool {
+        guard let connections else { return false }
+        return connections.tryAcquire(host, task: taskID, shed: { [weak attempt] n in attempt?.shedConnections(n) })
+    }
+
+    func attemptReleasedConnection(_ attempt: Attempt) {
+        connections?.release(host, task: taskID, count: 1)
     }
 
     func attemptDidOpenBody(_ attempt: Attempt, bytesExpectedToSend: Int64) {

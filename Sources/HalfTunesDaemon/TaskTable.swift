@@ -33,6 +33,10 @@ struct TaskTable {
     private(set) var runningByOwner: [UInt32: Int] = [:]
     private(set) var runningBySession: [String: Int] = [:]
     private(set) var runningByHost: [String: Int] = [:]
+    /// The queued tasks per host (`HostConnections` gives a host no extra connections while one is queued).
+    private(set) var queuedByHost: [String: Int] = [:]
+    /// Hosts whose running or queued tasks changed since `takeChangedHosts`.
+    private var changedHosts: Set<String> = []
     /// The tasks in state `queued`, in start order.
     private(set) var queue = RunQueue()
     /// Resource deadlines of pending tasks (lazily pruned; see `dueDeadlines`), and how many tasks they hold.
@@ -97,6 +101,12 @@ struct TaskTable {
     var keys: [Int64] { Array(storage.keys) }
     var count: Int { storage.count }
     var isEmpty: Bool { storage.isEmpty }
+
+    /// The hosts whose running or queued tasks changed since the last call (each once).
+    mutating func takeChangedHosts() -> Set<String> {
+        defer { changedHosts = [] }
+        return changedHosts
+    }
 
     /// Tasks of `session` that are not completed, failed or canceled.
     func unfinished(session: String) -> Int { unfinishedBySession[session] ?? 0 }
@@ -182,7 +192,13 @@ struct TaskTable {
             if delta > 0 { running.insert(id) } else { running.remove(id) }
             Self.add(delta, to: &runningByOwner, task.owner)
             Self.add(delta, to: &runningBySession, task.record.session)
-            Self.add(delta, to: &runningByHost, task.hostKey)
+            let host = task.hostKey
+            Self.add(delta, to: &runningByHost, host)
+            changedHosts.insert(host)
+        } else if state == .queued {
+            let host = task.hostKey
+            Self.add(delta, to: &queuedByHost, host)
+            changedHosts.insert(host)
         }
         if task.attemptInFlight { Self.add(delta, to: &stoppingBySession, task.record.session) }
         if state.isPending || task.attemptInFlight || task.record.phase == .publishing {

@@ -80,6 +80,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var fileID: String?
     /// Downloads: replace an existing file at the destination when publishing.
     public var overwrite: Bool
+    /// Downloads: the most connections this task may use (nil: the session's setting).
+    public var maxConnections: Int?
 
     public init(id: Int64? = nil, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, phase: TaskPhase = .transfer, waitingReason: TaskError? = nil,
@@ -90,7 +92,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
                 updatedAt: Double, resourceDeadline: Double? = nil, priority: TaskPriority = .normal,
                 checksum: String? = nil, bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil,
                 maxResponseBytes: Int64? = nil, response: TaskResponse? = nil, fileID: String? = nil, overwrite: Bool = false,
-                durableRanges: ByteRanges? = nil) {
+                durableRanges: ByteRanges? = nil, maxConnections: Int? = nil) {
+        self.maxConnections = maxConnections
         self.id = id
         self.session = session
         self.kind = kind

@@ -164,7 +164,7 @@ extension TaskRecord {
         "destination", "location", "partial_path", "headers", "description", "bytes_durable", "bytes_expected",
         "etag", "last_modified", "error", "attempts", "queue_order", "created_at", "updated_at", "resource_deadline",
         "priority", "checksum", "bandwidth_limit", "method", "file", "max_response_bytes", "response", "file_id", "overwrite",
-        "durable_ranges",
+        "durable_ranges", "max_connections",
     ]
 
     func arguments() throws -> StatementArguments {
@@ -175,6 +175,7 @@ extension TaskRecord {
             createdAt, updatedAt, resourceDeadline,
             priority.rawValue, checksum, bandwidthLimit, method, file, maxResponseBytes,
             try JSONText.encodeIfPresent(response), fileID, overwrite, durableRanges.storedText,
+            maxConnections,
         ]
     }
 
@@ -221,7 +222,8 @@ extension TaskRecord {
             fileID: try row.decode(forColumn: "file_id"),
             overwrite: try row.decode(forColumn: "overwrite"),
             durableRanges: try ByteRanges.stored(try row.decode(forColumn: "durable_ranges"),
-                                                 bytes: try row.decode(forColumn: "bytes_durable"), table: "tasks", key: key))
+                                                 bytes: try row.decode(forColumn: "bytes_durable"), table: "tasks", key: key),
+            maxConnections: try row.decode(forColumn: "max_connections"))
     }
 }
 

@@ -10,6 +10,7 @@ enum JournalSchema {
         ("v4", v4),
         ("v5", v5),
         ("v6", v6),
+        ("v7", v7),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -134,5 +135,10 @@ enum JournalSchema {
     static let v6 = """
         ALTER TABLE tasks ADD COLUMN durable_ranges TEXT;
         ALTER TABLE resume_tokens ADD COLUMN ranges TEXT;
+        """
+
+    /// Issue 12: a download's own most connections (`task.create` `maxConnections`; NULL: the session's).
+    static let v7 = """
+        ALTER TABLE tasks ADD COLUMN max_connections INTEGER;
         """
 }

@@ -106,6 +106,7 @@ extension TaskInfo: JSONTextWritable {
         JSONText.member("bytesReceived", bytesReceived, &out)
         JSONText.member("bytesSent", bytesSent, &out)
         JSONText.member("checksum", checksum, &out)
+        JSONText.member("connections", connections.map(Int64.init), &out)
         JSONText.member("createdAt", createdAt, &out)
         JSONText.member("currentURL", currentURL, &out)
         JSONText.member("description", description, &out, nullable: true)
@@ -118,6 +119,7 @@ extension TaskInfo: JSONTextWritable {
         JSONText.member("kind", kind, &out)
         JSONText.member("lastModified", lastModified, &out)
         JSONText.member("location", location, &out)
+        JSONText.member("maxConnections", maxConnections.map(Int64.init), &out)
         JSONText.member("method", method, &out)
         JSONText.member("nextAttemptAt", nextAttemptAt, &out)
         if let overwrite {

@@ -84,6 +84,8 @@ extension TaskInfo: JSONValueConvertible {
         if let response { o["response"] = response.jsonValue }
         if let overwrite { o["overwrite"] = .bool(overwrite) }
         if let phase { o["phase"] = .string(phase.rawValue) }
+        if let maxConnections { o["maxConnections"] = .int(Int64(maxConnections)) }
+        if let connections { o["connections"] = .int(Int64(connections)) }
         return .object(o)
     }
 }
@@ -161,6 +163,7 @@ extension TaskCreateParams: JSONValueConvertible {
         if let file { o["file"] = .string(file) }
         if let maxResponseBytes { o["maxResponseBytes"] = .int(maxResponseBytes) }
         if let overwrite { o["overwrite"] = .bool(overwrite) }
+        if let maxConnections { o["maxConnections"] = .int(Int64(maxConnections)) }
         return .object(o)
     }
 }
@@ -244,7 +247,8 @@ extension TaskCreateParams: JSONValueDecodable {
                   resumeData: m.string("resumeData"), start: m.bool("start"), kind: m.raw("kind", TaskKind.self),
                   checksum: m.string("checksum"), priority: m.raw("priority", TaskPriority.self),
                   bandwidthLimit: m.int("bandwidthLimit"), method: m.string("method"), file: m.string("file"),
-                  maxResponseBytes: m.int("maxResponseBytes"), overwrite: m.bool("overwrite"))
+                  maxResponseBytes: m.int("maxResponseBytes"), overwrite: m.bool("overwrite"),
+                  maxConnections: m.int("maxConnections").map { Int(clamping: $0) })
         if m.failed { return nil }
     }
 }

@@ -21,13 +21,20 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     public var maxConcurrent: Int?
     /// Follow a redirect from https to http (default false: such a redirect fails the task).
     public var allowInsecureRedirects: Bool?
+    /// The most HTTP connections one download may use (1...16, default 8): a download whose server takes
+    /// ranges is split over several connections while that makes it faster, always within the daemon's
+    /// `max-connections-per-host`. 1 turns splitting off. A task's `maxConnections` wins.
+    public var maxConnectionsPerTask: Int?
 
     public static let defaultRequestTimeout: Double = 60
     public static let defaultResourceTimeout: Double = 7 * 24 * 3600
+    public static let defaultMaxConnectionsPerTask = 8
+    /// The values `maxConnectionsPerTask` and `TaskCreateParams.maxConnections` may take.
+    public static let maxConnectionsRange = 1...16
 
     public init(destinationDirectory: String? = nil, headers: [String: String]? = nil,
                 requestTimeout: Double? = nil, resourceTimeout: Double? = nil, retry: RetryPolicy? = nil,
-                maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil) {
+                maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil, maxConnectionsPerTask: Int? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -35,6 +42,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         self.retry = retry
         self.maxConcurrent = maxConcurrent
         self.allowInsecureRedirects = allowInsecureRedirects
+        self.maxConnectionsPerTask = maxConnectionsPerTask
     }
 }
 

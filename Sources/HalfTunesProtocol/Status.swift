@@ -17,10 +17,13 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     /// Transfers holding a slot (at most `maxConcurrent`); `tasks.running` also counts downloads being verified
     /// or published (`TaskInfo.phase`).
     public var transfers: Int?
+    /// HTTP connections of the transfers: one per transfer plus the extra ones of split downloads.
+    public var connections: Int?
 
     public init(version: String, pid: Int32, uptimeSeconds: Double, tasks: [String: Int], sessions: Int,
                 downloadRate: Double, maxConcurrent: Int, socketPath: String, stateDirectory: String,
-                limits: DaemonLimits? = nil, uploadRate: Double? = nil, transfers: Int? = nil) {
+                limits: DaemonLimits? = nil, uploadRate: Double? = nil, transfers: Int? = nil,
+                connections: Int? = nil) {
         self.version = version
         self.pid = pid
         self.uptimeSeconds = uptimeSeconds
@@ -33,5 +36,6 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         self.limits = limits
         self.uploadRate = uploadRate
         self.transfers = transfers
+        self.connections = connections
     }
 }

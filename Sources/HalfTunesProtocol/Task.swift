@@ -117,6 +117,10 @@ public struct TaskInfo: Codable, Sendable, Equatable {
     public var overwrite: Bool?
     /// While `running` after the transfer ended: verifying or publishing (the transfer slot is free again).
     public var phase: TaskCompletionPhase?
+    /// Downloads: this task's own most connections (`task.create` `maxConnections`; absent: the session's).
+    public var maxConnections: Int?
+    /// While the transfer runs: the HTTP connections it uses now (more than 1 when the download is split).
+    public var connections: Int?
 
     public init(id: Int64, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, waitingReason: TaskError? = nil, nextAttemptAt: String? = nil,
@@ -126,7 +130,9 @@ public struct TaskInfo: Codable, Sendable, Equatable {
                 attempts: Int = 0, priority: TaskPriority = .normal, hold: TaskHold? = nil, checksum: String? = nil,
                 bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil, bytesSent: Int64? = nil,
                 bytesExpectedToSend: Int64? = nil, response: TaskResponse? = nil, overwrite: Bool? = nil,
-                phase: TaskCompletionPhase? = nil) {
+                phase: TaskCompletionPhase? = nil, maxConnections: Int? = nil, connections: Int? = nil) {
+        self.maxConnections = maxConnections
+        self.connections = connections
         self.id = id
         self.session = session
         self.kind = kind
@@ -166,7 +172,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         case bytesReceived, bytesDurable, bytesExpected, destination, location, error, createdAt, updatedAt
         case description, etag, lastModified, attempts
         case priority, hold, checksum, bandwidthLimit, method, file, bytesSent, bytesExpectedToSend, response, overwrite
-        case phase
+        case phase, maxConnections, connections
     }
 
     public init(from decoder: Decoder) throws {
@@ -203,6 +209,8 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         response = try c.decodeIfPresent(TaskResponse.self, forKey: .response)
         overwrite = try c.decodeIfPresent(Bool.self, forKey: .overwrite)
         phase = try c.decodeIfPresent(TaskCompletionPhase.self, forKey: .phase)
+        maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections)
+        connections = try c.decodeIfPresent(Int.self, forKey: .connections)
     }
 
     // `bytesExpected` and `error` are always present on the wire (null when absent).
@@ -240,6 +248,8 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(response, forKey: .response)
         try c.encodeIfPresent(overwrite, forKey: .overwrite)
         try c.encodeIfPresent(phase, forKey: .phase)
+        try c.encodeIfPresent(maxConnections, forKey: .maxConnections)
+        try c.encodeIfPresent(connections, forKey: .connections)
     }
 }
 
@@ -272,12 +282,17 @@ public struct TaskCreateParams: Codable, Sendable {
     /// Downloads: replace a file that exists at the destination (when the download completes) instead of
     /// refusing an explicit destination or picking "name (1).ext". Default false.
     public var overwrite: Bool?
+    /// Downloads: the most HTTP connections this download may use (1...16; absent: the session's
+    /// `maxConnectionsPerTask`).
+    public var maxConnections: Int?
 
     public init(session: String, url: String? = nil, destination: String? = nil, headers: [String: String]? = nil,
                 description: String? = nil, resumeData: String? = nil, start: Bool? = nil, kind: TaskKind? = nil,
                 checksum: String? = nil, priority: TaskPriority? = nil, bandwidthLimit: Int64? = nil,
-                method: String? = nil, file: String? = nil, maxResponseBytes: Int64? = nil, overwrite: Bool? = nil) {
+                method: String? = nil, file: String? = nil, maxResponseBytes: Int64? = nil, overwrite: Bool? = nil,
+                maxConnections: Int? = nil) {
         self.overwrite = overwrite
+        self.maxConnections = maxConnections
         self.session = session
         self.url = url
         self.destination = destination

@@ -64,6 +64,21 @@ struct DaemonStateProgressTests {
         #expect(state.tasks[1]?.bytesReceived == 0)
     }
 
+    /// A resume with gaps (an earlier split attempt): the offset told and `bytesReceived` are the sum of the
+    /// kept ranges, like the progress totals that follow, not where the first range ends.
+    @Test func aResumeWithGapsCountsEveryKeptByte() throws {
+        var state = T.state()
+        var t = T.task(1, session: "a", owner: 1)
+        t.record.durableRanges = ByteRanges([0..<300, 600..<800])
+        _ = try T.resumeAll(&state, [t])
+        #expect(state.tasks[1]?.bytesReceived == 500)
+        var start = Self.start(300)
+        start.keptBytes = 500
+        let actions = try state.handle(.attemptProgress(1, .started(start)), now: 1)
+        #expect(T.journaled(actions, 1) == [.didResumeAtOffset(offset: 500, expectedTotalBytes: 1000, discardedBytes: nil, reason: nil)])
+        #expect(state.tasks[1]?.bytesReceived == 500)
+    }
+
     /// Bytes received after failures reset the retry budget, as `madeProgress` does.
     @Test func receivedBytesResetTheFailureCount() throws {
         var state = T.state()

@@ -26,7 +26,7 @@ import Testing
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 6)
+            #expect(journal.schemaVersion == 7)
             let task = try #require(try journal.loadTasks().first)
             #expect(task.durableRanges == ByteRanges(prefix: 5000) && task.bytesDurable == 5000)
             #expect(try journal.loadUnfinishedTasks().first?.durableRanges == ByteRanges(prefix: 5000))
@@ -63,6 +63,21 @@ import Testing
         whole.durableRanges = segmented
         try journal.updateTask(whole, events: [])
         #expect(try journal.loadUnfinishedTasks().first?.durableRanges == segmented)
+    }
+
+    /// v7: a task's own most connections round-trips through both readers; NULL (every row before) is nil.
+    @Test func maxConnectionsRoundTripsAndDefaultsToNil() throws {
+        let journal = try Journal.openInMemory()
+        try journal.upsertSession(Sample.session())
+        var record = Sample.task()
+        record.maxConnections = 3
+        let (task, _) = try journal.insertTask(record, events: [])
+        let (plain, _) = try journal.insertTask(Sample.task(), events: [])
+        #expect(try journal.loadTask(task.id!)?.maxConnections == 3)
+        #expect(try journal.loadTask(plain.id!)?.maxConnections == nil)
+        let unfinished = try journal.loadUnfinishedTasks()
+        #expect(unfinished.first { $0.id == task.id }?.maxConnections == 3)
+        #expect(unfinished.first { $0.id == plain.id }?.maxConnections == nil)
     }
 
     @Test func resumeTokensKeepTheirRanges() throws {

@@ -12,7 +12,7 @@ struct PauseCancelTests {
             origin.put("/p.bin", body)
             origin.setBehavior("/p.bin", .throttled(2 * MiB))
             let client = try daemon.client()
-            let t = try client.startDownload(origin.url("/p.bin"))
+            let t = try client.startDownload(origin.url("/p.bin"), maxConnections: 1)
             try eventually("1 MiB received") { try client.task(t.id).bytesReceived >= Int64(MiB) ? true : nil }
             let paused = try ctl(["pause", String(t.id)], socket: daemon.socketPath)
             #expect(paused.status == 0, "\(paused.stderr)")
@@ -76,7 +76,7 @@ struct PauseCancelTests {
             origin.put("/r.bin", body)
             origin.setBehavior("/r.bin", .throttled(2 * MiB))
             let client = try daemon.client()
-            let t = try client.startDownload(origin.url("/r.bin"), session: "rd")
+            let t = try client.startDownload(origin.url("/r.bin"), session: "rd", maxConnections: 1)
             try eventually("1 MiB received") { try client.task(t.id).bytesReceived >= Int64(MiB) ? true : nil }
             let r = try ctl(["cancel", String(t.id), "--resume-data"], socket: daemon.socketPath)
             #expect(r.status == 0, "\(r.stderr)")

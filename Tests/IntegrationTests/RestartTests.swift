@@ -14,7 +14,7 @@ struct RestartTests {
             origin.put("/crash.bin", body)
             origin.setBehavior("/crash.bin", .throttled(rate))
             var client = try daemon.client()
-            let t = try client.startDownload(origin.url("/crash.bin"))
+            let t = try client.startDownload(origin.url("/crash.bin"), maxConnections: 1)
             try eventually("2 MiB durable") { try client.task(t.id).bytesDurable >= Int64(2 * MiB) ? true : nil }
             daemon.kill9()
             let servedBeforeCrash = origin.bytesServed("/crash.bin")
@@ -50,7 +50,7 @@ struct RestartTests {
             origin.put("/ranges.bin", body)
             origin.setBehavior("/ranges.bin", .throttled(1 * MiB))
             var client = try daemon.client()
-            let t = try client.startDownload(origin.url("/ranges.bin"))
+            let t = try client.startDownload(origin.url("/ranges.bin"), maxConnections: 1)
             try eventually("2 MiB durable") { try client.task(t.id).bytesDurable >= Int64(2 * MiB) ? true : nil }
             daemon.kill9()
             origin.setBehavior("/ranges.bin", TestOrigin.Behavior())

@@ -285,6 +285,25 @@ struct TestOriginSelfTests {
         }
     }
 
+    /// The gauge of bodies sent at once: two throttled downloads that overlap count 2, and it goes back to 0
+    /// once they end (completed, or the client left).
+    @Test func concurrentResponsesAreCounted() async throws {
+        try await withOrigin { origin, bytes in
+            var b = TestOrigin.Behavior()
+            b.bytesPerSecond = 1 << 20
+            origin.setBehavior("/f", b)
+            #expect(origin.mostConcurrentResponses() == 0)
+            async let first = fetch(origin, "/f")
+            async let second = fetch(origin, "/f")
+            let (r1, r2) = try await (first, second)
+            expectBody(r1, bytes)
+            expectBody(r2, bytes)
+            #expect(origin.mostConcurrentResponses("/f") == 2 && origin.mostConcurrentResponses() == 2)
+            #expect(origin.mostConcurrentResponses("/other") == 0)
+            #expect(origin.concurrentResponses() == 0 && origin.concurrentResponses("/f") == 0)
+        }
+    }
+
     @Test func clientDisconnectStopsTheBody() async throws {
         try await withOrigin { origin, _ in
             var b = TestOrigin.Behavior()

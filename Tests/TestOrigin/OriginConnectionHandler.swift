@@ -22,6 +22,8 @@ final class OriginConnectionHandler: ChannelInboundHandler {
         var lastRefill = NIODeadline.now()
         var throttleTask: Scheduled<Void>? = nil
         var lastWrite: EventLoopFuture<Void>
+        /// Counted in the origin's responses being sent (`OriginCore.sendingChanged`) until it ends.
+        var counted = false
 
         init(plan: ResponsePlan, body: ByteBuffer, lastWrite: EventLoopFuture<Void>) {
             self.plan = plan
@@ -95,6 +97,7 @@ final class OriginConnectionHandler: ChannelInboundHandler {
         guard let s = sending else { return }
         sending = nil
         s.throttleTask?.cancel()
+        ended(s)
         if let id = s.stallID { core.unregisterStall(path: s.plan.path, id: id) }
         core.markTruncated(request: s.plan.requestIndex)  // the body's last write never completed
     }
@@ -116,6 +119,8 @@ final class OriginConnectionHandler: ChannelInboundHandler {
             pageWrite.assumeIsolated().whenComplete { _ in self.responseDone(keepAlive: plan.keepAlive) }
         case .resource(let body):
             let s = Sending(plan: plan, body: body, lastWrite: headWrite)
+            s.counted = true
+            core.sendingChanged(path: plan.path, by: 1)
             if let bps = plan.bytesPerSecond { s.tokens = Self.throttleSlice(bps) }
             sending = s
             pump()
@@ -126,8 +131,16 @@ final class OriginConnectionHandler: ChannelInboundHandler {
         max(1, Double(bytesPerSecond) * 0.015)
     }
 
+    /// A resource body is no longer being sent (complete, dropped, or the connection went away).
+    private func ended(_ s: Sending) {
+        guard s.counted else { return }
+        s.counted = false
+        core.sendingChanged(path: s.plan.path, by: -1)
+    }
+
     private func responseDone(keepAlive: Bool) {
         busy = false
+        if let s = sending { ended(s) }
         sending = nil
         guard !closed, let context else { return }
         if keepAlive {
@@ -155,6 +168,7 @@ final class OriginConnectionHandler: ChannelInboundHandler {
                 let reset = s.plan.reset
                 s.lastWrite.assumeIsolated().whenComplete { _ in
                     core.markTruncated(request: index)
+                    self.ended(s)
                     self.closed = true
                     self.sending = nil
                     if reset, let socket = context.channel as? SocketOptionProvider {

@@ -33,6 +33,9 @@ struct OriginState {
     var isShutDown = false
     /// PUT/POST endpoints and the bodies they received (OriginUploads.swift).
     var uploads = OriginUploads()
+    /// Resource bodies being sent now, and the most at once since the start (key "": every path).
+    var sending: [String: Int] = [:]
+    var mostSending: [String: Int] = [:]
 
     mutating func makeID() -> Int {
         nextID += 1
@@ -87,6 +90,17 @@ final class OriginCore: Sendable {
         }
         for c in ready { c.resume() }
         return index
+    }
+
+    /// A resource body began (or stopped) being sent for `path`.
+    func sendingChanged(path: String, by delta: Int) {
+        state.withLockedValue { s in
+            for key in [path, ""] {
+                let now = s.sending[key, default: 0] + delta
+                s.sending[key] = now
+                s.mostSending[key] = max(s.mostSending[key, default: 0], now)
+            }
+        }
     }
 
     func markTruncated(request index: Int) {

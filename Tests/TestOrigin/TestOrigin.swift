@@ -191,6 +191,19 @@ public final class TestOrigin: Sendable {
         }
     }
 
+    /// The most resource bodies sent at once for `path` (nil: over every path) since the origin started:
+    /// how many connections a client really used.
+    public func mostConcurrentResponses(_ path: String? = nil) -> Int {
+        settle()
+        return core.state.withLockedValue { $0.mostSending[path ?? "", default: 0] }
+    }
+
+    /// Resource bodies being sent now for `path` (nil: every path).
+    public func concurrentResponses(_ path: String? = nil) -> Int {
+        settle()
+        return core.state.withLockedValue { $0.sending[path ?? "", default: 0] }
+    }
+
     /// Sum of `bodyBytesSent` over all requests for `path` (live; resource bodies only, not error pages).
     /// Waits for the event loop's current I/O first.
     public func bytesServed(_ path: String) -> Int64 {

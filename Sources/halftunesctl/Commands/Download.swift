@@ -24,6 +24,10 @@ struct Download: ParsableCommand {
         "This task's bandwidth limit: bytes per second, k/M/G suffixes in powers of 1024 (e.g. 512k, 2M).",
         valueName: "rate"))
     var limitRate: String?
+    @Option(help: ArgumentHelp(
+        "The most HTTP connections this download may use, 1-16 (default: the session's, 8); 1 never splits it.",
+        valueName: "n"))
+    var connections: Int?
     @Flag(help: "Replace a file that exists at the destination once the download is complete (default: never).")
     var overwrite = false
     @Flag(help: "Follow the task until it completes (exit 0 done, 1 failed, 4 canceled).") var wait = false
@@ -33,6 +37,9 @@ struct Download: ParsableCommand {
         _ = try DownloadArguments.headers(headerLines)
         if let sha256 { _ = try ControlArguments.checksum(sha256: sha256) }
         if let limitRate { _ = try ControlArguments.rate(limitRate, option: "--limit-rate") }
+        if let connections, !SessionConfiguration.maxConnectionsRange.contains(connections) {
+            throw ValidationError("--connections must be from 1 to 16")
+        }
     }
 
     func run() throws {
@@ -45,7 +52,7 @@ struct Download: ParsableCommand {
             headers: try DownloadArguments.headers(headerLines), description: description,
             resumeData: resumeData, start: true, checksum: try sha256.map(ControlArguments.checksum(sha256:)),
             priority: priority, bandwidthLimit: try limitRate.map { try ControlArguments.rate($0, option: "--limit-rate") },
-            overwrite: overwrite ? true : nil))
+            overwrite: overwrite ? true : nil, maxConnections: connections))
         if options.json { try Console.json(task) } else { Console.out(TaskText.headline(task)) }
         guard let events else { return }
         var follower = TaskFollower(task: task, json: options.json)

@@ -38,13 +38,17 @@ struct SessionOpen: ParsableCommand {
     @Option(name: .customLong("max-attempts"), help: ArgumentHelp(
         "Transient failures in a row without progress before a task fails (0: no limit, the default).", valueName: "n"))
     var maxAttempts: Int?
+    @Option(name: .customLong("max-connections-per-task"), help: ArgumentHelp(
+        "The most HTTP connections one download may use, 1-16 (default 8; 1: downloads are never split).",
+        valueName: "n"))
+    var maxConnectionsPerTask: Int?
     @Flag(name: .customLong("insecure-redirects"), inversion: .prefixedNo, help: "Follow redirects from https to http (default: refused).")
     var insecureRedirects: Bool?
 
     var changesConfiguration: Bool {
         directory != nil || !headerLines.isEmpty || clearHeaders || requestTimeout != nil || resourceTimeout != nil
             || maxConcurrent != nil || retryInitial != nil || retryMax != nil || retryJitter != nil
-            || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil
+            || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil || maxConnectionsPerTask != nil
     }
 
     func validate() throws {
@@ -57,6 +61,9 @@ struct SessionOpen: ParsableCommand {
         }
         if let maxConcurrent, maxConcurrent < 0 { throw ValidationError("--max-concurrent must be 0 or more") }
         if let maxAttempts, maxAttempts < 0 { throw ValidationError("--max-attempts must be 0 or more") }
+        if let n = maxConnectionsPerTask, !SessionConfiguration.maxConnectionsRange.contains(n) {
+            throw ValidationError("--max-connections-per-task must be from 1 to 16")
+        }
     }
 
     func run() throws {
@@ -90,6 +97,7 @@ struct SessionOpen: ParsableCommand {
         if let n = maxAttempts { retry.maxAttempts = n == 0 ? nil : n }
         c.retry = retry
         if let insecureRedirects { c.allowInsecureRedirects = insecureRedirects }
+        if let n = maxConnectionsPerTask { c.maxConnectionsPerTask = n }
         return c
     }
 }

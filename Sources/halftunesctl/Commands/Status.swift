@@ -15,8 +15,11 @@ struct Status: ParsableCommand {
         Console.out("tasks:    \(counts.joined(separator: ", "))")
         Console.out("sessions: \(status.sessions)")
         Console.out("rate:     \(Formatting.rate(status.downloadRate)) (at most \(status.maxConcurrent) transfers at once)")
+        if let transfers = status.transfers, let connections = status.connections {
+            Console.out("running:  \(transfers) transfer\(transfers == 1 ? "" : "s") over \(connections) connection\(connections == 1 ? "" : "s")")
+        }
         if let limits = status.limits {
-            Console.out("limits:   \(limits.maxConnectionsPerHost) transfers per host, bandwidth \(ByteRate.format(limits.bandwidthLimit))")
+            Console.out("limits:   \(limits.maxConnectionsPerHost) connections per host, bandwidth \(ByteRate.format(limits.bandwidthLimit))")
         }
         Console.out("socket:   \(status.socketPath)")
         Console.out("state:    \(status.stateDirectory)")

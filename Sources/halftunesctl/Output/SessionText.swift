@@ -18,6 +18,7 @@ enum SessionText {
             + "\(d(retry.maxRetryAfter)); \(retry.maxAttempts.map { "gives up after \($0) failures in a row" } ?? "no attempt limit")")
         Console.out("  max concurrent:     \(c.maxConcurrent.map(String.init) ?? "daemon-wide limits only")")
         Console.out("  https→http:         \(c.allowInsecureRedirects == true ? "followed" : "refused")")
+        Console.out("  connections:        at most \(c.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask) per download")
         Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
         Console.out("  events:             last #\(s.lastEventSeq), acknowledged through #\(s.ackedThrough)")
     }

@@ -39,9 +39,12 @@ extension TestOrigin.Behavior {
 }
 
 extension HalfTunesClient {
-    /// Opens the session and creates a started download.
-    func startDownload(_ url: String, session: String = "test.session", destination: String? = nil) throws -> TaskInfo {
+    /// Opens the session and creates a started download (`maxConnections` 1: never split, for the tests of
+    /// one connection's `Range: bytes=N-` resume; nil: the default, up to 8).
+    func startDownload(_ url: String, session: String = "test.session", destination: String? = nil,
+                       maxConnections: Int? = nil) throws -> TaskInfo {
         _ = try openSession(session)
-        return try createTask(TaskCreateParams(session: session, url: url, destination: destination, start: true))
+        return try createTask(TaskCreateParams(session: session, url: url, destination: destination, start: true,
+                                               maxConnections: maxConnections))
     }
 }
