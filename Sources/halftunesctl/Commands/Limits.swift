@@ -13,7 +13,8 @@ struct Limits: ParsableCommand {
     @Option(name: .customLong("max-concurrent"), help: ArgumentHelp("Transfers running at once (1-1000).", valueName: "n"))
     var maxConcurrent: Int?
     @Option(name: .customLong("per-host"), help: ArgumentHelp(
-        "Transfers running at once to one host: scheme, host and port (1-1000).", valueName: "n"))
+        "HTTP connections at once to one host (scheme, host and port): one per transfer, plus the extra ones of split downloads (1-1000).",
+        valueName: "n"))
     var perHost: Int?
     @Option(help: ArgumentHelp("Bandwidth across all transfers.", valueName: "rate"))
     var bandwidth: String?
@@ -33,7 +34,7 @@ struct Limits: ParsableCommand {
         }
         if options.json { return try Console.json(limits) }
         Console.out("max concurrent:  \(limits.maxConcurrent) transfers")
-        Console.out("per host:        \(limits.maxConnectionsPerHost) transfers")
+        Console.out("per host:        \(limits.maxConnectionsPerHost) connections")
         Console.out("bandwidth:       \(ByteRate.format(limits.bandwidthLimit))")
     }
 }
