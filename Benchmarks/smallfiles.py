@@ -37,8 +37,9 @@ def free_port():
     return port
 
 
-def start_nginx(work, port, limit_rate=None, connections=1024):
-    """An nginx of its own serving WORK/www on 127.0.0.1:PORT (`limit_rate`: nginx's per-connection pace)."""
+def start_nginx(work, port, limit_rate=None, connections=1024, access_log=None):
+    """An nginx of its own serving WORK/www on 127.0.0.1:PORT (`limit_rate`: nginx's per-connection pace;
+    `access_log`: a file that gets each response's status and body bytes sent)."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     root = os.path.join(work, "nginx")
     os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
@@ -50,7 +51,7 @@ pid {root}/nginx.pid;
 error_log {root}/error.log warn;
 events {{ worker_connections {connections}; }}
 http {{
-    access_log off;
+    {f"log_format sent '$status $body_bytes_sent'; access_log {access_log} sent;" if access_log else "access_log off;"}
     sendfile on;
     keepalive_timeout 65;
     keepalive_requests 100000;

@@ -103,6 +103,45 @@ struct SegmentedTests {
         }
     }
 
+    /// Servers that misbehave on further connections only (the first is served well): ranges ignored, a wrong
+    /// `Content-Range`, `503` with `Retry-After`, a dropped connection. The download goes on in the same
+    /// attempt, with fewer connections or by fetching the lost range again, and the file is whole.
+    @Test func misbehavingFurtherConnectionsNeverBreakTheFile() async throws {
+        try await withDaemon { daemon, origin in
+            var faults: [(String, TestOrigin.Behavior)] = []
+            var b = TestOrigin.Behavior.throttled(2 * MiB)
+            b.faultsFromRequest = 1
+            var ignore = b
+            ignore.ignoreRange = true
+            faults.append(("ignore", ignore))
+            var wrong = b
+            wrong.wrongContentRange = true
+            faults.append(("wrong", wrong))
+            var busy = b
+            busy.failStatus = 503
+            busy.failTimes = 2
+            busy.retryAfter = "1"
+            faults.append(("busy", busy))
+            var drop = b
+            drop.dropAfterBytes = Int64(MiB / 2)
+            drop.dropTimes = 1
+            faults.append(("drop", drop))
+            let client = try daemon.client()
+            for (index, (name, behavior)) in faults.enumerated() {
+                let body = TestOrigin.randomBytes(count: 12 * MiB, seed: UInt64(70 + index))
+                origin.put("/\(name).bin", body)
+                origin.setBehavior("/\(name).bin", behavior)
+                let t = try client.startDownload(origin.url("/\(name).bin"))
+                let done = try client.waitFor(task: t.id, state: .completed)
+                #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body), "\(name)")
+                #expect(done.attempts == 1, "\(name): no attempt failed")
+                let requests = origin.requests("/\(name).bin")
+                #expect(requests.count >= 2, "\(name): a further connection was tried")
+                #expect(requests.first?.status == 200, "\(name)")
+            }
+        }
+    }
+
     /// kill -9 while split: after the restart every missing range is fetched from where its durable data
     /// ends, with `If-Range`, and the file is whole.
     @Test func killNineWhileSplitResumesEveryRange() async throws {
