@@ -19,8 +19,11 @@ public struct SegmentPlanner: Sendable {
         public var maxConnections: Int
         /// How long the first connection runs alone.
         public var warmup: Double = 0.3
-        /// Rates are measured over this long.
+        /// Rates are measured over this long, or over twice the longest pause seen in the bytes arriving (a
+        /// server that paces each connection in bursts, like nginx's `limit_rate` at low rates, sends a second's
+        /// worth at once), up to `maxWindow`.
         public var window: Double = 0.3
+        public var maxWindow: Double = 2.5
         /// New connections get this long to start before the rate they give is measured.
         public var settle: Double = 0.15
         /// Adding connections goes on while each step raises the total rate by this fraction.
@@ -88,6 +91,9 @@ public struct SegmentPlanner: Sendable {
     /// Bytes received by every segment since the start, and their history for rates.
     private var received: Int64 = 0
     private var samples: [(time: Double, bytes: Int64)] = []
+    /// When the bytes received last changed, and the longest time they stood still.
+    private var lastChange: (time: Double, bytes: Int64)
+    public private(set) var longestPause: Double = 0
     private var failures = 0
 
     /// `kept`: what the file already has (durable ranges of earlier attempts). Segment 0, the first request,
@@ -102,6 +108,7 @@ public struct SegmentPlanner: Sendable {
         let limit = done.ranges.first(where: { $0.lowerBound > primaryFrom })?.lowerBound ?? total
         segments[0] = Segment(start: primaryFrom, position: primaryFrom, limit: max(primaryFrom, limit))
         samples = [(now, 0)]
+        lastChange = (now, 0)
     }
 
     /// Where the first request must stop.
@@ -157,7 +164,13 @@ public struct SegmentPlanner: Sendable {
     /// another connection could not go faster, and none is added.
     public mutating func tick(now: Double, ceiling: Double? = nil, mayOpen: () -> Bool = { true }) -> [Action] {
         samples.append((now, received))
-        while samples.count > 2, samples[1].time <= now - 2 * settings.window { samples.removeFirst() }
+        while samples.count > 2, samples[1].time <= now - 2 * settings.maxWindow { samples.removeFirst() }
+        if received != lastChange.bytes {
+            lastChange = (now, received)
+        } else {
+            longestPause = max(longestPause, now - lastChange.time)
+        }
+        let window = self.window
         var actions: [Action] = []
         let rate = self.rate(now: now)
         let limited = ceiling.map { rate >= Self.nearCeiling * $0 } ?? false
@@ -165,7 +178,7 @@ public struct SegmentPlanner: Sendable {
         case _ where limited:
             break // held by a bandwidth limit: asked again at the next tick
         case .warmingUp:
-            if now - startedAt >= settings.warmup, cap > 1, segments.count >= 1 {
+            if now - startedAt >= max(settings.warmup, window), cap > 1, segments.count >= 1 {
                 let previous = segments.count
                 let (added, denied) = fill(upTo: min(cap, previous * 2), rate: rate, mayOpen: mayOpen, into: &actions)
                 if added > 0 {
@@ -175,7 +188,7 @@ public struct SegmentPlanner: Sendable {
                 }
             }
         case let .measuring(since, before, previous, count):
-            if now - since >= settings.settle + settings.window {
+            if now - since >= settings.settle + window {
                 if rate >= before * (1 + settings.minGrowth), count < cap {
                     let (added, denied) = fill(upTo: min(cap, count * 2), rate: rate, mayOpen: mayOpen, into: &actions)
                     if added > 0 {
@@ -195,6 +208,11 @@ public struct SegmentPlanner: Sendable {
         return actions
     }
 
+    /// How long rates are measured over now (see `Settings.window`).
+    public var window: Double {
+        min(settings.maxWindow, max(settings.window, 2 * longestPause))
+    }
+
     /// A rate at this fraction of a bandwidth limit counts as held by it.
     static let nearCeiling = 0.8
 
@@ -211,7 +229,7 @@ public struct SegmentPlanner: Sendable {
     /// The total rate over the last window (bytes per second; 0 before there is a window's worth).
     private func rate(now: Double) -> Double {
         guard let first = samples.first else { return 0 }
-        let from = samples.last(where: { $0.time <= now - settings.window }) ?? first
+        let from = samples.last(where: { $0.time <= now - window }) ?? first
         let elapsed = now - from.time
         guard elapsed > 0 else { return 0 }
         return Double(received - from.bytes) / elapsed

@@ -14,6 +14,10 @@ import Testing
         var overall: Double
         var latency = 0.02
         var step = 0.01
+        /// A server that paces in bursts (nginx `limit_rate` at low rates): each connection's bytes arrive at
+        /// once every `burstPeriod` seconds instead of continuously.
+        var burstPeriod: Double?
+        var credit: [Int: Double] = [:]
         var now = 0.0
         var running: [Int: (position: Int64, limit: Int64, since: Double)] = [:]
         var written = ByteRanges()
@@ -47,12 +51,20 @@ import Testing
                 let active = running.filter { now - $0.value.since >= latency }
                 let share = min(perConnection, overall / Double(max(1, active.count)))
                 for (id, r) in active {
-                    let end = min(r.limit, r.position + Int64(share * step))
+                    var bytes = share * step
+                    if let period = burstPeriod {
+                        credit[id, default: 0] += bytes
+                        let phase = (now - r.since) / period
+                        guard Int(phase) != Int(phase - step / period) else { continue }
+                        bytes = credit.removeValue(forKey: id) ?? 0
+                    }
+                    let end = min(r.limit, r.position + Int64(bytes))
                     written.insert(r.position..<end)
                     running[id]!.position = end
                     planner.progress(id, position: end)
                     if end >= r.limit {
                         running[id] = nil
+                        credit[id] = nil
                         held = min(held, max(0, running.count - 1))
                         planner.ended(id, position: end, .reachedLimit)
                         apply(tick())
@@ -155,6 +167,18 @@ import Testing
         position += rate / 10
         planner.progress(0, position: position)
         #expect(planner.tick(now: t, ceiling: nil).contains { if case .open = $0 { true } else { false } })
+    }
+
+    /// nginx with a low `limit_rate` sends each connection a second's worth at once: the planner measures
+    /// over twice the pauses it sees, so it still finds that more connections pay.
+    @Test func aServerThatSendsInBurstsIsStillSplit() {
+        var sim = Simulation(total: 64 * Self.MiB, maxConnections: 6, perConnection: 2 * 1_048_576)
+        sim.burstPeriod = 1
+        sim.run()
+        #expect(sim.planner.isComplete && sim.written.covers(total: 64 * Self.MiB))
+        #expect(sim.planner.longestPause >= 0.7 && sim.planner.window >= 1.4, "pause \(sim.planner.longestPause)")
+        #expect(sim.mostConnections >= 4, "at most \(sim.mostConnections) connections")
+        #expect(sim.now < 16, "took \(sim.now) s (one connection: 32 s)")
     }
 
     @Test func smallFilesAreNeverSplit() {
