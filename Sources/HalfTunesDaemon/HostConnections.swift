@@ -1,4 +1,5 @@
 // The connections a host may still get beyond one per running task, granted to split downloads one at a time.
+import Dispatch
 import NIOConcurrencyHelpers
 
 /// The per-host budget of extra connections (those a download opens beyond its first, to fetch segments).
@@ -9,6 +10,10 @@ import NIOConcurrencyHelpers
 /// (`release`); when an allowance falls below what is held, the budget asks the holders to shed the excess
 /// (`Attempt.shedConnections`), newest grants first. A lock, not the core's actor: attempts ask while they
 /// plan, and must get an answer at once.
+///
+/// A server that refuses a further connection (429, 503) caps its host's extras at what is left without that
+/// connection, for its `Retry-After` or a minute (`refused`): other tasks to that host do not ask it again
+/// meanwhile.
 ///
 /// Every change of a host's extras is reported through `onChange` (off the lock), which the core turns into
 /// the state's `connectionsChanged` input: the per-host limit counts extras, so a task waiting for its host
@@ -33,6 +38,16 @@ final class HostConnections: @unchecked Sendable {
 
     private let lock = NIOLock()
     private var hosts: [String: Host] = [:]
+    /// Hosts that refused a further connection: at most `cap` extras until `until` (seconds on `clock`).
+    private var refusals: [String: (cap: Int, until: Double)] = [:]
+    private let clock: @Sendable () -> Double
+    /// How long a refusal without `Retry-After` holds, and the longest any holds.
+    static let refusalHold = 60.0
+    static let longestRefusalHold = 3600.0
+
+    init(clock: @escaping @Sendable () -> Double = { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }) {
+        self.clock = clock
+    }
     private var serial: Int64 = 0
     private var changeHandler: (@Sendable (String) -> Void)?
 
@@ -84,7 +99,7 @@ final class HostConnections: @unchecked Sendable {
     /// takes connections back from this task.
     func tryAcquire(_ host: String, task: Int64, shed: @escaping Shed) -> Bool {
         let granted = lock.withLock { () -> Bool in
-            guard var h = hosts[host], h.extras < h.allowance else { return false }
+            guard var h = hosts[host], h.extras < min(h.allowance, refusalCap(host)) else { return false }
             serial += 1
             h.extras += 1
             h.holders[task] = Holder(count: (h.holders[task]?.count ?? 0) + 1, serial: serial, shed: shed)
@@ -93,6 +108,28 @@ final class HostConnections: @unchecked Sendable {
         }
         if granted { changed(host) }
         return granted
+    }
+
+    /// The host's server refused a further connection: until `retryAfter` (or `refusalHold`) passes, the host
+    /// gets no more extras than it has without that one.
+    func refused(_ host: String, retryAfter: Double?) {
+        lock.withLock {
+            let hold = min(max(retryAfter ?? Self.refusalHold, 1), Self.longestRefusalHold)
+            let cap = max(0, (hosts[host]?.extras ?? 0) - 1)
+            let now = clock()
+            let previous = refusals[host].flatMap { $0.until > now ? $0.cap : nil } ?? .max
+            refusals[host] = (min(cap, previous), max(now + hold, refusals[host]?.until ?? 0))
+        }
+    }
+
+    /// The most extras a refusal lets the host have now (forgets a refusal that has passed). Under the lock.
+    private func refusalCap(_ host: String) -> Int {
+        guard let refusal = refusals[host] else { return .max }
+        guard refusal.until > clock() else {
+            refusals[host] = nil
+            return .max
+        }
+        return refusal.cap
     }
 
     /// `task` gives back `count` extra connections to `host` (all it holds when nil).

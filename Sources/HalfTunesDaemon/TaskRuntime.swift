@@ -116,6 +116,10 @@ final class TaskRuntime: AttemptObserver, @unchecked Sendable {
         connections?.release(host, task: taskID, count: 1)
     }
 
+    func attemptConnectionRefused(_ attempt: Attempt, retryAfter: Double?) {
+        connections?.refused(host, retryAfter: retryAfter)
+    }
+
     func attemptDidOpenBody(_ attempt: Attempt, bytesExpectedToSend: Int64) {
         continuation.yield(.bodyOpened(bytes: bytesExpectedToSend))
     }

@@ -83,6 +83,9 @@ public protocol AttemptObserver: AnyObject, Sendable {
     func attemptWantsConnection(_ attempt: Attempt) -> Bool
     /// Downloads: a connection granted by `attemptWantsConnection` is no longer used.
     func attemptReleasedConnection(_ attempt: Attempt)
+    /// Downloads: the server refused a further connection (429, 503), asking to wait `retryAfter` seconds if it
+    /// said so. The attempt already uses fewer connections; the observer may give the host fewer as well.
+    func attemptConnectionRefused(_ attempt: Attempt, retryAfter: Double?)
 }
 
 extension AttemptObserver {
@@ -91,6 +94,7 @@ extension AttemptObserver {
     public func attemptDidSend(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?) {}
     public func attemptWantsConnection(_ attempt: Attempt) -> Bool { true }
     public func attemptReleasedConnection(_ attempt: Attempt) {}
+    public func attemptConnectionRefused(_ attempt: Attempt, retryAfter: Double?) {}
 }
 
 public struct TransferFailure: Error, Sendable, Equatable {

@@ -151,6 +151,7 @@ final class SegmentedDownload: @unchecked Sendable {
     /// A request ended. Returns the attempt's outcome (complete once the last request ended).
     func ended(_ id: Int, info: PartialFileSink.FinishInfo, end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
         var released = 0
+        var refused: Double?? = nil
         let (finish, stop, actions) = box.withValue { s -> (Bool, [PartialFileSink], [SegmentPlanner.Action]) in
             s.sinks[id] = nil
             if id == 0 { s.primary = (info, end) }
@@ -159,6 +160,7 @@ final class SegmentedDownload: @unchecked Sendable {
             defer { s.planner = planner }
             let kind = self.classify(&s, id: id, info: info, end: end)
             if kind == .unsplittable { s.unsplittable = true }
+            if kind == .refused { refused = .some(s.lastFailure?.retryAfter) }
             var actions = planner.ended(id, position: info.position, kind)
             if s.changed != nil || s.fileFailed || self.attempt.isStopRequested {
                 let others = s.changed != nil ? Array(s.sinks.values) : []
@@ -172,6 +174,7 @@ final class SegmentedDownload: @unchecked Sendable {
             return (s.sinks.isEmpty && !opens, [], actions)
         }
         for _ in 0..<released { observer.attemptReleasedConnection(attempt) }
+        if case .some(let retryAfter) = refused { observer.attemptConnectionRefused(attempt, retryAfter: retryAfter) }
         for sink in stop { sink.cancel() }
         carryOut(actions)
         if finish { finalize() }

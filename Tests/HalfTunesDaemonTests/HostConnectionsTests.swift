@@ -51,6 +51,32 @@ import Testing
         #expect(log.changes.withLockedValue { $0.count } == 6)
     }
 
+    /// A server that refused a further connection (429, 503): the host gets no more extras than it had without
+    /// that one until its Retry-After (or a minute) has passed, for every task; other hosts are not affected.
+    @Test func aRefusalCapsTheHostUntilItsRetryAfterPasses() {
+        let now = NIOLockedValueBox(100.0)
+        let budget = HostConnections(clock: { now.withLockedValue { $0 } })
+        let shed: HostConnections.Shed = { _ in }
+        budget.setAllowance(5, host: "h")
+        budget.setAllowance(5, host: "other")
+        #expect(budget.tryAcquire("h", task: 1, shed: shed) && budget.tryAcquire("h", task: 1, shed: shed))
+        budget.refused("h", retryAfter: 30) // the request of task 1's second extra was refused
+        budget.release("h", task: 1, count: 1)
+        #expect(!budget.tryAcquire("h", task: 2, shed: shed), "1 extra left, capped at 1")
+        #expect(budget.tryAcquire("other", task: 3, shed: shed))
+        now.withLockedValue { $0 += 29 }
+        #expect(!budget.tryAcquire("h", task: 1, shed: shed))
+        now.withLockedValue { $0 += 2 }
+        #expect(budget.tryAcquire("h", task: 2, shed: shed), "Retry-After has passed")
+        // Without Retry-After: a minute.
+        budget.refused("h", retryAfter: nil)
+        budget.release("h", task: 2, count: 1)
+        now.withLockedValue { $0 += 59 }
+        #expect(!budget.tryAcquire("h", task: 2, shed: shed))
+        now.withLockedValue { $0 += 2 }
+        #expect(budget.tryAcquire("h", task: 2, shed: shed))
+    }
+
     static let limits = DaemonState.SlotLimits(maxConcurrent: 10, maxConnectionsPerHost: 4)
 
     /// The per-host limit counts extra connections: a task queued for a host whose connections are all in

@@ -55,6 +55,8 @@ final class RecordingObserver: AttemptObserver {
         var maxHeld = 0
         var granted = 0
         var refused = 0
+        /// Further connections the server refused, with its Retry-After.
+        var serverRefusals: [Double?] = []
     }
 
     let partialPath: String
@@ -113,6 +115,10 @@ final class RecordingObserver: AttemptObserver {
             precondition(s.held > 0, "a connection released twice")
             s.held -= 1
         }
+    }
+
+    func attemptConnectionRefused(_ attempt: Attempt, retryAfter: Double?) {
+        state.withLockedValue { $0.serverRefusals.append(retryAfter) }
     }
 
     /// Grants at most `allowance` extra connections at once from now on (nil: any number).

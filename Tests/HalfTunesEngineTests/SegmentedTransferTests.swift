@@ -112,7 +112,7 @@ import Testing
             b.retryAfter = "30"
             f.origin.setBehavior("/busy.bin", b)
             let partial = f.dir.path("busy.partial")
-            let (outcome, _) = await f.run("/busy.bin", partial: partial, maxConnections: 4)
+            let (outcome, observer) = await f.run("/busy.bin", partial: partial, maxConnections: 4)
             guard case .completed = outcome else {
                 Issue.record("\(outcome)")
                 return
@@ -121,6 +121,7 @@ import Testing
             #expect(written == body)
             let requests = f.origin.requests("/busy.bin")
             #expect(requests.count == 2 && requests.last?.status == 503, "one refusal lowers the cap to one")
+            #expect(observer.snapshot.serverRefusals == [30], "the observer hears of it, with Retry-After")
         }
     }
 
