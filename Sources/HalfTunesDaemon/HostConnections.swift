@@ -38,6 +38,10 @@ final class HostConnections: @unchecked Sendable {
 
     private let lock = NIOLock()
     private var hosts: [String: Host] = [:]
+    /// Extras in use to every host (kept, so `daemon.status` never walks the hosts).
+    private var total = 0
+    private var serial: Int64 = 0
+    private var changeHandler: (@Sendable (String) -> Void)?
     /// Hosts that refused a further connection: at most `cap` extras until `until` (seconds on `clock`).
     private var refusals: [String: (cap: Int, until: Double)] = [:]
     private let clock: @Sendable () -> Double
@@ -48,8 +52,6 @@ final class HostConnections: @unchecked Sendable {
     init(clock: @escaping @Sendable () -> Double = { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }) {
         self.clock = clock
     }
-    private var serial: Int64 = 0
-    private var changeHandler: (@Sendable (String) -> Void)?
 
     /// Sets what is told of every change of a host's extras (called off the lock).
     func onChange(_ handler: @escaping @Sendable (String) -> Void) {
@@ -67,7 +69,7 @@ final class HostConnections: @unchecked Sendable {
 
     /// Extra connections in use to every host.
     var totalExtras: Int {
-        lock.withLock { hosts.values.reduce(0) { $0 + $1.extras } }
+        lock.withLock { total }
     }
 
     /// The extra connections `task` holds to `host`.
@@ -101,6 +103,7 @@ final class HostConnections: @unchecked Sendable {
         let granted = lock.withLock { () -> Bool in
             guard var h = hosts[host], h.extras < min(h.allowance, refusalCap(host)) else { return false }
             serial += 1
+            total += 1
             h.extras += 1
             h.holders[task] = Holder(count: (h.holders[task]?.count ?? 0) + 1, serial: serial, shed: shed)
             hosts[host] = h
@@ -139,6 +142,7 @@ final class HostConnections: @unchecked Sendable {
             let n = min(count ?? holder.count, holder.count)
             guard n > 0 else { return false }
             h.extras -= n
+            total -= n
             h.shedding = max(0, h.shedding - n)
             if holder.count == n { h.holders[task] = nil } else { h.holders[task]!.count -= n }
             store(h, host)
