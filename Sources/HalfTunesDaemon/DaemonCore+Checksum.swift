@@ -18,6 +18,10 @@ extension DaemonCore {
         if let limit = p.bandwidthLimit, let problem = ByteRate.problem(with: limit) {
             throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
         }
+        if let date = p.earliestBeginDate, Timestamp.parse(date) == nil {
+            throw RPCError.invalidParams("earliestBeginDate must be an RFC 3339 date-time such as "
+                                         + "2026-11-25T22:00:00Z or 2026-11-25T23:00:00+01:00 (got '\(date)')")
+        }
         if let n = p.maxConnections {
             guard p.kind == nil || p.kind == .download else {
                 throw RPCError.invalidParams("maxConnections applies to downloads only (this is a \(p.kind!.rawValue) task)")
@@ -35,5 +39,6 @@ extension DaemonCore {
         record.priority = p.priority ?? .normal
         record.bandwidthLimit = p.bandwidthLimit.flatMap { $0 > 0 ? $0 : nil }
         record.maxConnections = p.maxConnections
+        record.earliestBeginDate = p.earliestBeginDate.flatMap(Timestamp.parse)
     }
 }

@@ -7,6 +7,10 @@ extension DaemonCore {
     func hold(_ t: ManagedTask, position: Int?) -> TaskHold? {
         guard t.machine.state == .queued else { return nil }
         if state.shuttingDown { return TaskHold(reason: "shuttingDown", message: "The daemon is shutting down") }
+        if let begin = t.deferredUntil {
+            return TaskHold(reason: "earliestBeginDate",
+                            message: "It does not begin before \(Timestamp.format(begin)) (its earliestBeginDate)")
+        }
         guard let position else {
             return TaskHold(reason: "queue", message: "It is about to take its place in the queue")
         }

@@ -25,6 +25,9 @@ struct ManagedTask {
     /// A `running` download whose transfer ended and which is being verified or published: it holds no
     /// transfer slot (`TaskTable.running` leaves it out).
     var completing = false
+    /// A `queued` task whose `earliestBeginDate` has not come yet: it is not in the queue until then
+    /// (`DaemonState.deferIfEarly`, `TaskTable.dueBegins`).
+    var deferredUntil: Double?
     /// The per-host limit's key (`HostKey`).
     var hostKey: String { HostKey.of(record.url) }
 
@@ -193,7 +196,8 @@ actor DaemonCore {
             priority: r.priority, hold: hold(t, position: position), checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
             method: r.method, file: r.file, bytesSent: t.bytesSent, bytesExpectedToSend: t.bytesExpectedToSend,
             response: r.response, overwrite: r.overwrite ? true : nil, phase: state.completionPhase(t.id),
-            maxConnections: r.maxConnections, connections: connections(of: t))
+            maxConnections: r.maxConnections, connections: connections(of: t),
+            earliestBeginDate: r.earliestBeginDate.map(Timestamp.format))
     }
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {

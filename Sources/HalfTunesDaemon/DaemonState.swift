@@ -138,7 +138,10 @@ struct DaemonState {
         var actions: [Action] = []
         switch input {
         case let .created(created, limits):
-            for t in created { tasks[t.id] = t } // a queued one joins the queue with its state
+            for var t in created {
+                Self.deferIfEarly(&t, now: now)
+                tasks[t.id] = t // a queued one joins the queue with its state (or waits for its date)
+            }
             grantSlots(limits, now: now, into: &actions)
         case let .task(id, taskInput, extra, update):
             _ = try apply(taskInput, to: id, extra: extra, update: update, now: now, into: &actions)
@@ -153,6 +156,7 @@ struct DaemonState {
         case .clockTick(let limits):
             guard !shuttingDown else { break }
             for id in tasks.dueDeadlines(now: now) { _ = try? apply(.resourceDeadlinePassed, to: id, now: now, into: &actions) }
+            for id in tasks.dueBegins(now: now) { tasks[id]?.deferredUntil = nil } // their date came: they join the queue
             grantSlots(limits, now: now, into: &actions)
         case let .attemptEnded(id, outcome, jitterSample, limits):
             attemptEnded(id, outcome, jitterSample: jitterSample, limits: limits, now: now, into: &actions)
@@ -172,6 +176,7 @@ struct DaemonState {
             guard var t = tasks[id] else { break }
             edit(&t.record)
             t.record.updatedAt = now
+            Self.deferIfEarly(&t, now: now)
             tasks[id] = t // one write: the table re-indexes the task once
             grantSlots(limits, now: now, into: &actions)
         case .sessionOpened(let s):
@@ -263,6 +268,7 @@ struct DaemonState {
         update?(&t.record)
         payloads = payloads.map { $0.carrying(t.record.response) }
         t.syncRecord(now: now)
+        Self.deferIfEarly(&t, now: now)
         tasks[id] = t
         if retryScheduled, let at = tasks.earliestRetry { actions.append(.armRetryTimer(at: at)) }
         actions.append(.journal(t.record, payloads))
@@ -312,6 +318,16 @@ struct DaemonState {
         let running = tasks.runningByHost[host] ?? 0
         guard running > 0, (tasks.queuedByHost[host] ?? 0) == 0 else { return 0 }
         return max(0, limits.maxConnectionsPerHost - running)
+    }
+
+    /// A queued task whose `earliestBeginDate` is still ahead waits outside the queue until then (the clock
+    /// tick lets it in: `TaskTable.dueBegins`); any other task is not deferred.
+    static func deferIfEarly(_ t: inout ManagedTask, now: Double) {
+        if t.machine.state == .queued, let begin = t.record.earliestBeginDate, begin > now {
+            t.deferredUntil = begin
+        } else {
+            t.deferredUntil = nil
+        }
     }
 
     /// Gives a task that enters the queue its place: the back of its priority class, unless it was moved to

@@ -43,6 +43,9 @@ struct TaskTable {
     private var deadlines = DeadlineIndex()
     /// When each waiting task retries (lazily pruned, like `deadlines`; see `dueRetries`).
     private var retries = DeadlineIndex()
+    /// When each deferred queued task may join the queue (its `earliestBeginDate`; see `dueBegins`).
+    private var begins = DeadlineIndex()
+    private var deferredCount = 0
     private var pendingWithDeadline = 0
     /// Finished tasks live in the journal, not here: how many there are per state, and per session and state.
     private var finishedByState: [TaskState: Int] = [:]
@@ -72,6 +75,7 @@ struct TaskTable {
                 if let newDeadline, newDeadline != old.flatMap(Self.pendingDeadline) { deadlines.insert(id, at: newDeadline) }
                 let newRetry = newValue.flatMap(Self.retryAt)
                 if let newRetry, newRetry != old.flatMap(Self.retryAt) { retries.insert(id, at: newRetry) }
+                if let begin = newValue?.deferredUntil, begin != old?.deferredUntil { begins.insert(id, at: begin) }
             }
             store(newValue, at: id)
         }
@@ -169,6 +173,15 @@ struct TaskTable {
         return due
     }
 
+    /// The deferred tasks whose `earliestBeginDate` is at or before `now`, earliest first (the caller lets them
+    /// join the queue).
+    mutating func dueBegins(now: Double) -> [Int64] {
+        let isLive = { (entry: DeadlineIndex.Entry) in self.storage[entry.id]?.task.deferredUntil == entry.deadline }
+        let due = begins.takeDue(now: now, isLive: isLive)
+        if begins.count > 2 * deferredCount + 1024 { begins.compact(isLive: isLive) }
+        return due
+    }
+
     /// The earliest retry time held (it may be stale: the timer then finds nothing due and waits for the next).
     var earliestRetry: Double? { retries.earliest }
 
@@ -200,6 +213,7 @@ struct TaskTable {
             Self.add(delta, to: &queuedByHost, host)
             changedHosts.insert(host)
         }
+        if task.deferredUntil != nil { deferredCount += delta }
         if task.attemptInFlight { Self.add(delta, to: &stoppingBySession, task.record.session) }
         if state.isPending || task.attemptInFlight || task.record.phase == .publishing {
             if delta > 0 { busy.insert(id) } else { busy.remove(id) }
@@ -238,6 +252,7 @@ struct TaskTable {
         var deadline: Double?
         var retryAt: Double?
         var completing: Bool
+        var deferredUntil: Double?
 
         init(_ t: ManagedTask) {
             state = t.machine.state
@@ -252,6 +267,7 @@ struct TaskTable {
             publishing = t.record.phase == .publishing
             deadline = t.record.resourceDeadline
             retryAt = TaskTable.retryAt(t)
+            deferredUntil = t.deferredUntil
         }
     }
 
@@ -267,7 +283,7 @@ struct TaskTable {
 
     /// A task's place in the queue while it is queued.
     private static func queueEntry(_ task: ManagedTask) -> RunQueue.Entry? {
-        guard task.machine.state == .queued, let id = task.record.id else { return nil }
+        guard task.machine.state == .queued, task.deferredUntil == nil, let id = task.record.id else { return nil }
         return RunQueue.Entry(key: RunQueue.Key(priority: task.record.priority, order: task.record.queueOrder, id: id),
                               owner: task.owner, session: task.record.session, host: task.hostKey)
     }

@@ -82,6 +82,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var overwrite: Bool
     /// Downloads: the most connections this task may use (nil: the session's setting).
     public var maxConnections: Int?
+    /// The task does not start before this time (seconds since 1970; nil: at once).
+    public var earliestBeginDate: Double?
 
     public init(id: Int64? = nil, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, phase: TaskPhase = .transfer, waitingReason: TaskError? = nil,
@@ -92,8 +94,9 @@ public struct TaskRecord: Codable, Sendable, Equatable {
                 updatedAt: Double, resourceDeadline: Double? = nil, priority: TaskPriority = .normal,
                 checksum: String? = nil, bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil,
                 maxResponseBytes: Int64? = nil, response: TaskResponse? = nil, fileID: String? = nil, overwrite: Bool = false,
-                durableRanges: ByteRanges? = nil, maxConnections: Int? = nil) {
+                durableRanges: ByteRanges? = nil, maxConnections: Int? = nil, earliestBeginDate: Double? = nil) {
         self.maxConnections = maxConnections
+        self.earliestBeginDate = earliestBeginDate
         self.id = id
         self.session = session
         self.kind = kind

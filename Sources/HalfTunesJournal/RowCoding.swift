@@ -164,7 +164,7 @@ extension TaskRecord {
         "destination", "location", "partial_path", "headers", "description", "bytes_durable", "bytes_expected",
         "etag", "last_modified", "error", "attempts", "queue_order", "created_at", "updated_at", "resource_deadline",
         "priority", "checksum", "bandwidth_limit", "method", "file", "max_response_bytes", "response", "file_id", "overwrite",
-        "durable_ranges", "max_connections",
+        "durable_ranges", "max_connections", "earliest_begin_date",
     ]
 
     func arguments() throws -> StatementArguments {
@@ -175,7 +175,7 @@ extension TaskRecord {
             createdAt, updatedAt, resourceDeadline,
             priority.rawValue, checksum, bandwidthLimit, method, file, maxResponseBytes,
             try JSONText.encodeIfPresent(response), fileID, overwrite, durableRanges.storedText,
-            maxConnections,
+            maxConnections, earliestBeginDate,
         ]
     }
 
@@ -223,7 +223,8 @@ extension TaskRecord {
             overwrite: try row.decode(forColumn: "overwrite"),
             durableRanges: try ByteRanges.stored(try row.decode(forColumn: "durable_ranges"),
                                                  bytes: try row.decode(forColumn: "bytes_durable"), table: "tasks", key: key),
-            maxConnections: try row.decode(forColumn: "max_connections"))
+            maxConnections: try row.decode(forColumn: "max_connections"),
+            earliestBeginDate: try row.decode(forColumn: "earliest_begin_date"))
     }
 }
 

@@ -11,6 +11,7 @@ enum JournalSchema {
         ("v5", v5),
         ("v6", v6),
         ("v7", v7),
+        ("v8", v8),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -140,5 +141,10 @@ enum JournalSchema {
     /// Issue 12: a download's own most connections (`task.create` `maxConnections`; NULL: the session's).
     static let v7 = """
         ALTER TABLE tasks ADD COLUMN max_connections INTEGER;
+        """
+
+    /// Issue 13: a task does not start before this time (seconds since 1970; NULL: at once).
+    static let v8 = """
+        ALTER TABLE tasks ADD COLUMN earliest_begin_date REAL;
         """
 }

@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -52,10 +53,14 @@ public final class BackgroundSession: @unchecked Sendable {
     }
 
     /// A new download task, created suspended like URLSession's: call `resume()` to start it.
+    /// `earliestBeginDate`: like URLSessionTask's, the task (once resumed) does not begin before then, even
+    /// across a daemon restart.
     public func downloadTask(with url: String, destination: String? = nil, headers: [String: String]? = nil,
-                             description: String? = nil) throws -> DownloadTask {
+                             description: String? = nil, earliestBeginDate: Date? = nil) throws -> DownloadTask {
+        let begin = earliestBeginDate.map { Timestamp.format($0.timeIntervalSince1970) }
         let info = try client.createTask(TaskCreateParams(session: identifier, url: url, destination: destination,
-                                                          headers: headers, description: description, start: false))
+                                                          headers: headers, description: description, start: false,
+                                                          earliestBeginDate: begin))
         return DownloadTask(client: client, info: info)
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 /// A download in a background session, like `URLSessionDownloadTask`. Its `info` is the task as last
 /// fetched from the daemon; every method that changes the task refreshes it.
 public final class DownloadTask: @unchecked Sendable {
@@ -23,6 +24,10 @@ public final class DownloadTask: @unchecked Sendable {
     public var countOfBytesExpectedToReceive: Int64 { info.bytesExpected ?? -1 }
     /// Why the task failed (nil unless `failed` or `canceled`).
     public var error: TaskError? { info.error }
+    /// Not before this time (`BackgroundSession.downloadTask(with:earliestBeginDate:)`); nil: at once.
+    public var earliestBeginDate: Date? {
+        info.earliestBeginDate.flatMap(Timestamp.parse).map { Date(timeIntervalSince1970: $0) }
+    }
 
     /// Starts (queues) a new or suspended task.
     public func resume() throws { update(try client.resume(taskIdentifier)) }

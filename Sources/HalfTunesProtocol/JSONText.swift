@@ -111,6 +111,7 @@ extension TaskInfo: JSONTextWritable {
         JSONText.member("currentURL", currentURL, &out)
         JSONText.member("description", description, &out, nullable: true)
         JSONText.member("destination", destination, &out)
+        JSONText.member("earliestBeginDate", earliestBeginDate, &out)
         JSONText.member("error", error, &out, nullable: true)
         JSONText.member("etag", etag, &out)
         JSONText.member("file", file, &out)

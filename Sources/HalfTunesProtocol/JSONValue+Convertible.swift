@@ -86,6 +86,7 @@ extension TaskInfo: JSONValueConvertible {
         if let phase { o["phase"] = .string(phase.rawValue) }
         if let maxConnections { o["maxConnections"] = .int(Int64(maxConnections)) }
         if let connections { o["connections"] = .int(Int64(connections)) }
+        if let earliestBeginDate { o["earliestBeginDate"] = .string(earliestBeginDate) }
         return .object(o)
     }
 }
@@ -164,6 +165,7 @@ extension TaskCreateParams: JSONValueConvertible {
         if let maxResponseBytes { o["maxResponseBytes"] = .int(maxResponseBytes) }
         if let overwrite { o["overwrite"] = .bool(overwrite) }
         if let maxConnections { o["maxConnections"] = .int(Int64(maxConnections)) }
+        if let earliestBeginDate { o["earliestBeginDate"] = .string(earliestBeginDate) }
         return .object(o)
     }
 }
@@ -248,7 +250,8 @@ extension TaskCreateParams: JSONValueDecodable {
                   checksum: m.string("checksum"), priority: m.raw("priority", TaskPriority.self),
                   bandwidthLimit: m.int("bandwidthLimit"), method: m.string("method"), file: m.string("file"),
                   maxResponseBytes: m.int("maxResponseBytes"), overwrite: m.bool("overwrite"),
-                  maxConnections: m.int("maxConnections").map { Int(clamping: $0) })
+                  maxConnections: m.int("maxConnections").map { Int(clamping: $0) },
+                  earliestBeginDate: m.string("earliestBeginDate"))
         if m.failed { return nil }
     }
 }

@@ -121,6 +121,8 @@ public struct TaskInfo: Codable, Sendable, Equatable {
     public var maxConnections: Int?
     /// While the transfer runs: the HTTP connections it uses now (more than 1 when the download is split).
     public var connections: Int?
+    /// The task does not start before this time (RFC 3339, `task.create` `earliestBeginDate`).
+    public var earliestBeginDate: String?
 
     public init(id: Int64, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, waitingReason: TaskError? = nil, nextAttemptAt: String? = nil,
@@ -130,7 +132,9 @@ public struct TaskInfo: Codable, Sendable, Equatable {
                 attempts: Int = 0, priority: TaskPriority = .normal, hold: TaskHold? = nil, checksum: String? = nil,
                 bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil, bytesSent: Int64? = nil,
                 bytesExpectedToSend: Int64? = nil, response: TaskResponse? = nil, overwrite: Bool? = nil,
-                phase: TaskCompletionPhase? = nil, maxConnections: Int? = nil, connections: Int? = nil) {
+                phase: TaskCompletionPhase? = nil, maxConnections: Int? = nil, connections: Int? = nil,
+                earliestBeginDate: String? = nil) {
+        self.earliestBeginDate = earliestBeginDate
         self.maxConnections = maxConnections
         self.connections = connections
         self.id = id
@@ -172,7 +176,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         case bytesReceived, bytesDurable, bytesExpected, destination, location, error, createdAt, updatedAt
         case description, etag, lastModified, attempts
         case priority, hold, checksum, bandwidthLimit, method, file, bytesSent, bytesExpectedToSend, response, overwrite
-        case phase, maxConnections, connections
+        case phase, maxConnections, connections, earliestBeginDate
     }
 
     public init(from decoder: Decoder) throws {
@@ -211,6 +215,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         phase = try c.decodeIfPresent(TaskCompletionPhase.self, forKey: .phase)
         maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections)
         connections = try c.decodeIfPresent(Int.self, forKey: .connections)
+        earliestBeginDate = try c.decodeIfPresent(String.self, forKey: .earliestBeginDate)
     }
 
     // `bytesExpected` and `error` are always present on the wire (null when absent).
@@ -250,6 +255,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(phase, forKey: .phase)
         try c.encodeIfPresent(maxConnections, forKey: .maxConnections)
         try c.encodeIfPresent(connections, forKey: .connections)
+        try c.encodeIfPresent(earliestBeginDate, forKey: .earliestBeginDate)
     }
 }
 
@@ -285,14 +291,18 @@ public struct TaskCreateParams: Codable, Sendable {
     /// Downloads: the most HTTP connections this download may use (1...16; absent: the session's
     /// `maxConnectionsPerTask`).
     public var maxConnections: Int?
+    /// Not before this time (RFC 3339, e.g. "2026-11-25T22:00:00Z" or with an offset): the task stays `queued`
+    /// (`hold.reason` `earliestBeginDate`) until then, across restarts. Like URLSessionTask's.
+    public var earliestBeginDate: String?
 
     public init(session: String, url: String? = nil, destination: String? = nil, headers: [String: String]? = nil,
                 description: String? = nil, resumeData: String? = nil, start: Bool? = nil, kind: TaskKind? = nil,
                 checksum: String? = nil, priority: TaskPriority? = nil, bandwidthLimit: Int64? = nil,
                 method: String? = nil, file: String? = nil, maxResponseBytes: Int64? = nil, overwrite: Bool? = nil,
-                maxConnections: Int? = nil) {
+                maxConnections: Int? = nil, earliestBeginDate: String? = nil) {
         self.overwrite = overwrite
         self.maxConnections = maxConnections
+        self.earliestBeginDate = earliestBeginDate
         self.session = session
         self.url = url
         self.destination = destination

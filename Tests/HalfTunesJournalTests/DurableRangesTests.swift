@@ -26,7 +26,7 @@ import Testing
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 7)
+            #expect(journal.schemaVersion == 8)
             let task = try #require(try journal.loadTasks().first)
             #expect(task.durableRanges == ByteRanges(prefix: 5000) && task.bytesDurable == 5000)
             #expect(try journal.loadUnfinishedTasks().first?.durableRanges == ByteRanges(prefix: 5000))
@@ -78,6 +78,21 @@ import Testing
         let unfinished = try journal.loadUnfinishedTasks()
         #expect(unfinished.first { $0.id == task.id }?.maxConnections == 3)
         #expect(unfinished.first { $0.id == plain.id }?.maxConnections == nil)
+    }
+
+    /// v8: a task's earliest begin date round-trips through both readers; NULL is nil.
+    @Test func earliestBeginDateRoundTrips() throws {
+        let journal = try Journal.openInMemory()
+        try journal.upsertSession(Sample.session())
+        var record = Sample.task()
+        record.earliestBeginDate = 1_764_108_000.25
+        let (task, _) = try journal.insertTask(record, events: [])
+        let (plain, _) = try journal.insertTask(Sample.task(), events: [])
+        #expect(try journal.loadTask(task.id!)?.earliestBeginDate == 1_764_108_000.25)
+        #expect(try journal.loadTask(plain.id!)?.earliestBeginDate == nil)
+        let unfinished = try journal.loadUnfinishedTasks()
+        #expect(unfinished.first { $0.id == task.id }?.earliestBeginDate == 1_764_108_000.25)
+        #expect(unfinished.first { $0.id == plain.id }?.earliestBeginDate == nil)
     }
 
     @Test func resumeTokensKeepTheirRanges() throws {

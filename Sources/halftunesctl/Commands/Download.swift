@@ -28,6 +28,10 @@ struct Download: ParsableCommand {
         "The most HTTP connections this download may use, 1-16 (default: the session's, 8); 1 never splits it.",
         valueName: "n"))
     var connections: Int?
+    @Option(help: ArgumentHelp(
+        "Do not begin before this time: an RFC 3339 date-time (2026-11-25T22:00:00Z) or + and a duration from now (+30m).",
+        valueName: "when"))
+    var at: String?
     @Flag(help: "Replace a file that exists at the destination once the download is complete (default: never).")
     var overwrite = false
     @Flag(help: "Follow the task until it completes (exit 0 done, 1 failed, 4 canceled).") var wait = false
@@ -40,6 +44,7 @@ struct Download: ParsableCommand {
         if let connections, !SessionConfiguration.maxConnectionsRange.contains(connections) {
             throw ValidationError("--connections must be from 1 to 16")
         }
+        if let at { _ = try ControlArguments.beginDate(at) }
     }
 
     func run() throws {
@@ -52,7 +57,8 @@ struct Download: ParsableCommand {
             headers: try DownloadArguments.headers(headerLines), description: description,
             resumeData: resumeData, start: true, checksum: try sha256.map(ControlArguments.checksum(sha256:)),
             priority: priority, bandwidthLimit: try limitRate.map { try ControlArguments.rate($0, option: "--limit-rate") },
-            overwrite: overwrite ? true : nil, maxConnections: connections))
+            overwrite: overwrite ? true : nil, maxConnections: connections,
+            earliestBeginDate: try at.map { try ControlArguments.beginDate($0) }))
         if options.json { try Console.json(task) } else { Console.out(TaskText.headline(task)) }
         guard let events else { return }
         var follower = TaskFollower(task: task, json: options.json)

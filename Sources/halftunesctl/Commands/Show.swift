@@ -35,6 +35,7 @@ struct Show: ParsableCommand {
         if let limit = task.bandwidthLimit { fields.append(("Rate limit", ByteRate.format(limit))) }
         if let n = task.connections { fields.append(("Connections", String(n))) }
         if let n = task.maxConnections { fields.append(("Max connections", String(n))) }
+        if let begin = task.earliestBeginDate { fields.append(("Begins", "not before \(begin)")) }
         if let checksum = task.checksum { fields.append(("Checksum", checksum)) }
         if let error = task.error { fields.append(("Error", TaskText.errorText(error))) }
         fields.append(("Attempts", String(task.attempts)))
