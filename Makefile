@@ -6,6 +6,8 @@ RELEASE_BIN  := $(BUILD_DIR)/release
 APT_PACKAGES := libsystemd-dev libsqlite3-dev pkg-config systemd util-linux openssl
 # What `make deb` needs besides: debhelper (dh_installsystemd, dh_installsysusers, dh_installtmpfiles), lintian.
 DEB_PACKAGES := debhelper dpkg-dev lintian python3
+# What the tests need besides: a private D-Bus with a fake NetworkManager and UPower (SystemConditionsTests).
+TEST_PACKAGES := dbus-daemon python3-dbus python3-gi
 ARGS         ?=
 # The version the binaries report (HalfTunes.version); debian/changelog must agree.
 VERSION      := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/HalfTunesProtocol/HalfTunesProtocol.swift)
@@ -78,6 +80,7 @@ run: build
 # parallel runs starved the async tests of Swift's cooperative threads (timeouts, not bugs). Serial, the
 # suite takes about 3 minutes. deb-deps: DebianPackageTests packages the debug binaries with debhelper.
 test: deps deb-deps
+	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(TEST_PACKAGES)"
 	$(SWIFT) build --build-tests --scratch-path $(BUILD_DIR)
 	HALFTUNES_BIN_DIR=$(abspath $(DEBUG_BIN)) $(SWIFT) test --skip-build --no-parallel --scratch-path $(BUILD_DIR)
 

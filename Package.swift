@@ -27,6 +27,8 @@ let package = Package(
         .target(name: "HalfTunesProtocol"),
         // Linux file calls Glibc exports to Swift only with _GNU_SOURCE (sync_file_range).
         .target(name: "CLinuxFile"),
+        // The sd-bus calls of the network and power conditions, without varargs.
+        .target(name: "CSystemBus", linkerSettings: [.linkedLibrary("systemd")]),
         // The crash-safe journal (SQLite via GRDB).
         .target(
             name: "HalfTunesJournal",
@@ -59,6 +61,7 @@ let package = Package(
                 "HalfTunesJournal",
                 "HalfTunesEngine",
                 "CSystemd",
+                "CSystemBus",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

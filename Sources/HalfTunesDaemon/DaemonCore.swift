@@ -93,6 +93,9 @@ actor DaemonCore {
     let resumeKey: SymmetricKey
     /// Extra connections of split downloads, per host (DaemonCore+Connections.swift).
     nonisolated let hostConnections: HostConnections
+    /// The network and power conditions last reported by `SystemConditionsMonitor` (nil until the first).
+    var conditions: SystemConditions?
+    var conditionsSerial = 0
 
     init(configuration: DaemonConfiguration, journal: Journal, httpClient: HTTPClient, logger: Logger,
          resumeKey: SymmetricKey = SymmetricKey(size: .bits256),
@@ -218,7 +221,15 @@ actor DaemonCore {
                             maxConcurrent: configuration.maxConcurrent, socketPath: configuration.socketPath,
                             stateDirectory: configuration.stateDirectory, limits: limits,
                             uploadRate: uploadRateMeter.rate(now: now), transfers: state.tasks.running.count,
-                            connections: state.tasks.running.count + hostConnections.totalExtras)
+                            connections: state.tasks.running.count + hostConnections.totalExtras,
+                            conditions: conditions)
+    }
+
+    /// `SystemConditionsMonitor` saw other network or power conditions.
+    func conditionsChanged(_ new: SystemConditions, serial: Int) {
+        guard serial > conditionsSerial else { return } // an older report that arrived late
+        conditionsSerial = serial
+        conditions = new
     }
 
     /// A one-line summary for logs and (later) the service manager's STATUS=.

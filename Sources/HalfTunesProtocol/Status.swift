@@ -19,11 +19,14 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var transfers: Int?
     /// HTTP connections of the transfers: one per transfer plus the extra ones of split downloads.
     public var connections: Int?
+    /// The network and power conditions the daemon sees (NetworkManager and UPower on the system bus).
+    public var conditions: SystemConditions?
 
     public init(version: String, pid: Int32, uptimeSeconds: Double, tasks: [String: Int], sessions: Int,
                 downloadRate: Double, maxConcurrent: Int, socketPath: String, stateDirectory: String,
                 limits: DaemonLimits? = nil, uploadRate: Double? = nil, transfers: Int? = nil,
-                connections: Int? = nil) {
+                connections: Int? = nil, conditions: SystemConditions? = nil) {
+        self.conditions = conditions
         self.version = version
         self.pid = pid
         self.uptimeSeconds = uptimeSeconds
@@ -37,5 +40,41 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
         self.uploadRate = uploadRate
         self.transfers = transfers
         self.connections = connections
+    }
+}
+
+/// The network and power conditions the daemon sees. Without NetworkManager the network counts as unmetered and
+/// online; without UPower, the machine as on power.
+public struct SystemConditions: Codable, Sendable, Equatable {
+    /// The network is metered (NetworkManager's `Metered`: yes or guess-yes).
+    public var metered: Bool
+    /// The network reaches the internet (NetworkManager's `Connectivity` full or unknown, and `State` connected).
+    public var online: Bool
+    /// The machine runs on battery (UPower's `OnBattery`).
+    public var onBattery: Bool
+    /// Where they come from: `networkmanager`, `upower`, `networkmanager+upower`, or `none`.
+    public var source: String
+
+    public init(metered: Bool, online: Bool, onBattery: Bool, source: String) {
+        self.metered = metered
+        self.online = online
+        self.onBattery = onBattery
+        self.source = source
+    }
+
+    /// What is assumed when nothing on the system bus says otherwise.
+    public static let assumed = SystemConditions(metered: false, online: true, onBattery: false, source: "none")
+
+    /// From NetworkManager's `Metered` (NMMetered: 1 yes, 3 guess-yes), `Connectivity` (NMConnectivityState:
+    /// 1 none, 2 portal, 3 limited are offline) and `State` (NMState: below 50, not connected), and UPower's
+    /// `OnBattery`; nil: that service is not there.
+    public static func from(metered: UInt32?, connectivity: UInt32?, state: UInt32?, onBattery: Bool?) -> SystemConditions {
+        let network = metered != nil || connectivity != nil || state != nil
+        var online = true
+        if let connectivity, (1...3).contains(connectivity) { online = false }
+        if let state, state > 0, state < 50 { online = false }
+        let sources = [network ? "networkmanager" : nil, onBattery != nil ? "upower" : nil].compactMap { $0 }
+        return SystemConditions(metered: metered == 1 || metered == 3, online: online, onBattery: onBattery ?? false,
+                                source: sources.isEmpty ? "none" : sources.joined(separator: "+"))
     }
 }

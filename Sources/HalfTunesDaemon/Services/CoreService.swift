@@ -40,10 +40,16 @@ final class CoreService: Service {
             throw error
         }
         defer { Glibc.close(resources.lock) }
+        let core = resources.core
+        let conditions = SystemConditionsMonitor(logger: logger) { new, serial in
+            Task { await core.conditionsChanged(new, serial: serial) }
+        }
+        conditions.start()
         handoff.provide(CoreHandle(core: resources.core, configuration: config, eventLoopGroup: resources.group))
 
         try? await gracefulShutdown() // returns on graceful shutdown, or at once when the group is cancelled
 
+        await conditions.stop()
         await resources.core.shutdown()
         try? await resources.client.shutdown()
         try? resources.journal.close()

@@ -18,6 +18,10 @@ struct Status: ParsableCommand {
         if let transfers = status.transfers, let connections = status.connections {
             Console.out("running:  \(transfers) transfer\(transfers == 1 ? "" : "s") over \(connections) connection\(connections == 1 ? "" : "s")")
         }
+        if let c = status.conditions {
+            Console.out("network:  \(c.metered ? "metered" : "unmetered"), \(c.online ? "online" : "offline"), "
+                + "\(c.onBattery ? "on battery" : "on power") (\(c.source == "none" ? "assumed: no NetworkManager or UPower" : c.source))")
+        }
         if let limits = status.limits {
             Console.out("limits:   \(limits.maxConnectionsPerHost) connections per host, bandwidth \(ByteRate.format(limits.bandwidthLimit))")
         }

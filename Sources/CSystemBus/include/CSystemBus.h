@@ -1,0 +1,22 @@
+// The few sd-bus calls halftunesd makes, without varargs (Swift cannot call variadic C functions).
+#ifndef HALFTUNES_CSYSTEMBUS_H
+#define HALFTUNES_CSYSTEMBUS_H
+#include <stdint.h>
+
+typedef struct sd_bus sd_bus;
+
+/// Opens the system bus (`DBUS_SYSTEM_BUS_ADDRESS` when set). NULL on failure, with `*error` a negative errno.
+sd_bus *htd_bus_open_system(int *error);
+void htd_bus_close(sd_bus *bus);
+/// Reads one property of type `u` (or `b`, as 0/1, with htd_bus_get_bool). 0, or a negative errno;
+/// `*missing` is set to 1 when the service, object or property is not there.
+int htd_bus_get_u32(sd_bus *bus, const char *destination, const char *path, const char *interface,
+                    const char *member, uint32_t *value, int *missing);
+int htd_bus_get_bool(sd_bus *bus, const char *destination, const char *path, const char *interface,
+                     const char *member, int *value, int *missing);
+/// Subscribes to every `PropertiesChanged` and `NameOwnerChanged` signal: each wakes `htd_bus_step`.
+int htd_bus_watch(sd_bus *bus);
+/// Processes what arrived, or waits up to `usec` for something: 1 when a message was processed, 0 when
+/// nothing came, or a negative errno.
+int htd_bus_step(sd_bus *bus, uint64_t usec);
+#endif
