@@ -33,7 +33,8 @@ struct TaskTable {
     private(set) var runningByOwner: [UInt32: Int] = [:]
     private(set) var runningBySession: [String: Int] = [:]
     private(set) var runningByHost: [String: Int] = [:]
-    /// The queued tasks per host (`HostConnections` gives a host no extra connections while one is queued).
+    /// The queued tasks per host, those waiting for their begin date left out (`HostConnections` gives a host no
+    /// extra connections while one is queued).
     private(set) var queuedByHost: [String: Int] = [:]
     /// Hosts whose running or queued tasks changed since `takeChangedHosts`.
     private var changedHosts: Set<String> = []
@@ -208,7 +209,7 @@ struct TaskTable {
             let host = task.hostKey
             Self.add(delta, to: &runningByHost, host)
             changedHosts.insert(host)
-        } else if state == .queued {
+        } else if state == .queued, task.deferredUntil == nil { // a task waiting for its date asks nothing yet
             let host = task.hostKey
             Self.add(delta, to: &queuedByHost, host)
             changedHosts.insert(host)

@@ -21,10 +21,13 @@ import Testing
         #expect(try T.resumeAll(&state, [Self.task(1, begin: 100), Self.task(2, begin: nil)], now: 10) == [2])
         #expect(state.tasks[1]?.machine.state == .queued && state.tasks[1]?.deferredUntil == 100)
         #expect(!state.tasks.queue.contains(1), "not in the queue before its date")
+        let host = state.tasks[1]!.hostKey
+        #expect(state.tasks.queuedByHost[host] == nil, "nor does it keep other tasks of its host from splitting")
         #expect(T.started(try state.handle(.clockTick(T.limits), now: 99.9)).isEmpty)
         #expect(T.started(try state.handle(.grantSlots(T.limits), now: 99.9)).isEmpty)
         #expect(T.started(try state.handle(.clockTick(T.limits), now: 100)) == [1])
         #expect(state.tasks[1]?.deferredUntil == nil)
+        #expect(state.tasks.runningByHost[host] == 2 && state.tasks.queuedByHost[host] == nil)
     }
 
     /// A date that has passed changes nothing; a suspended task waits for nothing; a task restored from the
