@@ -8,6 +8,14 @@ import Testing
 
 @Suite("Segmented downloads", .serialized)
 struct SegmentedTests {
+    /// Waits until the task's download runs over more than one connection with `durable` bytes durable.
+    static func waitUntilSplit(_ client: HalfTunesClient, _ id: Int64, durable: Int64 = 0) throws {
+        try eventually("task \(id) split, with \(durable) bytes durable") {
+            let info = try client.task(id)
+            return (info.connections ?? 0) > 1 && info.bytesDurable >= durable ? true : nil
+        }
+    }
+
     /// Every response throttled like nginx `limit_rate`: with default settings the download is split, each
     /// further request asks for exactly its range with `If-Range` and gets a 206 of that version, the task and
     /// the daemon say how many connections are in use, and the file is whole.
@@ -151,10 +159,7 @@ struct SegmentedTests {
             origin.setBehavior("/k.bin", .throttled(2 * MiB))
             var client = try daemon.client()
             let t = try client.startDownload(origin.url("/k.bin"))
-            try eventually("split, with 4 MiB durable") {
-                let info = try client.task(t.id)
-                return (info.connections ?? 0) > 1 && info.bytesDurable >= Int64(4 * MiB) ? true : nil
-            }
+            try Self.waitUntilSplit(client, t.id, durable: Int64(4 * MiB))
             daemon.kill9()
             let journal = try Journal(path: daemon.stateDir + "/journal.sqlite")
             let durable = try #require(try journal.loadTask(t.id)).durableRanges
@@ -187,7 +192,7 @@ struct SegmentedTests {
             origin.setBehavior("/pr.bin", .throttled(2 * MiB))
             let client = try daemon.client()
             let t = try client.startDownload(origin.url("/pr.bin"))
-            try eventually("split") { (try client.task(t.id).connections ?? 0) > 1 ? true : nil }
+            try Self.waitUntilSplit(client, t.id)
             try eventually("4 MiB received") { try client.task(t.id).bytesReceived >= Int64(4 * MiB) ? true : nil }
             let paused = try client.suspend(t.id)
             #expect(paused.state == .suspended)
@@ -227,10 +232,7 @@ struct SegmentedTests {
             origin.setBehavior("/chg.bin", .throttled(2 * MiB))
             var client = try daemon.client()
             let t = try client.startDownload(origin.url("/chg.bin"))
-            try eventually("split, with 2 MiB durable") {
-                let info = try client.task(t.id)
-                return (info.connections ?? 0) > 1 && info.bytesDurable >= Int64(2 * MiB) ? true : nil
-            }
+            try Self.waitUntilSplit(client, t.id, durable: Int64(2 * MiB))
             daemon.kill9()
             let before = origin.requests("/chg.bin").count
             origin.change("/chg.bin", to: v2)
