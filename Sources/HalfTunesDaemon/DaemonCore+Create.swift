@@ -76,8 +76,12 @@ extension DaemonCore {
         let actions = ((try? feed(.created(created, slotLimits))) ?? [])
         for (_, events) in stored { broadcast(events) } // the created events before any of what follows
         run(actions)
+        // A task that ended at once (offline in a session that does not wait for connectivity) is in the
+        // journal only: it is described from the row just written.
+        var finished: [Int64: TaskRecord] = [:]
+        for case let .journal(record, _) in actions where record.state.isTerminal { finished[record.id!] = record }
         for (index, id) in ids {
-            if let t = state.tasks[id] { results[index] = .success(info(t)) }
+            if let t = state.tasks[id] ?? finished[id].flatMap(finishedTask) { results[index] = .success(info(t)) }
         }
         return results
     }

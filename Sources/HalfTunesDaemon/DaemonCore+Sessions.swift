@@ -82,6 +82,9 @@ extension DaemonCore {
                                          + "\(connections.upperBound) (got \(n))")
         }
         config.maxConnectionsPerTask = config.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask
+        config.allowsExpensiveNetworkAccess = config.allowsExpensiveNetworkAccess ?? true
+        config.waitsForConnectivity = config.waitsForConnectivity ?? true
+        config.isDiscretionary = config.isDiscretionary ?? false
         return config
     }
 

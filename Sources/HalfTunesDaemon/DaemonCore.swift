@@ -225,11 +225,13 @@ actor DaemonCore {
                             conditions: conditions)
     }
 
-    /// `SystemConditionsMonitor` saw other network or power conditions.
+    /// `SystemConditionsMonitor` saw other network or power conditions: sessions they stop wait, and those they
+    /// let go on continue (`DaemonState.conditionsChanged`).
     func conditionsChanged(_ new: SystemConditions, serial: Int) {
         guard serial > conditionsSerial else { return } // an older report that arrived late
         conditionsSerial = serial
         conditions = new
+        feedAndRun(.conditionsChanged(new, slotLimits))
     }
 
     /// A one-line summary for logs and (later) the service manager's STATUS=.

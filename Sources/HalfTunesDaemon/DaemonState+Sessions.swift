@@ -62,9 +62,12 @@ extension DaemonState {
         Self.deferIfEarly(&t, now: now)
         tasks[t.id] = t
         if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 }
-        // A suspended or queued task needs nothing more (a queued one is in the queue at its journaled place);
-        // one being published is finished by `recoveredCompletion`.
-        guard t.record.state == .running || t.record.state == .waiting, t.record.phase != .publishing else { return }
-        _ = try? apply(.restored, to: t.id, now: now, into: &actions)
+        // A suspended task needs nothing more (a queued one is in the queue at its journaled place); one being
+        // published is finished by `recoveredCompletion`.
+        if t.record.state == .running || t.record.state == .waiting, t.record.phase != .publishing {
+            _ = try? apply(.restored, to: t.id, now: now, into: &actions)
+        }
+        // What the conditions say now: a queued task may have to wait, one that waited for them may go on.
+        if t.record.phase == .transfer { regate(t.id, now: now, into: &actions) }
     }
 }

@@ -28,6 +28,9 @@ struct DaemonState {
     /// Connections in use per host beyond one per running task (split downloads; `HostConnections` grants
     /// them and reports every change as `connectionsChanged`): the per-host limit counts them.
     var extrasByHost: [String: Int] = [:]
+    /// The network and power conditions (`SystemConditionsMonitor`); sessions' transfers are gated by them
+    /// (`ConditionsGate`, DaemonState+Conditions.swift).
+    var conditions = SystemConditions.assumed
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -84,6 +87,8 @@ struct DaemonState {
         /// The extra connections in use to `host` (beyond one per running task) are now `extras`: fewer may
         /// let a task queued for the host start.
         case connectionsChanged(host: String, extras: Int, SlotLimits)
+        /// The network or power conditions changed (DaemonState+Conditions.swift).
+        case conditionsChanged(SystemConditions, SlotLimits)
     }
 
     /// What an attempt in flight reports, in order.
@@ -141,6 +146,7 @@ struct DaemonState {
             for var t in created {
                 Self.deferIfEarly(&t, now: now)
                 tasks[t.id] = t // a queued one joins the queue with its state (or waits for its date)
+                if t.machine.state == .queued, !mayTransfer(session: t.record.session) { regate(t.id, now: now, into: &actions) }
             }
             grantSlots(limits, now: now, into: &actions)
         case let .task(id, taskInput, extra, update):
@@ -156,7 +162,10 @@ struct DaemonState {
         case .clockTick(let limits):
             guard !shuttingDown else { break }
             for id in tasks.dueDeadlines(now: now) { _ = try? apply(.resourceDeadlinePassed, to: id, now: now, into: &actions) }
-            for id in tasks.dueBegins(now: now) { tasks[id]?.deferredUntil = nil } // their date came: they join the queue
+            for id in tasks.dueBegins(now: now) { // their date came: they join the queue (or wait for the conditions)
+                tasks[id]?.deferredUntil = nil
+                if let session = tasks[id]?.record.session, !mayTransfer(session: session) { regate(id, now: now, into: &actions) }
+            }
             grantSlots(limits, now: now, into: &actions)
         case let .attemptEnded(id, outcome, jitterSample, limits):
             attemptEnded(id, outcome, jitterSample: jitterSample, limits: limits, now: now, into: &actions)
@@ -178,11 +187,16 @@ struct DaemonState {
             t.record.updatedAt = now
             Self.deferIfEarly(&t, now: now)
             tasks[id] = t // one write: the table re-indexes the task once
+            if !mayTransfer(session: t.record.session) { regate(id, now: now, into: &actions) }
             grantSlots(limits, now: now, into: &actions)
         case .sessionOpened(let s):
             sessions[s.record.identifier] = s
         case let .sessionConfigured(identifier, configuration, limits):
+            let old = sessions[identifier]?.record.configuration
             sessions[identifier]?.record.configuration = configuration
+            if let old, ConditionsGate.block(old, under: conditions) != ConditionsGate.block(configuration, under: conditions) {
+                regate(session: identifier, now: now, into: &actions)
+            }
             grantSlots(limits, now: now, into: &actions)
         case let .sessionInvalidating(identifier, cancelTasks, limits):
             invalidating(identifier, cancelTasks: cancelTasks, now: now, into: &actions)
@@ -208,6 +222,8 @@ struct DaemonState {
             let before = extrasByHost[host] ?? 0
             extrasByHost[host] = extras > 0 ? extras : nil
             if extras < before { grantSlots(limits, now: now, into: &actions) }
+        case let .conditionsChanged(new, limits):
+            conditionsChanged(new, limits: limits, now: now, into: &actions)
         }
         return actions
     }
@@ -234,8 +250,10 @@ struct DaemonState {
         for step in steps {
             switch step {
             case .enqueue:
-                // A restored task keeps its journaled place (restored in any order, the queue is as it was).
+                // A restored task keeps its journaled place (restored in any order, the queue is as it was), and
+                // so does one that waited for the conditions.
                 if case .restored = input { break }
+                if case .conditionsAllow = input { break }
                 enqueue(&t)
             case .dequeue, .cancelRetry:
                 break // `TaskTable` takes it out of the queue, or drops its retry time, with its state
@@ -278,6 +296,10 @@ struct DaemonState {
             actions.append(.checkInvalidation(session: t.record.session))
         }
         tasks.evict(id) // a finished task lives in the journal only
+        // A task queued again (resumed, retrying, restored) waits instead while its session may not transfer.
+        if t.machine.state == .queued, t.deferredUntil == nil, !mayTransfer(session: t.record.session) {
+            regate(id, now: now, into: &actions)
+        }
         return steps
     }
 

@@ -19,6 +19,9 @@ final class SystemConditionsMonitor: @unchecked Sendable {
     private let stopped = NIOLockedValueBox(false)
     private let finished = DispatchSemaphore(value: 0)
     private var started = false
+    /// The last report, and a signal at the first one (`firstReport`).
+    private let latestReport = NIOLockedValueBox<(SystemConditions, Int)?>(nil)
+    private let reported = DispatchSemaphore(value: 0)
 
     init(logger: Logger, onChange: @escaping @Sendable (SystemConditions, Int) -> Void) {
         self.logger = logger
@@ -50,12 +53,36 @@ final class SystemConditionsMonitor: @unchecked Sendable {
 
     private var isStopped: Bool { stopped.withLockedValue { $0 } }
 
+    /// The last report with its serial (nil before the first).
+    var latest: (SystemConditions, Int)? { latestReport.withLockedValue { $0 } }
+
+    /// Waits for the first report (at most `timeout` seconds: the bus answers within milliseconds, or the
+    /// monitor reports that there is none), without blocking a cooperative thread; nil if none came in time.
+    func firstReport(timeout: Double) async -> (SystemConditions, Int)? {
+        guard started else { return nil }
+        return await withCheckedContinuation { (done: CheckedContinuation<(SystemConditions, Int)?, Never>) in
+            DispatchQueue.global().async {
+                if self.reported.wait(timeout: .now() + timeout) == .success { self.reported.signal() }
+                done.resume(returning: self.latest)
+            }
+        }
+    }
+
+    private func report(_ conditions: SystemConditions, serial: Int) {
+        let first = latestReport.withLockedValue { value in
+            defer { value = (conditions, serial) }
+            return value == nil
+        }
+        if first { reported.signal() }
+        onChange(conditions, serial)
+    }
+
     private func run() {
         var error: Int32 = 0
         guard let bus = htd_bus_open_system(&error) else {
             logger.notice("no system bus: the network counts as unmetered and online, the machine as on power",
                           metadata: ["error": "\(String(cString: strerror(-error)))"])
-            onChange(.assumed, 1)
+            report(.assumed, serial: 1)
             return
         }
         defer { htd_bus_close(bus) }
@@ -73,7 +100,7 @@ final class SystemConditionsMonitor: @unchecked Sendable {
                     "source": "\(now.source)",
                 ])
                 serial += 1
-                onChange(now, serial)
+                report(now, serial: serial)
                 last = now
             }
             if htd_bus_step(bus, 1_000_000) < 0 {

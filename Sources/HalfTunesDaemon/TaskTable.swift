@@ -273,8 +273,10 @@ struct TaskTable {
     }
 
     /// When a waiting task retries (at once if it has no time, which its state machine always sets).
+    /// None for a task waiting for the network or power conditions: they, not a time, let it go on.
     fileprivate static func retryAt(_ task: ManagedTask) -> Double? {
-        task.machine.state == .waiting ? (task.machine.nextAttemptAt ?? 0) : nil
+        guard task.machine.state == .waiting, !task.machine.isWaitingForConditions else { return nil }
+        return task.machine.nextAttemptAt ?? 0
     }
 
     /// A task's resource deadline while it is pending.

@@ -40,6 +40,13 @@ public struct TaskStateMachine: Sendable, Equatable {
         case sessionInvalidated
         /// The resource deadline passed (checked by a timer while the task is pending).
         case resourceDeadlinePassed
+        /// The network or power conditions do not let the task's session transfer now (`ConditionsGate`).
+        /// `waits`: a queued or running task waits with `reason` (no failure counted, no retry time; a running
+        /// transfer stops) until `conditionsAllow`; otherwise (`waitsForConnectivity: false` and offline) a
+        /// queued task fails at once with `reason`, and a running transfer goes on (its connection decides).
+        case conditionsBlock(TaskError, waits: Bool)
+        /// The conditions let the session transfer again: a task waiting for them is queued (at its old place).
+        case conditionsAllow
     }
 
     public enum Action: Sendable, Equatable {
@@ -53,6 +60,11 @@ public struct TaskStateMachine: Sendable, Equatable {
         case keepPartialForResumeData
         case emitStateChanged(from: TaskState?, to: TaskState, reason: TaskError?)
         case emitComplete(error: TaskError?)
+    }
+
+    /// Waiting for the network or power conditions (`conditionsBlock`), not for a retry time.
+    public var isWaitingForConditions: Bool {
+        state == .waiting && nextAttemptAt == nil && waitingReason.map { TaskErrorCode.conditions.contains($0.code) } == true
     }
 
     public struct IllegalTransition: Error, Equatable, Sendable {
@@ -143,7 +155,7 @@ public struct TaskStateMachine: Sendable, Equatable {
                 return move(to: .waiting, extra: [.scheduleRetry(at: at)], reason: err)
             }
             return fail(err)
-        case (.waiting, .retryDue):
+        case (.waiting, .retryDue) where !isWaitingForConditions:
             if let deadline = resourceDeadline, now > deadline {
                 return fail(TaskError(code: TaskErrorCode.resourceTimeout,
                                       message: "The resource timeout expired while waiting to retry"))
@@ -165,9 +177,32 @@ public struct TaskStateMachine: Sendable, Equatable {
             return move(to: .queued, extra: [.enqueue])
         case (.queued, .restored):
             return [.enqueue]
+        case (.waiting, .restored) where isWaitingForConditions:
+            return [] // the daemon checks the conditions again (`conditionsAllow`)
         case (.waiting, .restored):
             return [.scheduleRetry(at: nextAttemptAt ?? now)]
         case (.suspended, .restored), (.completed, .restored), (.failed, .restored), (.canceled, .restored):
+            return []
+
+        // network and power conditions
+        case (.queued, .conditionsBlock(let reason, let waits)):
+            guard waits else { return fail(reason) }
+            waitingReason = reason
+            return move(to: .waiting, extra: [.dequeue], reason: reason)
+        case (.running, .conditionsBlock(let reason, let waits)):
+            guard waits else { return [] }
+            waitingReason = reason
+            return move(to: .waiting, extra: [.stopTransfer], reason: reason)
+        case (.waiting, .conditionsBlock(let reason, let waits)) where isWaitingForConditions:
+            guard waits else { return fail(reason) }
+            guard reason.code != waitingReason?.code else { return [] }
+            waitingReason = reason
+            return move(to: .waiting, extra: [], reason: reason)
+        case (_, .conditionsBlock):
+            return [] // suspended, finished, or waiting for a retry time (the gate is asked again when it is queued)
+        case (.waiting, .conditionsAllow) where isWaitingForConditions:
+            return move(to: .queued, extra: [.enqueue])
+        case (_, .conditionsAllow):
             return []
 
         default:
@@ -222,6 +257,8 @@ public struct TaskStateMachine: Sendable, Equatable {
         case .restored: return "restore"
         case .sessionInvalidated: return "invalidate"
         case .resourceDeadlinePassed: return "time out"
+        case .conditionsBlock: return "hold for the network or power conditions"
+        case .conditionsAllow: return "release for the network or power conditions"
         }
     }
 }

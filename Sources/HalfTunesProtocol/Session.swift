@@ -25,6 +25,15 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// ranges is split over several connections while that makes it faster, always within the daemon's
     /// `max-connections-per-host`. 1 turns splitting off. A task's `maxConnections` wins.
     public var maxConnectionsPerTask: Int?
+    /// Transfer over a metered network (NetworkManager's `Metered`), like URLSession's
+    /// `allowsExpensiveNetworkAccess`. Default true; false: tasks wait with `networkExpensive` while it is metered.
+    public var allowsExpensiveNetworkAccess: Bool?
+    /// While the network is offline, tasks wait for it (`offline`) instead of failing. Default true; false: a
+    /// task that would start offline fails at once with `offline`, like URLSession.
+    public var waitsForConnectivity: Bool?
+    /// Transfer only in good conditions: unmetered and on power, like URLSession's `isDiscretionary`. Default
+    /// false; true: tasks wait with `discretionary` while the network is metered or the machine on battery.
+    public var isDiscretionary: Bool?
 
     public static let defaultRequestTimeout: Double = 60
     public static let defaultResourceTimeout: Double = 7 * 24 * 3600
@@ -34,7 +43,8 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
 
     public init(destinationDirectory: String? = nil, headers: [String: String]? = nil,
                 requestTimeout: Double? = nil, resourceTimeout: Double? = nil, retry: RetryPolicy? = nil,
-                maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil, maxConnectionsPerTask: Int? = nil) {
+                maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil, maxConnectionsPerTask: Int? = nil,
+                allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -43,6 +53,9 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         self.maxConcurrent = maxConcurrent
         self.allowInsecureRedirects = allowInsecureRedirects
         self.maxConnectionsPerTask = maxConnectionsPerTask
+        self.allowsExpensiveNetworkAccess = allowsExpensiveNetworkAccess
+        self.waitsForConnectivity = waitsForConnectivity
+        self.isDiscretionary = isDiscretionary
     }
 }
 

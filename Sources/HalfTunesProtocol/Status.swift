@@ -66,12 +66,14 @@ public struct SystemConditions: Codable, Sendable, Equatable {
     public static let assumed = SystemConditions(metered: false, online: true, onBattery: false, source: "none")
 
     /// From NetworkManager's `Metered` (NMMetered: 1 yes, 3 guess-yes), `Connectivity` (NMConnectivityState:
-    /// 1 none, 2 portal, 3 limited are offline) and `State` (NMState: below 50, not connected), and UPower's
-    /// `OnBattery`; nil: that service is not there.
+    /// 1 none and 2 portal are offline — behind a captive portal every request gets the portal's page; 3 limited
+    /// is not: NetworkManager says so whenever its internet check fails, and a network without the internet still
+    /// reaches local servers) and `State` (NMState: below 50, not connected), and UPower's `OnBattery`; nil: that
+    /// service is not there.
     public static func from(metered: UInt32?, connectivity: UInt32?, state: UInt32?, onBattery: Bool?) -> SystemConditions {
         let network = metered != nil || connectivity != nil || state != nil
         var online = true
-        if let connectivity, (1...3).contains(connectivity) { online = false }
+        if let connectivity, connectivity == 1 || connectivity == 2 { online = false }
         if let state, state > 0, state < 50 { online = false }
         let sources = [network ? "networkmanager" : nil, onBattery != nil ? "upower" : nil].compactMap { $0 }
         return SystemConditions(metered: metered == 1 || metered == 3, online: online, onBattery: onBattery ?? false,

@@ -56,6 +56,15 @@ public enum TaskErrorCode {
     public static let responseTooLarge = "responseTooLarge"
     /// The server's TLS certificate could not be verified (untrusted issuer, expired, or for another host).
     public static let tlsFailure = "tlsFailure"
+    /// The network is offline (NetworkManager): the task waits for it (`waitsForConnectivity`, the default), or
+    /// fails at once when its session has `waitsForConnectivity: false`.
+    public static let offline = "offline"
+    /// The network is metered and the session has `allowsExpensiveNetworkAccess: false`: the task waits.
+    public static let networkExpensive = "networkExpensive"
+    /// The session is `isDiscretionary` and the network is metered or the machine on battery: the task waits.
+    public static let discretionary = "discretionary"
+    /// The codes of a task waiting for the network or power conditions (not for a retry time).
+    public static let conditions: Set<String> = [offline, networkExpensive, discretionary]
 }
 
 /// What a `running` download does once every byte is durable: it no longer holds a transfer slot.

@@ -10,8 +10,9 @@ import Testing
         for (value, metered) in [(0, false), (1, true), (2, false), (3, true), (4, false)] as [(UInt32, Bool)] {
             #expect(C.from(metered: value, connectivity: 4, state: 70, onBattery: nil).metered == metered, "Metered \(value)")
         }
-        // NMConnectivityState: 0 unknown (online), 1 none, 2 portal, 3 limited (offline), 4 full.
-        for (value, online) in [(0, true), (1, false), (2, false), (3, false), (4, true)] as [(UInt32, Bool)] {
+        // NMConnectivityState: 0 unknown (online), 1 none, 2 portal (offline), 3 limited (online: a network without
+        // the internet still reaches local servers), 4 full.
+        for (value, online) in [(0, true), (1, false), (2, false), (3, true), (4, true)] as [(UInt32, Bool)] {
             #expect(C.from(metered: 2, connectivity: value, state: 70, onBattery: nil).online == online, "Connectivity \(value)")
         }
         // NMState: 0 unknown, 10 asleep, 20 disconnected, 30 disconnecting, 40 connecting (offline); 50+ connected.

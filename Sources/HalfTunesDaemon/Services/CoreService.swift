@@ -5,6 +5,7 @@ import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
@@ -32,19 +33,27 @@ final class CoreService: Service {
 
     func run() async throws {
         let config = configuration
+        // The conditions are watched from the start, so that recovery already knows whether a session's tasks
+        // may transfer (and none starts for a moment on a metered network it may not use).
+        let attached = NIOLockedValueBox<DaemonCore?>(nil)
+        let conditions = SystemConditionsMonitor(logger: logger) { new, serial in
+            guard let core = attached.withLockedValue({ $0 }) else { return } // before: `latest` keeps it
+            Task { await core.conditionsChanged(new, serial: serial) }
+        }
+        conditions.start()
+        let initial = await conditions.firstReport(timeout: 2)
         let resources: (lock: Int32, journal: Journal, group: MultiThreadedEventLoopGroup, client: HTTPClient, core: DaemonCore)
         do {
-            resources = try await Self.open(config, logger: logger)
+            resources = try await Self.open(config, logger: logger, conditions: initial)
         } catch {
+            await conditions.stop()
             handoff.abandon()
             throw error
         }
         defer { Glibc.close(resources.lock) }
         let core = resources.core
-        let conditions = SystemConditionsMonitor(logger: logger) { new, serial in
-            Task { await core.conditionsChanged(new, serial: serial) }
-        }
-        conditions.start()
+        attached.withLockedValue { $0 = core }
+        if let (latest, serial) = conditions.latest { await core.conditionsChanged(latest, serial: serial) } // one that came meanwhile
         handoff.provide(CoreHandle(core: resources.core, configuration: config, eventLoopGroup: resources.group))
 
         try? await gracefulShutdown() // returns on graceful shutdown, or at once when the group is cancelled
@@ -60,7 +69,7 @@ final class CoreService: Service {
         logger.info("stopped")
     }
 
-    private static func open(_ config: DaemonConfiguration, logger: Logger) async throws
+    private static func open(_ config: DaemonConfiguration, logger: Logger, conditions: (SystemConditions, Int)?) async throws
         -> (lock: Int32, journal: Journal, group: MultiThreadedEventLoopGroup, client: HTTPClient, core: DaemonCore)
     {
         let lockFD = try prepareStateDirectory(config)
@@ -91,6 +100,7 @@ final class CoreService: Service {
             opened.append { try? await httpClient.shutdown() }
             let core = DaemonCore(configuration: config, journal: journal, httpClient: httpClient, logger: logger,
                                   resumeKey: resumeKey)
+            if let (initial, serial) = conditions { await core.conditionsChanged(initial, serial: serial) }
             do {
                 try await core.recover()
             } catch {

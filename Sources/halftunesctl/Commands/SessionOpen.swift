@@ -44,11 +44,21 @@ struct SessionOpen: ParsableCommand {
     var maxConnectionsPerTask: Int?
     @Flag(name: .customLong("insecure-redirects"), inversion: .prefixedNo, help: "Follow redirects from https to http (default: refused).")
     var insecureRedirects: Bool?
+    @Flag(name: .customLong("expensive-network"), inversion: .prefixedNo, help: ArgumentHelp(
+        "Transfer over a metered network (default); --no-expensive-network waits for an unmetered one."))
+    var expensiveNetwork: Bool?
+    @Flag(name: .customLong("wait-for-connectivity"), inversion: .prefixedNo, help: ArgumentHelp(
+        "While offline, tasks wait for the network (default); --no-wait-for-connectivity fails them at once."))
+    var waitForConnectivity: Bool?
+    @Flag(name: .customLong("discretionary"), inversion: .prefixedNo, help: ArgumentHelp(
+        "Transfer only on an unmetered network and on power (default: --no-discretionary)."))
+    var discretionary: Bool?
 
     var changesConfiguration: Bool {
         directory != nil || !headerLines.isEmpty || clearHeaders || requestTimeout != nil || resourceTimeout != nil
             || maxConcurrent != nil || retryInitial != nil || retryMax != nil || retryJitter != nil
             || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil || maxConnectionsPerTask != nil
+            || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil
     }
 
     func validate() throws {
@@ -98,6 +108,9 @@ struct SessionOpen: ParsableCommand {
         c.retry = retry
         if let insecureRedirects { c.allowInsecureRedirects = insecureRedirects }
         if let n = maxConnectionsPerTask { c.maxConnectionsPerTask = n }
+        if let expensiveNetwork { c.allowsExpensiveNetworkAccess = expensiveNetwork }
+        if let waitForConnectivity { c.waitsForConnectivity = waitForConnectivity }
+        if let discretionary { c.isDiscretionary = discretionary }
         return c
     }
 }

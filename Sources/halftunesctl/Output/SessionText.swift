@@ -19,7 +19,16 @@ enum SessionText {
         Console.out("  max concurrent:     \(c.maxConcurrent.map(String.init) ?? "daemon-wide limits only")")
         Console.out("  https→http:         \(c.allowInsecureRedirects == true ? "followed" : "refused")")
         Console.out("  connections:        at most \(c.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask) per download")
+        Console.out("  network:            \(networkRules(c))")
         Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
         Console.out("  events:             last #\(s.lastEventSeq), acknowledged through #\(s.ackedThrough)")
+    }
+
+    /// The session's network and power rules in a phrase.
+    static func networkRules(_ c: SessionConfiguration) -> String {
+        var rules = [c.allowsExpensiveNetworkAccess == false ? "waits for an unmetered network" : "metered networks allowed",
+                     c.waitsForConnectivity == false ? "fails at once when offline" : "waits while offline"]
+        if c.isDiscretionary == true { rules.append("discretionary: only unmetered and on power") }
+        return rules.joined(separator: "; ")
     }
 }

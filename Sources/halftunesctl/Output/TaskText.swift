@@ -110,6 +110,10 @@ enum TaskText {
             if let hold = task.hold { text += "; \(hold.message)" }
             return text
         case .waiting:
+            if let reason = task.waitingReason, task.nextAttemptAt == nil, TaskErrorCode.conditions.contains(reason.code) {
+                return "waiting for the network or power conditions: \(errorText(reason)); it continues by itself when "
+                    + "they allow (see `halftunesctl status`)"
+            }
             var text = "waiting"
             if let reason = task.waitingReason { text += " after a transient failure: \(errorText(reason))" }
             return text + "; " + retryText(task, now: now) + "; `halftunesctl resume \(task.id)` retries at once"

@@ -73,6 +73,9 @@ final class DaemonProcess: @unchecked Sendable {
             + ["--config", "/dev/null", "--socket", socketPath, "--state-dir", stateDir, "--downloads-dir", downloadsDir,
                "--log-level", "debug"] + extraArgs
         var env = ProcessInfo.processInfo.environment
+        // No system bus unless a test gives one (PrivateSystemBus): the machine's own NetworkManager, offline or
+        // metered, must not hold the tests' transfers.
+        env["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(dir.path)/no-system-bus"
         for (k, v) in environment { env[k] = v }
         p.environment = env
         if !FileManager.default.fileExists(atPath: logPath) {
