@@ -94,6 +94,9 @@ let package = Package(
             // itself, and halftunesctl starts fast (docs/benchmarks.md).
         ),
 
+        // Test support: a HalfTunesKit client a session's launchUnit runs (the relaunch tests); writes what
+        // it received.
+        .executableTarget(name: "halftunes-event-probe", dependencies: ["HalfTunesKit"], path: "Tests/EventProbe"),
         // Test support: an HTTP origin on 127.0.0.1 with Range/ETag and faults on demand.
         .target(
             name: "TestOrigin",

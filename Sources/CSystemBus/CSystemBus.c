@@ -1,5 +1,7 @@
 #include "CSystemBus.h"
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
 
@@ -81,4 +83,121 @@ int htd_bus_step(sd_bus *bus, uint64_t usec) {
         if (r == 0) return 0;
         usec = 0;
     }
+}
+
+// ---- The service manager (relaunching a session's launchUnit) ----
+
+sd_bus *htd_bus_open_manager(const char *private_socket, int *error) {
+    sd_bus *bus = NULL;
+    int r;
+    // The manager's own socket first, as systemctl does: a user manager answers there without a user bus.
+    if (private_socket && private_socket[0]) {
+        r = sd_bus_new(&bus);
+        if (r >= 0) {
+            char address[4200];
+            snprintf(address, sizeof address, "unix:path=%s", private_socket);
+            r = sd_bus_set_address(bus, address);
+            if (r >= 0) r = sd_bus_start(bus);
+            if (r >= 0) {
+                *error = 0;
+                return bus;
+            }
+            sd_bus_unref(bus);
+            bus = NULL;
+        }
+    }
+    r = sd_bus_open_user(&bus);
+    if (r < 0) {
+        *error = r;
+        return NULL;
+    }
+    *error = 0;
+    return bus;
+}
+
+static void copy_message(const sd_bus_error *e, int r, char *message, size_t size) {
+    if (!message || size == 0) return;
+    if (sd_bus_error_is_set(e) && e->message) {
+        snprintf(message, size, "%s", e->message);
+    } else {
+        snprintf(message, size, "%s", strerror(r < 0 ? -r : r));
+    }
+}
+
+int htd_bus_start_unit(sd_bus *bus, const char *unit, char *message, size_t size) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "StartUnit", &e, &reply, "ss", unit, "replace");
+    if (r < 0) copy_message(&e, r, message, size);
+    sd_bus_error_free(&e);
+    sd_bus_message_unref(reply);
+    return r < 0 ? r : 0;
+}
+
+static int unit_path(sd_bus *bus, const char *unit, char **path, char *message, size_t size) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    const char *p = NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "LoadUnit", &e, &reply, "s", unit);
+    if (r >= 0) r = sd_bus_message_read(reply, "o", &p);
+    if (r >= 0) {
+        *path = strdup(p);
+        if (!*path) r = -ENOMEM;
+    } else {
+        copy_message(&e, r, message, size);
+    }
+    sd_bus_error_free(&e);
+    sd_bus_message_unref(reply);
+    return r < 0 ? r : 0;
+}
+
+static int get_string(sd_bus *bus, const char *path, const char *interface, const char *member, char *out, size_t size) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    char *value = NULL;
+    int r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path, interface, member, &e, &value);
+    if (r >= 0) snprintf(out, size, "%s", value ? value : "");
+    free(value);
+    sd_bus_error_free(&e);
+    return r < 0 ? r : 0;
+}
+
+int htd_bus_unit_status(sd_bus *bus, const char *unit, char *active_state, char *result, size_t size,
+                        uint32_t *job, int32_t *exit_status, char *message, size_t message_size) {
+    char *path = NULL;
+    int r = unit_path(bus, unit, &path, message, message_size);
+    if (r < 0) return r;
+    active_state[0] = 0;
+    result[0] = 0;
+    *job = 0;
+    *exit_status = 0;
+    r = get_string(bus, path, "org.freedesktop.systemd1.Unit", "ActiveState", active_state, size);
+    if (r >= 0) {
+        // The unit's pending job, if any: (uo) — a start still queued counts as not ended.
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        int q = sd_bus_get_property(bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Unit", "Job", &e,
+                                    &reply, "(uo)");
+        if (q >= 0) {
+            const char *job_path = NULL;
+            uint32_t id = 0;
+            if (sd_bus_message_read(reply, "(uo)", &id, &job_path) >= 0) *job = id;
+        }
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(reply);
+        // A service's Result and main process exit status (absent for other unit types: left empty).
+        if (get_string(bus, path, "org.freedesktop.systemd1.Service", "Result", result, size) < 0) result[0] = 0;
+        sd_bus_error e2 = SD_BUS_ERROR_NULL;
+        int32_t status = 0;
+        if (sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Service",
+                                        "ExecMainStatus", &e2, 'i', &status) >= 0) {
+            *exit_status = status;
+        }
+        sd_bus_error_free(&e2);
+    } else {
+        snprintf(message, message_size, "%s", strerror(-r));
+    }
+    free(path);
+    return r < 0 ? r : 0;
 }

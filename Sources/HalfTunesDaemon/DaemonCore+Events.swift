@@ -45,11 +45,17 @@ extension DaemonCore {
             if let r = counted, r.session == event.session {
                 counted = (r.session, max(r.lastSeq, seq), r.count + 1)
             } else {
-                if let r = counted { _ = try? feed(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count)) }
+                if let r = counted {
+                    _ = try? feed(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count))
+                    launchIfUnattended(r.session)
+                }
                 counted = (event.session, seq, 1)
             }
         }
-        if let r = counted { _ = try? feed(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count)) }
+        if let r = counted {
+            _ = try? feed(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count))
+            launchIfUnattended(r.session)
+        }
         for event in events {
             guard let subs = subscribers[event.session] else { continue }
             for outbox in subs.values { outbox.send(notification: event) }
@@ -103,13 +109,17 @@ extension DaemonCore {
         let (pruned, droppedBodies) = try journaled { try journal.ack(session: p.session, through: p.through) }
         _ = try? feed(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
                                           droppedBodies: droppedBodies))
+        feedLaunch(p.session, .acknowledged(all: !hasPendingEvents(p.session)))
         return EventsAckResult(ackedThrough: max(s.record.ackedThrough, p.through), pruned: pruned)
     }
 
     func connectionClosed(_ connectionID: UInt64) {
         for key in Array(subscribers.keys) {
-            subscribers[key]?[connectionID] = nil
-            if subscribers[key]?.isEmpty == true { subscribers[key] = nil }
+            guard subscribers[key]?.removeValue(forKey: connectionID) != nil else { continue }
+            if subscribers[key]?.isEmpty == true {
+                subscribers[key] = nil
+                launchIfUnattended(key) // the last subscriber left with events unacknowledged
+            }
         }
     }
 }

@@ -53,6 +53,11 @@ extension DaemonCore {
             finishInvalidationIfDone(identifier)
         }
         pruneResumeTokens()
+        // Sessions whose events wait with a launch unit: it is started (or its start stays due at its time).
+        for (identifier, s) in state.sessions where s.record.configuration.launchUnit != nil {
+            launches[identifier] = LaunchMachine(record: s.record.launch)
+            launchIfUnattended(identifier)
+        }
         housekeeping = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: 1_000_000_000)
@@ -78,6 +83,7 @@ extension DaemonCore {
         guard !state.shuttingDown else { return }
         let now = clock()
         feedAndRun(.clockTick(slotLimits))
+        launchesDue()
         if now - lastTokenPrune > 3600 { pruneResumeTokens() }
     }
 
@@ -94,6 +100,7 @@ extension DaemonCore {
     /// on the next start. Returns within the configured grace period.
     func shutdown() async {
         _ = try? feed(.shutdownBegan)
+        launcher.close()
         housekeeping?.cancel()
         retryWake?.task.cancel()
         retryWake = nil

@@ -13,15 +13,22 @@ extension DaemonCore {
         let name = SessionNames.name(of: id)
         if let problem = Self.identifierProblem(name) { throw RPCError.invalidParams(problem) }
         let config = try resolve(p.configuration, owner: owner)
+        if let unit = config.launchUnit, UnitName.resolve(unit, session: name).utf8.count > UnitName.maxLength {
+            throw RPCError.invalidParams("configuration.launchUnit: '\(unit)' with this session's escaped identifier as its "
+                + "instance is longer than \(UnitName.maxLength) bytes; use a shorter identifier or a unit that is not a template")
+        }
         if var existing = state.sessions[id] {
             guard existing.record.state == .active else {
                 throw RPCError(.sessionInvalidated,
                                "Session '\(id)' is being invalidated; its identifier can be reused once its tasks end")
             }
             if p.configuration != nil, config != existing.record.configuration {
+                let launchBefore = existing.record.configuration.launchUnit
                 existing.record.configuration = config
                 try journaled { try journal.upsertSession(existing.record) }
                 feedAndRun(.sessionConfigured(id, config, slotLimits))
+                launchUnitConfigured(id, before: launchBefore)
+                existing = state.sessions[id] ?? existing
             }
             return SessionOpenResult(session: sessionInfo(existing), reattached: true)
         }
@@ -85,6 +92,17 @@ extension DaemonCore {
         config.allowsExpensiveNetworkAccess = config.allowsExpensiveNetworkAccess ?? true
         config.waitsForConnectivity = config.waitsForConnectivity ?? true
         config.isDiscretionary = config.isDiscretionary ?? false
+        if config.launchUnit?.isEmpty == true { config.launchUnit = nil }
+        if let unit = config.launchUnit {
+            if let problem = UnitName.problem(unit) { throw RPCError.invalidParams(problem) }
+            // Only the daemon's own service manager is reached: another user's unit would run in it, as the
+            // daemon's user (docs/security.md says why system mode has no route to the users' managers).
+            guard owner == geteuid() else {
+                throw RPCError(.permissionDenied, "configuration.launchUnit: this daemon runs as uid \(geteuid()) and can start "
+                    + "units only in its own service manager, not in uid \(owner)'s; run a user daemon (systemctl --user "
+                    + "enable --now halftunesd.socket) for sessions that relaunch their client (see docs/security.md)")
+            }
+        }
         return config
     }
 
@@ -148,6 +166,7 @@ extension DaemonCore {
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
         for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }
         subscribers[identifier] = nil
+        launches[identifier] = nil
         logger.info("session invalidated", metadata: ["session": "\(identifier)"])
     }
 

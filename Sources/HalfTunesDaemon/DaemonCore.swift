@@ -72,6 +72,9 @@ actor DaemonCore {
     /// The attempts in flight, by task: what the state only knows as `ManagedTask.attemptInFlight`.
     var attempts: [Int64: LiveAttempt] = [:]
     var subscribers: [String: [UInt64: Outbox]] = [:]
+    /// The relaunch state of the sessions with a `launchUnit` (DaemonCore+Launch.swift), and what starts them.
+    var launches: [String: LaunchMachine] = [:]
+    let launcher = UnitLauncher()
     /// Suspend and cancel requests waiting for a move in flight to end (`waitUntilMoved`).
     var moveWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     var rateMeter = RateMeter()
@@ -208,7 +211,8 @@ actor DaemonCore {
         for (taskState, n) in state.tasks.counts(session: s.record.identifier) { counts[taskState.rawValue] = n }
         return SessionInfo(identifier: s.record.identifier, configuration: s.record.configuration,
                            state: s.record.state, createdAt: Timestamp.format(s.record.createdAt),
-                           taskCounts: counts, lastEventSeq: s.lastEventSeq, ackedThrough: s.record.ackedThrough)
+                           taskCounts: counts, lastEventSeq: s.lastEventSeq, ackedThrough: s.record.ackedThrough,
+                           launch: launchInfo(s))
     }
 
     // MARK: - Status

@@ -89,6 +89,8 @@ struct DaemonState {
         case connectionsChanged(host: String, extras: Int, SlotLimits)
         /// The network or power conditions changed (DaemonState+Conditions.swift).
         case conditionsChanged(SystemConditions, SlotLimits)
+        /// How starting the session's `launchUnit` went was journaled (`LaunchMachine`).
+        case sessionLaunchRecorded(String, SessionLaunchRecord?)
     }
 
     /// What an attempt in flight reports, in order.
@@ -224,6 +226,8 @@ struct DaemonState {
             if extras < before { grantSlots(limits, now: now, into: &actions) }
         case let .conditionsChanged(new, limits):
             conditionsChanged(new, limits: limits, now: now, into: &actions)
+        case let .sessionLaunchRecorded(identifier, launch):
+            sessions[identifier]?.record.launch = launch
         }
         return actions
     }

@@ -29,6 +29,14 @@ extension Journal {
         }
     }
 
+    /// Records how starting the session's `launchUnit` went (nil: clears it). An unknown session is ignored.
+    public func setSessionLaunch(_ identifier: String, _ launch: SessionLaunchRecord?) throws {
+        let text = try launch.map { try JSONText.encode($0) }
+        try write { db in
+            try db.execute(sql: "UPDATE sessions SET launch = ? WHERE identifier = ?", arguments: [text, identifier])
+        }
+    }
+
     /// Deletes the session with its tasks, events and resume tokens, in one transaction. Deleting an unknown
     /// session does nothing. Event sequence numbers and task ids stay used (AUTOINCREMENT).
     public func deleteSession(_ identifier: String) throws {

@@ -153,7 +153,10 @@ extension SessionRecord {
                                                table: "sessions", key: identifier),
             state: try decodeEnum(SessionState.self, row, "state", table: "sessions", key: identifier),
             createdAt: try row.decode(forColumn: "created_at"),
-            ackedThrough: try row.decode(forColumn: "acked_through"))
+            ackedThrough: try row.decode(forColumn: "acked_through"),
+            launch: try (row.decode(forColumn: "launch") as String?).map {
+                try JSONText.decode(SessionLaunchRecord.self, $0, table: "sessions", key: identifier)
+            })
     }
 }
 

@@ -12,6 +12,7 @@ enum JournalSchema {
         ("v6", v6),
         ("v7", v7),
         ("v8", v8),
+        ("v9", v9),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -146,5 +147,10 @@ enum JournalSchema {
     /// Issue 13: a task does not start before this time (seconds since 1970; NULL: at once).
     static let v8 = """
         ALTER TABLE tasks ADD COLUMN earliest_begin_date REAL;
+        """
+
+    /// Issue 13: how starting a session's `launchUnit` went (JSON `SessionLaunchRecord`; NULL: never started).
+    static let v9 = """
+        ALTER TABLE sessions ADD COLUMN launch TEXT;
         """
 }

@@ -38,6 +38,35 @@ public final class BackgroundSession: @unchecked Sendable {
         return BackgroundSession(client: client, opened: opened)
     }
 
+    /// What an app does in `application(_:handleEventsForBackgroundURLSession:completionHandler:)` when the
+    /// daemon has started it for its session's events (the session's `launchUnit`): re-attaches to the session,
+    /// delivers every event that waited to `delegate` on the calling thread, ending with `didFinishEvents` (the
+    /// `urlSessionDidFinishEvents` moment), acknowledges them, and returns how many journaled events it
+    /// delivered. The process may then exit: the daemon starts it again later only for newer events, or, with
+    /// backoff, when it exits without this returning.
+    @discardableResult
+    public static func handleEvents(forSession identifier: String, delegate: BackgroundSessionDelegate,
+                                    socketPath: String = DefaultSocket.path()) throws -> Int {
+        let session = try open(identifier: identifier, socketPath: socketPath)
+        let stream = try session.events(after: 0)
+        defer { stream.close() }
+        var delivered = 0
+        var through: Int64?
+        while let event = try stream.nextEvent() {
+            delegate.deliver(event, from: session)
+            if let seq = event.seq {
+                delivered += 1
+                through = max(through ?? seq, seq)
+                session.lock.withLock { session.deliveredSeq = through }
+            }
+            if case .didFinishEvents = event.payload {
+                if let through { _ = try session.client.ack(session: identifier, through: through) }
+                return delivered
+            }
+        }
+        throw HalfTunesClientError.protocolViolation("the daemon closed the event stream before didFinishEvents")
+    }
+
     /// The session as last fetched (`refresh()` fetches it again).
     public var info: SessionInfo { lock.withLock { lastInfo } }
 

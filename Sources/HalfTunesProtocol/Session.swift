@@ -34,6 +34,11 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// Transfer only in good conditions: unmetered and on power, like URLSession's `isDiscretionary`. Default
     /// false; true: tasks wait with `discretionary` while the network is metered or the machine on battery.
     public var isDiscretionary: Bool?
+    /// A systemd service the daemon starts when events of the session are journaled while no client is
+    /// subscribed (like `sessionSendsLaunchEvents`): `name.service`, or a template `name@.service` whose instance
+    /// is the escaped session identifier. Started again with backoff until the events are acknowledged. Only for
+    /// sessions of the daemon's own user (see docs/security.md). Default: none.
+    public var launchUnit: String?
 
     public static let defaultRequestTimeout: Double = 60
     public static let defaultResourceTimeout: Double = 7 * 24 * 3600
@@ -44,7 +49,8 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     public init(destinationDirectory: String? = nil, headers: [String: String]? = nil,
                 requestTimeout: Double? = nil, resourceTimeout: Double? = nil, retry: RetryPolicy? = nil,
                 maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil, maxConnectionsPerTask: Int? = nil,
-                allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil) {
+                allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil,
+                launchUnit: String? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -56,6 +62,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         self.allowsExpensiveNetworkAccess = allowsExpensiveNetworkAccess
         self.waitsForConnectivity = waitsForConnectivity
         self.isDiscretionary = isDiscretionary
+        self.launchUnit = launchUnit
     }
 }
 
@@ -78,9 +85,11 @@ public struct SessionInfo: Codable, Sendable, Equatable {
     public var lastEventSeq: Int64
     /// Events up to and including this sequence number were acknowledged and may be pruned.
     public var ackedThrough: Int64
+    /// How starting the session's `launchUnit` went (absent without one).
+    public var launch: SessionLaunch?
 
     public init(identifier: String, configuration: SessionConfiguration, state: SessionState, createdAt: String,
-                taskCounts: [String: Int], lastEventSeq: Int64, ackedThrough: Int64) {
+                taskCounts: [String: Int], lastEventSeq: Int64, ackedThrough: Int64, launch: SessionLaunch? = nil) {
         self.identifier = identifier
         self.configuration = configuration
         self.state = state
@@ -88,6 +97,35 @@ public struct SessionInfo: Codable, Sendable, Equatable {
         self.taskCounts = taskCounts
         self.lastEventSeq = lastEventSeq
         self.ackedThrough = ackedThrough
+        self.launch = launch
+    }
+}
+
+/// The relaunch state of a session with a `launchUnit`.
+public struct SessionLaunch: Codable, Sendable, Equatable {
+    /// The unit the daemon starts (a template's instance filled in).
+    public var unit: String
+    /// When the unit was last started (RFC 3339).
+    public var lastLaunchAt: String?
+    /// How the last start went: `starting`, `running` (the unit is active), `acknowledged` (it ended after its
+    /// client acknowledged the events), `exitedWithoutAcknowledging`, `failed` (the unit failed), `startFailed`
+    /// (the service manager refused or could not be reached).
+    public var lastResult: String?
+    /// The service manager's words about it (the unit's result and exit status, or the error).
+    public var lastMessage: String?
+    /// When the next start is due (RFC 3339), while backing off after a failure.
+    public var nextAttemptAt: String?
+    /// Starts in a row that ended without the events acknowledged (the backoff: 10 s doubling up to 1 h).
+    public var failures: Int
+
+    public init(unit: String, lastLaunchAt: String? = nil, lastResult: String? = nil, lastMessage: String? = nil,
+                nextAttemptAt: String? = nil, failures: Int = 0) {
+        self.unit = unit
+        self.lastLaunchAt = lastLaunchAt
+        self.lastResult = lastResult
+        self.lastMessage = lastMessage
+        self.nextAttemptAt = nextAttemptAt
+        self.failures = failures
     }
 }
 

@@ -26,7 +26,7 @@ import Testing
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 8)
+            #expect(journal.schemaVersion == 9)
             let task = try #require(try journal.loadTasks().first)
             #expect(task.durableRanges == ByteRanges(prefix: 5000) && task.bytesDurable == 5000)
             #expect(try journal.loadUnfinishedTasks().first?.durableRanges == ByteRanges(prefix: 5000))
@@ -93,6 +93,21 @@ import Testing
         let unfinished = try journal.loadUnfinishedTasks()
         #expect(unfinished.first { $0.id == task.id }?.earliestBeginDate == 1_764_108_000.25)
         #expect(unfinished.first { $0.id == plain.id }?.earliestBeginDate == nil)
+    }
+
+    /// v9: a session's launch state round-trips; `upsertSession` leaves it alone; nil clears it.
+    @Test func sessionLaunchRoundTrips() throws {
+        let journal = try Journal.openInMemory()
+        let session = Sample.session()
+        try journal.upsertSession(session)
+        #expect(try journal.loadSessions().first?.launch == nil)
+        let launch = SessionLaunchRecord(lastLaunchAt: 10.5, lastResult: "failed", lastMessage: "result exit-code, exit status 1",
+                                         nextAttemptAt: 20.5, failures: 1)
+        try journal.setSessionLaunch(session.identifier, launch)
+        try journal.upsertSession(session)
+        #expect(try journal.loadSessions().first?.launch == launch)
+        try journal.setSessionLaunch(session.identifier, nil)
+        #expect(try journal.loadSessions().first?.launch == nil)
     }
 
     @Test func resumeTokensKeepTheirRanges() throws {

@@ -125,6 +125,23 @@ struct BackgroundSessionTests {
         session.detach()
     }
 
+    /// `handleEvents` (what an app started for its session's events runs): the replay after 0 is delivered on
+    /// the calling thread up to `didFinishEvents`, acknowledged through its last event, and the call returns
+    /// without waiting for live events.
+    @Test func handleEventsDeliversTheReplayAcknowledgesAndReturns() throws {
+        let requests = Recorder<JSONValue>()
+        let daemon = try Self.daemon(requests: requests)
+        defer { daemon.stop() }
+        let delegate = RecordingDelegate()
+        let n = try BackgroundSession.handleEvents(forSession: "s", delegate: delegate, socketPath: daemon.socketPath)
+        #expect(n == 2)
+        #expect(delegate.calls.all == ["state 11 running", "resume 11 10 -1", "didFinishEvents s"])
+        let acks = requests.all.filter { $0["method"] == .string("events.ack") }.map { $0["params"] }
+        #expect(acks == [.object(["session": .string("s"), "through": .int(5)])])
+        let subscribe = try #require(requests.all.first { $0["method"] == .string("events.subscribe") })
+        #expect(subscribe["params"] == .object(["session": .string("s"), "after": .int(0)]))
+    }
+
     @Test func afterDetachTheDelegateHearsNothingMore() throws {
         let release = Recorder<Bool>()
         let daemon = try FakeDaemon { peer in

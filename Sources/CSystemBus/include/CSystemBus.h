@@ -1,6 +1,7 @@
 // The few sd-bus calls halftunesd makes, without varargs (Swift cannot call variadic C functions).
 #ifndef HALFTUNES_CSYSTEMBUS_H
 #define HALFTUNES_CSYSTEMBUS_H
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct sd_bus sd_bus;
@@ -19,4 +20,14 @@ int htd_bus_watch(sd_bus *bus);
 /// Processes what arrived, or waits up to `usec` for something: 1 when a message was processed, 0 when
 /// nothing came, or a negative errno.
 int htd_bus_step(sd_bus *bus, uint64_t usec);
+
+/// Connects to the service manager: its private socket (`$XDG_RUNTIME_DIR/systemd/private` for a user manager)
+/// when given and reachable, else the user bus. NULL on failure, with `*error` a negative errno.
+sd_bus *htd_bus_open_manager(const char *private_socket, int *error);
+/// `StartUnit(unit, "replace")`. 0, or a negative errno with the manager's error message in `message`.
+int htd_bus_start_unit(sd_bus *bus, const char *unit, char *message, size_t size);
+/// The unit's `ActiveState`, its service `Result` (empty for other unit types), the id of its pending job (0:
+/// none) and its main process's exit status. 0, or a negative errno with a message.
+int htd_bus_unit_status(sd_bus *bus, const char *unit, char *active_state, char *result, size_t size,
+                        uint32_t *job, int32_t *exit_status, char *message, size_t message_size);
 #endif

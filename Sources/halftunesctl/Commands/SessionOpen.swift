@@ -53,12 +53,18 @@ struct SessionOpen: ParsableCommand {
     @Flag(name: .customLong("discretionary"), inversion: .prefixedNo, help: ArgumentHelp(
         "Transfer only on an unmetered network and on power (default: --no-discretionary)."))
     var discretionary: Bool?
+    @Option(name: .customLong("launch-unit"), help: ArgumentHelp(
+        "A systemd user service started when the session's events wait and no client is subscribed "
+            + "(name.service, or name@.service: the session identifier is its instance).", valueName: "unit"))
+    var launchUnit: String?
+    @Flag(name: .customLong("no-launch-unit"), help: "Start no unit for the session's events.") var noLaunchUnit = false
 
     var changesConfiguration: Bool {
         directory != nil || !headerLines.isEmpty || clearHeaders || requestTimeout != nil || resourceTimeout != nil
             || maxConcurrent != nil || retryInitial != nil || retryMax != nil || retryJitter != nil
             || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil || maxConnectionsPerTask != nil
-            || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil
+            || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil || launchUnit != nil
+            || noLaunchUnit
     }
 
     func validate() throws {
@@ -71,6 +77,7 @@ struct SessionOpen: ParsableCommand {
         }
         if let maxConcurrent, maxConcurrent < 0 { throw ValidationError("--max-concurrent must be 0 or more") }
         if let maxAttempts, maxAttempts < 0 { throw ValidationError("--max-attempts must be 0 or more") }
+        if launchUnit != nil && noLaunchUnit { throw ValidationError("give --launch-unit or --no-launch-unit, not both") }
         if let n = maxConnectionsPerTask, !SessionConfiguration.maxConnectionsRange.contains(n) {
             throw ValidationError("--max-connections-per-task must be from 1 to 16")
         }
@@ -111,6 +118,8 @@ struct SessionOpen: ParsableCommand {
         if let expensiveNetwork { c.allowsExpensiveNetworkAccess = expensiveNetwork }
         if let waitForConnectivity { c.waitsForConnectivity = waitForConnectivity }
         if let discretionary { c.isDiscretionary = discretionary }
+        if let launchUnit { c.launchUnit = launchUnit }
+        if noLaunchUnit { c.launchUnit = nil }
         return c
     }
 }

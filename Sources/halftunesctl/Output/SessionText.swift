@@ -20,8 +20,26 @@ enum SessionText {
         Console.out("  https→http:         \(c.allowInsecureRedirects == true ? "followed" : "refused")")
         Console.out("  connections:        at most \(c.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask) per download")
         Console.out("  network:            \(networkRules(c))")
+        Console.out("  launch unit:        \(launchText(s))")
         Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
         Console.out("  events:             last #\(s.lastEventSeq), acknowledged through #\(s.ackedThrough)")
+    }
+
+    /// The launch unit and how its last start went: "app@x.service; last started 2026-…: acknowledged".
+    static func launchText(_ s: SessionInfo) -> String {
+        guard let launch = s.launch else { return "none" }
+        var text = launch.unit
+        if let at = launch.lastLaunchAt {
+            text += "; last started \(at)"
+            if let result = launch.lastResult { text += ": \(result)" }
+            if let message = launch.lastMessage { text += " (\(message))" }
+        } else {
+            text += "; not started yet"
+        }
+        if let next = launch.nextAttemptAt {
+            text += "; started again at \(next) (\(launch.failures) failure\(launch.failures == 1 ? "" : "s") in a row)"
+        }
+        return text
     }
 
     /// The session's network and power rules in a phrase.
