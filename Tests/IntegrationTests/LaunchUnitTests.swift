@@ -41,7 +41,9 @@ struct LaunchUnitTests {
         try await withDaemon { daemon, origin in
             origin.put("/l.bin", TestOrigin.randomBytes(count: 10_000, seed: 411))
             daemon.kill9()
-            daemon.environment = ["XDG_RUNTIME_DIR": daemon.dir.path + "/no-runtime-dir"]
+            // Neither a user manager nor a user bus (a developer's session bus must not answer instead).
+            daemon.environment = ["XDG_RUNTIME_DIR": daemon.dir.path + "/no-runtime-dir",
+                                  "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(daemon.dir.path)/no-session-bus"]
             try daemon.restart()
             let opened = try ctl(["session", "open", "lonely", "--launch-unit", "lonely-events@.service"], socket: daemon.socketPath)
             #expect(opened.status == 0 && opened.stdout.contains("lonely-events@lonely.service; not started yet"), "\(opened.stdout)")
