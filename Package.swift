@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "halftunesd", targets: ["halftunesd"]),
         .executable(name: "halftunesctl", targets: ["halftunesctl"]),
         .library(name: "HalfTunesKit", targets: ["HalfTunesKit"]),
+        .executable(name: "halftunes", targets: ["halftunes"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -94,6 +95,13 @@ let package = Package(
             // itself, and halftunesctl starts fast (docs/benchmarks.md).
         ),
 
+        // Half Tunes, the URLSession tutorial's app on HalfTunesKit (docs/tutorial.md).
+        .executableTarget(
+            name: "halftunes",
+            dependencies: ["HalfTunesKit", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/HalfTunes",
+            exclude: ["systemd"]
+        ),
         // Test support: a HalfTunesKit client a session's launchUnit runs (the relaunch tests); writes what
         // it received.
         .executableTarget(name: "halftunes-event-probe", dependencies: ["HalfTunesKit"], path: "Tests/EventProbe"),

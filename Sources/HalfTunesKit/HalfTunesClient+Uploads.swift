@@ -50,6 +50,41 @@ extension BackgroundSession {
     }
 }
 
+extension BackgroundSession {
+    /// URLSession's `data(from:)`: runs a data task to its end and returns the body and the response (any HTTP
+    /// status; a transfer failure throws its `TaskError`). Its completion event is acknowledged once the body is
+    /// read (the daemon then drops it); events of other tasks are left for whoever handles them.
+    public func data(from url: String, method: String? = nil, headers: [String: String]? = nil,
+                     maxResponseBytes: Int64? = nil, description: String? = nil) throws -> (body: [UInt8], response: TaskResponse) {
+        // Subscribed before the task exists, after what the session already has (session.open answers it in O(1)).
+        let events = try self.events(after: try client.openSession(identifier).session.lastEventSeq)
+        defer { events.close() }
+        let task = try dataTask(with: url, method: method, headers: headers, maxResponseBytes: maxResponseBytes,
+                                description: description)
+        try task.resume()
+        while let event = try events.nextEvent() {
+            guard event.task == task.taskIdentifier, case .didComplete(let error, _) = event.payload else { continue }
+            let info = try task.refresh()
+            if let seq = event.seq { _ = try? client.ack(session: identifier, through: seq) }
+            if let error { throw error }
+            guard let response = info.response else {
+                throw HalfTunesClientError.protocolViolation("task \(task.taskIdentifier) completed without a response")
+            }
+            return (response.bodyBytesDecoded ?? [], response)
+        }
+        throw HalfTunesClientError.protocolViolation("the daemon closed the event stream before task \(task.taskIdentifier) completed")
+    }
+
+    /// The session's task with this identifier (what an app that kept only the identifier holds on to).
+    public func task(withIdentifier id: Int64) throws -> DownloadTask {
+        let info = try client.task(id)
+        guard info.session == identifier else {
+            throw HalfTunesClientError.protocolViolation("task \(id) is in session \(info.session), not \(identifier)")
+        }
+        return DownloadTask(client: client, info: info)
+    }
+}
+
 extension DownloadTask {
     /// download, upload or data.
     public var kind: TaskKind { TaskKind(rawValue: info.kind) ?? .download }

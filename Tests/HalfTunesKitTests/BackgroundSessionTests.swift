@@ -40,7 +40,7 @@ struct BackgroundSessionTests {
                 guard case .string(let method)? = request["method"] else { return }
                 switch method {
                 case "session.open":
-                    peer.respond(to: request, result: sessionJSON)
+                    peer.respond(to: request, result: Self.sessionJSON)
                 case "task.create":
                     peer.respond(to: request, result: try jsonText(sampleTask(id: 11)))
                 case "task.resume":
@@ -140,6 +140,66 @@ struct BackgroundSessionTests {
         #expect(acks == [.object(["session": .string("s"), "through": .int(5)])])
         let subscribe = try #require(requests.all.first { $0["method"] == .string("events.subscribe") })
         #expect(subscribe["params"] == .object(["session": .string("s"), "after": .int(0)]))
+    }
+
+    /// `data(from:)` subscribes after the session's last event, creates and resumes a data task, skips other
+    /// tasks' events, reads the body from the finished task, then acknowledges its completion; an HTTP error
+    /// status is a response, a transfer failure is thrown. `task(withIdentifier:)` refuses another session's task.
+    @Test func dataFromRunsADataTaskToItsEnd() throws {
+        let requests = Recorder<JSONValue>()
+        let failing = Recorder<Bool>()
+        let daemon = try FakeDaemon { peer in
+            while let request = try peer.readRequest() {
+                requests.append(request)
+                guard case .string(let method)? = request["method"] else { return }
+                var task = sampleTask(id: 21)
+                switch method {
+                case "session.open":
+                    peer.respond(to: request, result: Self.sessionJSON)
+                case "task.create", "task.resume":
+                    peer.respond(to: request, result: try jsonText(task))
+                case "task.get":
+                    if case .int(let id)? = request["params"]?["id"], id == 99 {
+                        peer.respond(to: request, result: try jsonText(sampleTask(id: 99, session: "other")))
+                        continue
+                    }
+                    task.state = failing.all.isEmpty ? .completed : .failed
+                    task.response = TaskResponse(status: 200, body: "aGVsbG8=", bodyBytes: 5, truncated: false)
+                    peer.respond(to: request, result: try jsonText(task))
+                case "events.ack":
+                    peer.respond(to: request, result: #"{"ackedThrough":5,"pruned":2}"#)
+                case "events.subscribe":
+                    peer.respond(to: request, result: #"{"session":"s","after":3,"prunedThrough":1}"#)
+                    try peer.send(event: sampleEvent(seq: nil, task: nil, .didFinishEvents(through: 3)))
+                    try peer.send(event: sampleEvent(seq: 4, task: 20, .didComplete(error: nil)))
+                    let error = failing.all.isEmpty ? nil : TaskError(code: TaskErrorCode.connectionRefused, message: "refused")
+                    try peer.send(event: sampleEvent(seq: 5, task: 21, .didComplete(error: error)))
+                default:
+                    try peer.respond(to: request, error: .methodNotFound(method))
+                }
+            }
+        }
+        defer { daemon.stop() }
+        let session = try BackgroundSession.open(identifier: "s", socketPath: daemon.socketPath)
+        let (body, response) = try session.data(from: "http://127.0.0.1:1/api", description: "api")
+        #expect(body == Array("hello".utf8) && response.status == 200)
+        let subscribe = try #require(requests.all.first { $0["method"] == .string("events.subscribe") })
+        #expect(subscribe["params"]?["after"] == .int(3))
+        let create = try #require(requests.all.first { $0["method"] == .string("task.create") })
+        #expect(create["params"]?["kind"] == .string("data") && create["params"]?["start"] == .bool(false))
+        #expect(requests.all.contains { $0["method"] == .string("task.resume") })
+        let acks = requests.all.filter { $0["method"] == .string("events.ack") }.map { $0["params"]?["through"] }
+        #expect(acks == [.int(5)], "only its own completion, after the body was read")
+        let order = requests.all.compactMap { r -> String? in
+            guard case .string(let m)? = r["method"], m == "task.get" || m == "events.ack" else { return nil }
+            return m
+        }
+        #expect(order == ["task.get", "events.ack"])
+
+        failing.append(true)
+        #expect(throws: TaskError.self) { _ = try session.data(from: "http://127.0.0.1:1/api") }
+        #expect(throws: HalfTunesClientError.self) { _ = try session.task(withIdentifier: 99) }
+        #expect(try session.task(withIdentifier: 21).taskIdentifier == 21)
     }
 
     @Test func afterDetachTheDelegateHearsNothingMore() throws {
