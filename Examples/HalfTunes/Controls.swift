@@ -60,6 +60,10 @@ struct Cancel: ParsableCommand {
         let session = try options.downloads()
         if let id = record.taskID {
             let task = try session.task(withIdentifier: id)
+            if task.state == .completed {
+                throw ValidationErrorText("\(number). \(track.name) is downloaded already (\(task.info.location ?? "in the library")); "
+                    + "delete the file to remove it")
+            }
             if !task.state.isTerminal { try task.cancel() }
         } else if let data = record.resumeData {
             // A paused preview: its resume data holds partial data in the daemon; use it up to discard it.

@@ -23,9 +23,10 @@ struct Download: ParsableCommand {
         defer { events?.close() }
         var started: [Int64: (Int, Track)] = [:]
         for (n, track) in tracks {
-            let status = TrackStatus.text(state.downloads[track.previewURL], tasks: tasks)
-            if status == "downloaded" || status == "queued" || status.hasSuffix("%") || status.contains("% of") {
-                Console.out("\(n). \(track.name) is already \(status.contains("%") ? "downloading" : status).")
+            let record = state.downloads[track.previewURL]
+            let status = TrackStatus.text(record, tasks: tasks)
+            if status == "downloaded" || TrackStatus.isActive(record, tasks: tasks) {
+                Console.out("\(n). \(track.name) is already \(status == "downloaded" ? "downloaded" : "downloading (\(status))").")
                 continue
             }
             if status == "paused" {

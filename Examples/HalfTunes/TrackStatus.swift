@@ -24,6 +24,12 @@ enum TrackStatus {
         }
     }
 
+    /// Whether the track's task is still under way (queued, running, waiting to retry, or suspended).
+    static func isActive(_ record: DownloadRecord?, tasks: [Int64: TaskInfo]) -> Bool {
+        guard let id = record?.taskID, let info = tasks[id] else { return false }
+        return !info.state.isTerminal
+    }
+
     /// The tutorial's progress label: "45.3% of 1.2 MB".
     static func progress(_ info: TaskInfo) -> String {
         progress(received: info.bytesReceived, expected: info.bytesExpected)

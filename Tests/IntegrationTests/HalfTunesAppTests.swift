@@ -11,21 +11,7 @@ struct HalfTunesAppTests {
 
     /// Runs `halftunes` with `environment` (the API base, XDG directories) against the daemon's socket.
     static func halftunes(_ args: [String], socket: String, environment: [String: String]) throws -> CLIResult {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: app)
-        p.arguments = args + ["--socket", socket]
-        var env = ProcessInfo.processInfo.environment
-        for (k, v) in environment { env[k] = v }
-        p.environment = env
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
-        let stderrData = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return CLIResult(status: p.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-                         stderr: String(decoding: stderrData, as: UTF8.self))
+        try runBinary(app, args + ["--socket", socket], environment: environment)
     }
 
     /// An iTunes Search API answer for these tracks (and one result without a preview, which is left out).
@@ -73,6 +59,8 @@ struct HalfTunesAppTests {
 
             let started = try app("download", "1", "2", "3", "--no-wait")
             #expect(started.status == 0 && started.stdout.contains("2. Beta — The Testers: downloading"), "\(started.stdout)\(started.stderr)")
+            let duplicate = try app("download", "2", "--no-wait")
+            #expect(duplicate.stdout.contains("2. Beta is already downloading"), "no second task for a running download: \(duplicate.stdout)")
 
             try await origin.waitUntilBytesServed("/previews/beta.m4a", atLeast: 200_000)
             let paused = try app("pause", "2")
@@ -192,6 +180,8 @@ struct HalfTunesAppTests {
             #expect(try sha256(ofFile: home.path + "/m/HalfTunes/A - One.m4a") == TestOrigin.sha256Hex(body))
             let again = try app("download", "1")
             #expect(again.stdout.contains("1. One is already downloaded."), "\(again.stdout)")
+            let keep = try app("cancel", "1")
+            #expect(keep.status != 0 && keep.stderr.contains("is downloaded already"), "\(keep.stderr)")
             #expect(try app("events").stdout.hasPrefix("Nothing new"))
             origin.remove("/search")
             let missing = try app("search", "x")
