@@ -120,7 +120,7 @@ let package = Package(
         ),
         .testTarget(name: "HalfTunesProtocolTests", dependencies: ["HalfTunesProtocol"]),
         .testTarget(name: "HalfTunesJournalTests", dependencies: ["HalfTunesJournal"]),
-        .testTarget(name: "HalfTunesEngineTests", dependencies: ["HalfTunesEngine", "TestOrigin"]),
+        .testTarget(name: "HalfTunesEngineTests", dependencies: ["HalfTunesEngine", "TestOrigin", "CLinuxFile"]),
         .testTarget(
             name: "HalfTunesDaemonTests",
             dependencies: [
@@ -139,6 +139,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
+                "CLinuxFile",
                 "HalfTunesJournal",
                 "HalfTunesKit",
                 "HalfTunesProtocol",

@@ -75,10 +75,21 @@ extension DaemonCore {
                                          isReserved: { $0 != own && state.tasks.isReserved($0) })
     }
 
+    /// The origin URL (credentials stripped), a `Referer` header of the task, and (unless the session says
+    /// otherwise) the response's `Last-Modified` as the mtime, for the published file.
+    func publishMetadata(_ id: Int64) -> PublishMetadata {
+        guard let t = state.tasks[id], t.record.kind == TaskKind.download.rawValue else { return PublishMetadata() }
+        let preserve = state.sessions[t.record.session]?.record.configuration.preserveModificationTime ?? true
+        return PublishMetadata.of(url: t.record.url, headers: t.record.headers, lastModified: t.record.lastModified,
+                                  preserveModificationTime: preserve)
+    }
+
     /// Syncs the journal (the recorded intent), then moves the complete partial file into place, off the actor
     /// and off the cooperative pool (`BlockingWork`: fsyncs of the file and both directories).
     func move(_ id: Int64, attempt: Int, partial: String, to location: String, replacing: Bool, partialIsDurable durable: Bool) {
         let journal = self.journal
+        let metadata = publishMetadata(id)
+        let logger = self.logger
         Task.detached { [weak self] in
             let outcome = await BlockingWork.run { () -> CompletionMachine.MoveOutcome in
                 // The intent is on disk before the file moves (recovery finishes the move); waited for here,
@@ -86,6 +97,12 @@ extension DaemonCore {
                 journal.sync()
                 CrashPoints.hit(CrashPoints.publishAfterIntent)
                 CrashPoints.hold(CrashPoints.publishMoving)
+                // Where it came from, set (and fsynced) on the complete file before it appears.
+                let problems = metadata.apply(to: partial)
+                if !problems.isEmpty {
+                    logger.warning("could not record where the file came from", metadata: [
+                        "task": "\(id)", "problems": "\(problems.joined(separator: "; "))"])
+                }
                 do {
                     try FilePublisher.publish(partialPath: partial, destination: location, replacing: replacing,
                                               partialIsDurable: durable)

@@ -92,6 +92,7 @@ extension DaemonCore {
         config.allowsExpensiveNetworkAccess = config.allowsExpensiveNetworkAccess ?? true
         config.waitsForConnectivity = config.waitsForConnectivity ?? true
         config.isDiscretionary = config.isDiscretionary ?? false
+        config.preserveModificationTime = config.preserveModificationTime ?? true
         if config.launchUnit?.isEmpty == true { config.launchUnit = nil }
         if let unit = config.launchUnit {
             if let problem = UnitName.problem(unit) { throw RPCError.invalidParams(problem) }

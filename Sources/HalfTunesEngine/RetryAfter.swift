@@ -16,10 +16,10 @@ public enum RetryAfter {
 }
 
 /// HTTP-date (RFC 9110 §5.6.7) to seconds since the Unix epoch.
-enum HTTPDate {
+public enum HTTPDate {
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
-    static func parse(_ value: String) -> Double? {
+    public static func parse(_ value: String) -> Double? {
         let tokens = value.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" }).map(String.init)
         switch tokens.count {
         case 6:

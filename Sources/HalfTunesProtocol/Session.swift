@@ -39,6 +39,9 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// is the escaped session identifier. Started again with backoff until the events are acknowledged. Only for
     /// sessions of the daemon's own user (see docs/security.md). Default: none.
     public var launchUnit: String?
+    /// Give a downloaded file the server's `Last-Modified` as its modification time (`wget -N`, `curl -R`).
+    /// Default true.
+    public var preserveModificationTime: Bool?
 
     public static let defaultRequestTimeout: Double = 60
     public static let defaultResourceTimeout: Double = 7 * 24 * 3600
@@ -50,7 +53,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
                 requestTimeout: Double? = nil, resourceTimeout: Double? = nil, retry: RetryPolicy? = nil,
                 maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil, maxConnectionsPerTask: Int? = nil,
                 allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil,
-                launchUnit: String? = nil) {
+                launchUnit: String? = nil, preserveModificationTime: Bool? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -63,6 +66,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         self.waitsForConnectivity = waitsForConnectivity
         self.isDiscretionary = isDiscretionary
         self.launchUnit = launchUnit
+        self.preserveModificationTime = preserveModificationTime
     }
 }
 

@@ -58,13 +58,16 @@ struct SessionOpen: ParsableCommand {
             + "(name.service, or name@.service: the session identifier is its instance).", valueName: "unit"))
     var launchUnit: String?
     @Flag(name: .customLong("no-launch-unit"), help: "Start no unit for the session's events.") var noLaunchUnit = false
+    @Flag(name: .customLong("preserve-mtime"), inversion: .prefixedNo, help: ArgumentHelp(
+        "Give downloaded files the server's Last-Modified time (default); --no-preserve-mtime keeps the download's own."))
+    var preserveMtime: Bool?
 
     var changesConfiguration: Bool {
         directory != nil || !headerLines.isEmpty || clearHeaders || requestTimeout != nil || resourceTimeout != nil
             || maxConcurrent != nil || retryInitial != nil || retryMax != nil || retryJitter != nil
             || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil || maxConnectionsPerTask != nil
             || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil || launchUnit != nil
-            || noLaunchUnit
+            || noLaunchUnit || preserveMtime != nil
     }
 
     func validate() throws {
@@ -120,6 +123,7 @@ struct SessionOpen: ParsableCommand {
         if let discretionary { c.isDiscretionary = discretionary }
         if let launchUnit { c.launchUnit = launchUnit }
         if noLaunchUnit { c.launchUnit = nil }
+        if let preserveMtime { c.preserveModificationTime = preserveMtime }
         return c
     }
 }

@@ -20,6 +20,7 @@ enum SessionText {
         Console.out("  https→http:         \(c.allowInsecureRedirects == true ? "followed" : "refused")")
         Console.out("  connections:        at most \(c.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask) per download")
         Console.out("  network:            \(networkRules(c))")
+        Console.out("  mtime:              \(c.preserveModificationTime == false ? "the download's own" : "the server's Last-Modified")")
         Console.out("  launch unit:        \(launchText(s))")
         Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
         Console.out("  events:             last #\(s.lastEventSeq), acknowledged through #\(s.ackedThrough)")

@@ -1,0 +1,36 @@
+// What a published file records about where it came from, without I/O; and applying it to a real file.
+import CLinuxFile
+import Foundation
+import HalfTunesEngine
+import Testing
+
+@Suite struct PublishMetadataTests {
+    @Test func credentialsAndFragmentsAreStripped() {
+        typealias M = PublishMetadata
+        #expect(M.strippingCredentials("https://alice:pw@host/a/b.iso?x=1#f") == "https://host/a/b.iso?x=1")
+        #expect(M.strippingCredentials("https://alice@host/a") == "https://host/a")
+        #expect(M.strippingCredentials("http://host:8080/a%20b") == "http://host:8080/a%20b")
+        let m = M.of(url: "https://u:p@h/f", headers: ["referer": "https://r/x#y", "X": "1"],
+                     lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", preserveModificationTime: true)
+        #expect(m == M(originURL: "https://h/f", referrerURL: "https://r/x", modificationTime: 784_111_777))
+        let kept = M.of(url: "https://h/f", headers: [:], lastModified: "Sun, 06 Nov 1994 08:49:37 GMT",
+                        preserveModificationTime: false)
+        #expect(kept.modificationTime == nil && kept.referrerURL == nil)
+        #expect(M.of(url: "https://h/f", headers: [:], lastModified: "garbage", preserveModificationTime: true).modificationTime == nil)
+    }
+
+    @Test func applySetsTheAttributesAndTheMtime() throws {
+        let path = NSTemporaryDirectory() + "/publish-metadata-\(getpid())"
+        FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let problems = PublishMetadata(originURL: "https://h/f", referrerURL: nil, modificationTime: 784_111_777.5).apply(to: path)
+        #expect(problems.isEmpty, "\(problems)")
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let n = htd_get_xattr(path, "user.xdg.origin.url", &buffer, buffer.count)
+        #expect(n > 0 && String(decoding: buffer[..<max(n, 0)], as: UTF8.self) == "https://h/f")
+        #expect(htd_get_xattr(path, "user.xdg.referrer.url", &buffer, buffer.count) < 0)
+        var st = stat()
+        #expect(stat(path, &st) == 0 && st.st_mtim.tv_sec == 784_111_777 && st.st_mtim.tv_nsec == 500_000_000)
+        #expect(PublishMetadata().apply(to: "/nonexistent/file").isEmpty, "nothing to set, nothing done")
+    }
+}
