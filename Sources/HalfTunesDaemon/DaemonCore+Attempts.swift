@@ -70,6 +70,9 @@ extension DaemonCore {
             if start.discardedBytes > 0 || start.reason != nil {
                 logger.notice("restarting from zero", metadata: ["task": "\(id)", "reason": "\(start.reason ?? "")"])
             }
+            if let named = nameFromResponse(id, start) {
+                feedAndRun(.responseNamed(id, destination: named.destination, suggestedFilename: named.suggested))
+            }
             progress = .started(start)
         case let .received(delta, total, expected):
             rateMeter.add(delta, at: clock())
@@ -84,6 +87,23 @@ extension DaemonCore {
             return attemptEnded(id, outcome)
         }
         feedAndRun(.attemptProgress(id, progress))
+    }
+
+    /// For a download the client named no file for, the first response's name: Content-Disposition's, else the
+    /// URL's after redirects (`suggestedFilename`), and the free path it gets in the same directory (the file
+    /// system is looked at here, off the state). nil when the task's name is settled.
+    func nameFromResponse(_ id: Int64, _ start: ResponseStart) -> (destination: String, suggested: String)? {
+        guard let t = state.tasks[id], t.record.nameFromResponse else { return nil }
+        let fromURL = URL(string: start.finalURL).map(Destination.suggestedName) ?? (t.record.destination as NSString).lastPathComponent
+        let suggested = start.contentDisposition.flatMap { ContentDisposition.filename($0) } ?? fromURL
+        let current = t.record.destination
+        let candidate = (current as NSString).deletingLastPathComponent + "/" + suggested
+        guard candidate != current else { return (current, suggested) }
+        let isReserved = { (path: String) in path != current && self.state.tasks.isReserved(path) }
+        let destination = t.record.overwrite && !isReserved(candidate)
+            ? candidate : FilePublisher.availableName(for: candidate, isReserved: isReserved)
+        logger.info("the response names the file", metadata: ["task": "\(id)", "destination": "\(destination)"])
+        return (destination, suggested)
     }
 
     /// The attempt ended: `DaemonState` decides what that means for the task (`AttemptVerdict`) and frees

@@ -97,7 +97,7 @@ extension DaemonCore {
                 journal.sync()
                 CrashPoints.hit(CrashPoints.publishAfterIntent)
                 CrashPoints.hold(CrashPoints.publishMoving)
-                // Where it came from, set (and fsynced) on the complete file before it appears.
+                // Where it came from, set on the complete file before it appears (the publish's fsyncs cover it).
                 let problems = metadata.apply(to: partial)
                 if !problems.isEmpty {
                     logger.warning("could not record where the file came from", metadata: [

@@ -158,6 +158,8 @@ extension DaemonCore {
             resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout))
         applyControls(p, to: &record)
         record.overwrite = p.overwrite == true
+        // No file named by the client: the first response may name it (Content-Disposition, a redirect).
+        record.nameFromResponse = explicit?.isEmpty != false
         if let resume {
             adoptResumeData(resume, into: &record)
         }

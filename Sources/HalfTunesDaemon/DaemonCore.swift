@@ -203,7 +203,7 @@ actor DaemonCore {
             method: r.method, file: r.file, bytesSent: t.bytesSent, bytesExpectedToSend: t.bytesExpectedToSend,
             response: r.response, overwrite: r.overwrite ? true : nil, phase: state.completionPhase(t.id),
             maxConnections: r.maxConnections, connections: connections(of: t),
-            earliestBeginDate: r.earliestBeginDate.map(Timestamp.format))
+            earliestBeginDate: r.earliestBeginDate.map(Timestamp.format), suggestedFilename: r.suggestedFilename)
     }
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {

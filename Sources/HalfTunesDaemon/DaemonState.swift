@@ -91,6 +91,8 @@ struct DaemonState {
         case conditionsChanged(SystemConditions, SlotLimits)
         /// How starting the session's `launchUnit` went was journaled (`LaunchMachine`).
         case sessionLaunchRecorded(String, SessionLaunchRecord?)
+        /// The first response named a download the client named no file for (the runner chose the free path).
+        case responseNamed(Int64, destination: String, suggestedFilename: String)
     }
 
     /// What an attempt in flight reports, in order.
@@ -228,6 +230,15 @@ struct DaemonState {
             conditionsChanged(new, limits: limits, now: now, into: &actions)
         case let .sessionLaunchRecorded(identifier, launch):
             sessions[identifier]?.record.launch = launch
+        case let .responseNamed(id, destination, suggested):
+            guard var t = tasks[id], t.record.nameFromResponse, t.attemptInFlight else { break }
+            t.record.nameFromResponse = false // settled: a later response does not rename it
+            t.record.suggestedFilename = suggested
+            let changed = destination != t.record.destination
+            t.record.destination = destination
+            tasks[id] = t // the reserved destinations follow
+            actions.append(.journal(t.record, changed ? [.didChangeDestination(destination: destination,
+                                                                             suggestedFilename: suggested)] : []))
         }
         return actions
     }

@@ -44,10 +44,13 @@ public struct ResponseStart: Sendable, Equatable {
     /// Bytes the file already has when writing starts: `offset` when they are one range from byte 0, their sum
     /// when an earlier split attempt left gaps (the progress totals count from here).
     public var keptBytes: Int64
+    /// The response's `Content-Disposition` (the file name it may suggest).
+    public var contentDisposition: String?
 
     public init(status: Int, offset: Int64, discardedBytes: Int64, reason: String?, expectedTotal: Int64?,
-                validators: Validators, finalURL: String, keptBytes: Int64? = nil) {
+                validators: Validators, finalURL: String, keptBytes: Int64? = nil, contentDisposition: String? = nil) {
         self.keptBytes = keptBytes ?? offset
+        self.contentDisposition = contentDisposition
         self.status = status
         self.offset = offset
         self.discardedBytes = discardedBytes

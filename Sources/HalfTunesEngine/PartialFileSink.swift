@@ -340,7 +340,8 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         }
         let start = ResponseStart(status: status, offset: offset, discardedBytes: discarded, reason: reason,
                                   expectedTotal: total ?? (status == 206 ? nil : end), validators: validators,
-                                  finalURL: finalURL, keptBytes: offset > 0 ? max(offset, download.kept.count) : 0)
+                                  finalURL: finalURL, keptBytes: offset > 0 ? max(offset, download.kept.count) : 0,
+                                  contentDisposition: ResumeDecision.header("Content-Disposition", in: headers))
         s.start = start
         s.expectedEnd = end
         s.writeOffset = offset

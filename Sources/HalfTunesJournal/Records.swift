@@ -105,6 +105,11 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var maxConnections: Int?
     /// The task does not start before this time (seconds since 1970; nil: at once).
     public var earliestBeginDate: Double?
+    /// Downloads the client named no file for: the first response may name it (Content-Disposition, the URL
+    /// after redirects). Cleared once settled.
+    public var nameFromResponse: Bool
+    /// The file name the response suggested (`URLResponse.suggestedFilename`), once one arrived.
+    public var suggestedFilename: String?
 
     public init(id: Int64? = nil, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, phase: TaskPhase = .transfer, waitingReason: TaskError? = nil,
@@ -115,7 +120,10 @@ public struct TaskRecord: Codable, Sendable, Equatable {
                 updatedAt: Double, resourceDeadline: Double? = nil, priority: TaskPriority = .normal,
                 checksum: String? = nil, bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil,
                 maxResponseBytes: Int64? = nil, response: TaskResponse? = nil, fileID: String? = nil, overwrite: Bool = false,
-                durableRanges: ByteRanges? = nil, maxConnections: Int? = nil, earliestBeginDate: Double? = nil) {
+                durableRanges: ByteRanges? = nil, maxConnections: Int? = nil, earliestBeginDate: Double? = nil,
+                nameFromResponse: Bool = false, suggestedFilename: String? = nil) {
+        self.nameFromResponse = nameFromResponse
+        self.suggestedFilename = suggestedFilename
         self.maxConnections = maxConnections
         self.earliestBeginDate = earliestBeginDate
         self.id = id

@@ -167,7 +167,7 @@ extension TaskRecord {
         "destination", "location", "partial_path", "headers", "description", "bytes_durable", "bytes_expected",
         "etag", "last_modified", "error", "attempts", "queue_order", "created_at", "updated_at", "resource_deadline",
         "priority", "checksum", "bandwidth_limit", "method", "file", "max_response_bytes", "response", "file_id", "overwrite",
-        "durable_ranges", "max_connections", "earliest_begin_date",
+        "durable_ranges", "max_connections", "earliest_begin_date", "name_from_response", "suggested_filename",
     ]
 
     func arguments() throws -> StatementArguments {
@@ -178,7 +178,7 @@ extension TaskRecord {
             createdAt, updatedAt, resourceDeadline,
             priority.rawValue, checksum, bandwidthLimit, method, file, maxResponseBytes,
             try JSONText.encodeIfPresent(response), fileID, overwrite, durableRanges.storedText,
-            maxConnections, earliestBeginDate,
+            maxConnections, earliestBeginDate, nameFromResponse, suggestedFilename,
         ]
     }
 
@@ -227,7 +227,9 @@ extension TaskRecord {
             durableRanges: try ByteRanges.stored(try row.decode(forColumn: "durable_ranges"),
                                                  bytes: try row.decode(forColumn: "bytes_durable"), table: "tasks", key: key),
             maxConnections: try row.decode(forColumn: "max_connections"),
-            earliestBeginDate: try row.decode(forColumn: "earliest_begin_date"))
+            earliestBeginDate: try row.decode(forColumn: "earliest_begin_date"),
+            nameFromResponse: try row.decode(forColumn: "name_from_response"),
+            suggestedFilename: try row.decode(forColumn: "suggested_filename"))
     }
 }
 

@@ -13,6 +13,7 @@ enum JournalSchema {
         ("v7", v7),
         ("v8", v8),
         ("v9", v9),
+        ("v10", v10),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -152,5 +153,11 @@ enum JournalSchema {
     /// Issue 13: how starting a session's `launchUnit` went (JSON `SessionLaunchRecord`; NULL: never started).
     static let v9 = """
         ALTER TABLE sessions ADD COLUMN launch TEXT;
+        """
+
+    /// Issue 15: the first response may name a download the client named no file for; the name it suggested.
+    static let v10 = """
+        ALTER TABLE tasks ADD COLUMN name_from_response INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE tasks ADD COLUMN suggested_filename TEXT;
         """
 }

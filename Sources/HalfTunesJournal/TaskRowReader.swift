@@ -49,7 +49,8 @@ struct TaskRowReader {
               let maxResponseBytes = optionalInt(next()), let responseText = optionalText(next()),
               let fileID = optionalText(next()), let overwrite = int(next()),
               let rangesText = optionalText(next()), let maxConnections = optionalInt(next()),
-              let earliestBeginDate = optionalDouble(next()),
+              let earliestBeginDate = optionalDouble(next()), let nameFromResponse = int(next()),
+              let suggestedFilename = optionalText(next()),
               let durableRanges = rangesText == nil ? ByteRanges(prefix: bytesDurable) : ByteRanges(text: rangesText!)
         else { return nil }
         let key = String(id)
@@ -70,7 +71,8 @@ struct TaskRowReader {
             priority: priority, checksum: checksum, bandwidthLimit: bandwidthLimit, method: method, file: file,
             maxResponseBytes: maxResponseBytes, response: response, fileID: fileID, overwrite: overwrite != 0,
             durableRanges: durableRanges, maxConnections: maxConnections.flatMap { Int(exactly: $0) },
-            earliestBeginDate: earliestBeginDate)
+            earliestBeginDate: earliestBeginDate, nameFromResponse: nameFromResponse != 0,
+            suggestedFilename: suggestedFilename)
     }
 
     /// The current row's session, state and phase only (a finished task is counted, not read), or nil when

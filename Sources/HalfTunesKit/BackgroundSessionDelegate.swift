@@ -6,6 +6,9 @@ public protocol BackgroundSessionDelegate: AnyObject, Sendable {
                  totalBytesExpectedToWrite: Int64)
     /// A transfer (re)started at `offset`; `expectedTotalBytes` is -1 when unknown.
     func session(_ s: BackgroundSession, task: Int64, didResumeAtOffset offset: Int64, expectedTotalBytes: Int64)
+    /// A download created without a destination got its file name from the response (Content-Disposition, else
+    /// the URL after redirects): it will be published at `destination`.
+    func session(_ s: BackgroundSession, task: Int64, didChangeDestination destination: String, suggestedFilename: String?)
     /// The file is complete at `location`.
     func session(_ s: BackgroundSession, task: Int64, didFinishDownloadingTo location: String)
     /// Upload progress (live only). `totalBytesExpectedToSend` is -1 when the length is unknown.
@@ -30,6 +33,7 @@ public extension BackgroundSessionDelegate {
     func session(_ s: BackgroundSession, task: Int64, didWriteData bytesWritten: Int64, totalBytesWritten: Int64,
                  totalBytesExpectedToWrite: Int64) {}
     func session(_ s: BackgroundSession, task: Int64, didResumeAtOffset offset: Int64, expectedTotalBytes: Int64) {}
+    func session(_ s: BackgroundSession, task: Int64, didChangeDestination destination: String, suggestedFilename: String?) {}
     func session(_ s: BackgroundSession, task: Int64, didFinishDownloadingTo location: String) {}
     func session(_ s: BackgroundSession, task: Int64, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
                  totalBytesExpectedToSend: Int64) {}
@@ -57,6 +61,8 @@ extension BackgroundSessionDelegate {
             self.session(session, task: task, didResumeAtOffset: offset, expectedTotalBytes: expected ?? -1)
         case let .didFinishDownloading(location):
             self.session(session, task: task, didFinishDownloadingTo: location)
+        case let .didChangeDestination(destination, suggested):
+            self.session(session, task: task, didChangeDestination: destination, suggestedFilename: suggested)
         case let .didSendBodyData(sent, total, expected):
             self.session(session, task: task, didSendBodyData: sent, totalBytesSent: total,
                          totalBytesExpectedToSend: expected ?? -1)

@@ -15,6 +15,9 @@ public enum EventPayload: Sendable, Equatable {
     case didResumeAtOffset(offset: Int64, expectedTotalBytes: Int64?, discardedBytes: Int64?, reason: String?)
     /// The file is complete at `location`.
     case didFinishDownloading(location: String)
+    /// A download the client named no file for got its name from the first response (Content-Disposition, else
+    /// the URL after redirects): it will be published at `destination` (a free name in the same directory).
+    case didChangeDestination(destination: String, suggestedFilename: String?)
     /// Upload progress (live only, never journaled, at most 4 per second per task).
     case didSendBodyData(bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64?)
     /// Always the task's last event; `error` is nil on success. Uploads and data tasks carry the
@@ -32,6 +35,7 @@ public enum EventPayload: Sendable, Equatable {
         case .didSendBodyData: return "didSendBodyData"
         case .didResumeAtOffset: return "didResumeAtOffset"
         case .didFinishDownloading: return "didFinishDownloading"
+        case .didChangeDestination: return "didChangeDestination"
         case .didComplete: return "didComplete"
         case .didFinishEvents: return "didFinishEvents"
         case .didBecomeInvalid: return "didBecomeInvalid"
@@ -41,7 +45,7 @@ public enum EventPayload: Sendable, Equatable {
     /// Whether events of this type are written to the journal (and so replayed).
     public var isJournaled: Bool {
         switch self {
-        case .stateChanged, .didResumeAtOffset, .didFinishDownloading, .didComplete: return true
+        case .stateChanged, .didResumeAtOffset, .didFinishDownloading, .didChangeDestination, .didComplete: return true
         case .didWriteData, .didSendBodyData, .didFinishEvents, .didBecomeInvalid: return false
         }
     }
@@ -72,7 +76,7 @@ public struct Event: Codable, Sendable, Equatable {
         case bytesWritten, totalBytesWritten, totalBytesExpectedToWrite
         case bytesSent, totalBytesSent, totalBytesExpectedToSend, response
         case offset, expectedTotalBytes, discardedBytes
-        case location, error, through
+        case location, error, through, destination, suggestedFilename
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -98,6 +102,9 @@ public struct Event: Codable, Sendable, Equatable {
             if let reason { try c.encode(reason, forKey: .reason) }
         case let .didFinishDownloading(location):
             try c.encode(location, forKey: .location)
+        case let .didChangeDestination(destination, suggested):
+            try c.encode(destination, forKey: .destination)
+            try c.encodeIfPresent(suggested, forKey: .suggestedFilename)
         case let .didSendBodyData(sent, total, expected):
             try c.encode(sent, forKey: .bytesSent)
             try c.encode(total, forKey: .totalBytesSent)
@@ -139,6 +146,9 @@ public struct Event: Codable, Sendable, Equatable {
                                          reason: try? c.decodeIfPresent(String.self, forKey: .reason))
         case "didFinishDownloading":
             payload = .didFinishDownloading(location: try c.decode(String.self, forKey: .location))
+        case "didChangeDestination":
+            payload = .didChangeDestination(destination: try c.decode(String.self, forKey: .destination),
+                                            suggestedFilename: try c.decodeIfPresent(String.self, forKey: .suggestedFilename))
         case "didComplete":
             payload = .didComplete(error: try c.decodeIfPresent(TaskError.self, forKey: .error),
                                    response: try c.decodeIfPresent(TaskResponse.self, forKey: .response))

@@ -133,6 +133,7 @@ extension TaskInfo: JSONTextWritable {
         JSONText.member("response", response, &out)
         JSONText.session(session, unqualifying: prefix, &out)
         JSONText.member("state", state.rawValue, &out)
+        JSONText.member("suggestedFilename", suggestedFilename, &out)
         JSONText.member("updatedAt", updatedAt, &out)
         JSONText.member("url", url, &out)
         JSONText.member("waitingReason", waitingReason, &out)

@@ -87,6 +87,7 @@ extension TaskInfo: JSONValueConvertible {
         if let maxConnections { o["maxConnections"] = .int(Int64(maxConnections)) }
         if let connections { o["connections"] = .int(Int64(connections)) }
         if let earliestBeginDate { o["earliestBeginDate"] = .string(earliestBeginDate) }
+        if let suggestedFilename { o["suggestedFilename"] = .string(suggestedFilename) }
         return .object(o)
     }
 }
@@ -129,6 +130,9 @@ extension Event: JSONValueConvertible {
             if let reason { o["reason"] = .string(reason) }
         case let .didFinishDownloading(location):
             o["location"] = .string(location)
+        case let .didChangeDestination(destination, suggested):
+            o["destination"] = .string(destination)
+            if let suggested { o["suggestedFilename"] = .string(suggested) }
         case let .didSendBodyData(sent, total, expected):
             o["bytesSent"] = .int(sent)
             o["totalBytesSent"] = .int(total)

@@ -132,6 +132,9 @@ public struct TaskInfo: Codable, Sendable, Equatable {
     public var connections: Int?
     /// The task does not start before this time (RFC 3339, `task.create` `earliestBeginDate`).
     public var earliestBeginDate: String?
+    /// Downloads: the file name the response suggested (Content-Disposition, else the URL after redirects), like
+    /// `URLResponse.suggestedFilename`; absent before a response, and for tasks the client named a file for.
+    public var suggestedFilename: String?
 
     public init(id: Int64, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, waitingReason: TaskError? = nil, nextAttemptAt: String? = nil,
@@ -142,8 +145,9 @@ public struct TaskInfo: Codable, Sendable, Equatable {
                 bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil, bytesSent: Int64? = nil,
                 bytesExpectedToSend: Int64? = nil, response: TaskResponse? = nil, overwrite: Bool? = nil,
                 phase: TaskCompletionPhase? = nil, maxConnections: Int? = nil, connections: Int? = nil,
-                earliestBeginDate: String? = nil) {
+                earliestBeginDate: String? = nil, suggestedFilename: String? = nil) {
         self.earliestBeginDate = earliestBeginDate
+        self.suggestedFilename = suggestedFilename
         self.maxConnections = maxConnections
         self.connections = connections
         self.id = id
@@ -185,7 +189,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         case bytesReceived, bytesDurable, bytesExpected, destination, location, error, createdAt, updatedAt
         case description, etag, lastModified, attempts
         case priority, hold, checksum, bandwidthLimit, method, file, bytesSent, bytesExpectedToSend, response, overwrite
-        case phase, maxConnections, connections, earliestBeginDate
+        case phase, maxConnections, connections, earliestBeginDate, suggestedFilename
     }
 
     public init(from decoder: Decoder) throws {
@@ -225,6 +229,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections)
         connections = try c.decodeIfPresent(Int.self, forKey: .connections)
         earliestBeginDate = try c.decodeIfPresent(String.self, forKey: .earliestBeginDate)
+        suggestedFilename = try c.decodeIfPresent(String.self, forKey: .suggestedFilename)
     }
 
     // `bytesExpected` and `error` are always present on the wire (null when absent).
@@ -265,6 +270,7 @@ public struct TaskInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(maxConnections, forKey: .maxConnections)
         try c.encodeIfPresent(connections, forKey: .connections)
         try c.encodeIfPresent(earliestBeginDate, forKey: .earliestBeginDate)
+        try c.encodeIfPresent(suggestedFilename, forKey: .suggestedFilename)
     }
 }
 

@@ -136,6 +136,7 @@ extension OriginState {
         headers += validators
         if let r = range { headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound)/\(size)")) }
         if !ignoreRange { headers.append(("Accept-Ranges", "bytes")) }
+        headers += behavior.extraHeaders
 
         let slice = resource.body.getSlice(at: resource.body.readerIndex + Int(start), length: Int(length))!
         var plan = finish(status, .resource(slice), chunked: behavior.omitContentLength)

@@ -46,6 +46,8 @@ extension TestOrigin {
         public var redirectTo: String? = nil
         /// The status of `redirectTo` answers (301, 302, 303, 307, 308).
         public var redirectStatus: Int = 302
+        /// More header fields on every resource answer (200, 206), e.g. `Content-Disposition`.
+        public var extraHeaders: [(String, String)] = []
         /// The faults above (`failStatus`, `ignoreRange`, `wrongContentRange`, `refuseRangeTimes`, drop, reset,
         /// short body, stall) apply only from this request to the path on, counting from 0: 1 spares the first
         /// request (a download's first connection) and hits the further ones (its segments).

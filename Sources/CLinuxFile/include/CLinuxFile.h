@@ -8,9 +8,6 @@
 #endif
 #include <fcntl.h>
 #include <stddef.h>
-#include <sys/stat.h>
-#include <sys/xattr.h>
-#include <time.h>
 
 /// Starts the writeback of the range's dirty pages without waiting for it (SYNC_FILE_RANGE_WRITE). Makes
 /// nothing durable. Returns 0, or -1 with errno set.
@@ -26,22 +23,16 @@ static inline int htd_preallocate(int fd, long long offset, long long count) {
 }
 
 /// Sets a user extended attribute (setxattr(2)). Returns 0, or -1 with errno set (ENOTSUP where the file
-/// system has no user xattrs).
-static inline int htd_set_xattr(const char *path, const char *name, const void *value, size_t size) {
-    return setxattr(path, name, value, size, 0);
-}
+/// system has no user xattrs). In CLinuxFile.c: <sys/stat.h> and <time.h> here would clash with other C modules'
+/// view of the same system headers.
+int htd_set_xattr(const char *path, const char *name, const void *value, size_t size);
 
 /// Reads a user extended attribute (getxattr(2)): its length, or -1 with errno set (ENODATA when absent).
-static inline long htd_get_xattr(const char *path, const char *name, void *value, size_t size) {
-    return (long)getxattr(path, name, value, size);
-}
+long htd_get_xattr(const char *path, const char *name, void *value, size_t size);
 
 /// Sets the file's modification time, and its access time to now (utimensat(2) with UTIME_NOW). Returns 0, or
 /// -1 with errno set.
-static inline int htd_set_mtime(const char *path, long long seconds, long nanoseconds) {
-    struct timespec times[2] = {{0, UTIME_NOW}, {(time_t)seconds, nanoseconds}};
-    return utimensat(AT_FDCWD, path, times, 0);
-}
+int htd_set_mtime(const char *path, long long seconds, long nanoseconds);
 #endif
 
 #endif

@@ -67,6 +67,9 @@ struct TaskFollower {
             if isNews && !state.isTerminal { say("Task \(task.id) \(stateText(state, reason: reason))") }
         case let .didFinishDownloading(path):
             location = path
+        case let .didChangeDestination(destination, _):
+            task.destination = destination
+            say("Task \(task.id) \(TaskText.eventDetail(payload))")
         case let .didComplete(error, response):
             live.clear()
             self.response = response

@@ -207,6 +207,8 @@ enum TaskText {
             return "sent " + Formatting.progress(received: total, expected: expected)
         case let .didFinishDownloading(location):
             return location
+        case let .didChangeDestination(destination, suggested):
+            return "will be saved as \(destination)" + (suggested.map { " (the server suggested \($0))" } ?? "")
         case let .didComplete(error, response):
             let http = response.map { " (HTTP \(statusLine($0)))" } ?? ""
             return (error.map(errorText) ?? "success") + http
