@@ -12,28 +12,9 @@ func withConditionsDaemon(fake: Bool = true, _ body: (DaemonProcess, TestOrigin,
     let bus = try PrivateSystemBus()
     defer { bus.stop() }
     if fake { try bus.startFake() }
-    let origin = try await TestOrigin.start()
-    let daemon: DaemonProcess
-    do {
-        daemon = try DaemonProcess(start: false)
-        daemon.environment = ["DBUS_SYSTEM_BUS_ADDRESS": bus.address]
-        try daemon.start()
-    } catch {
-        try? await origin.shutdown()
-        throw error
-    }
-    do {
+    try await withDaemon(environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address]) { daemon, origin in
         try await body(daemon, origin, bus)
-    } catch {
-        print("---- halftunesd log ----\n\(daemon.log())\n------------------------")
-        daemon.kill9()
-        try? await origin.shutdown()
-        daemon.dir.remove()
-        throw error
     }
-    daemon.kill9()
-    try await origin.shutdown()
-    daemon.dir.remove()
 }
 
 @Suite("Network and power rules", .serialized)

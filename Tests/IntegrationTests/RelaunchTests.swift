@@ -60,14 +60,7 @@ struct RelaunchTests {
 
     @Test func theUnitIsStartedForWaitingEventsUntilTheyAreAcknowledged() async throws {
         try await withSystemdUserManager { manager in
-            let origin = try await TestOrigin.start()
-            do {
-                try await scenario(manager, origin)
-            } catch {
-                try? await origin.shutdown()
-                throw error
-            }
-            try await origin.shutdown()
+            try await withOrigin { origin in try await scenario(manager, origin) }
         }
     }
 

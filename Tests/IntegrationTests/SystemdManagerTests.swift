@@ -42,14 +42,7 @@ struct SystemdManagerTests {
 
     @Test func socketActivationRestartCrashRecoveryAndJournal() async throws {
         try await withSystemdUserManager { manager in
-            let origin = try await TestOrigin.start()
-            do {
-                try await scenario(manager, origin)
-            } catch {
-                try? await origin.shutdown()
-                throw error
-            }
-            try await origin.shutdown()
+            try await withOrigin { origin in try await scenario(manager, origin) }
         }
     }
 
@@ -135,14 +128,7 @@ struct SystemdManagerTests {
                    Comment(rawValue: SystemdHost.systemUnitUnavailableReason ?? "")))
     func systemUnitWithItsSandboxServesDownloads() async throws {
         try await withSystemdUserManager(.root) { manager in
-            let origin = try await TestOrigin.start()
-            do {
-                try systemUnitScenario(manager, origin)
-            } catch {
-                try? await origin.shutdown()
-                throw error
-            }
-            try await origin.shutdown()
+            try await withOrigin { origin in try systemUnitScenario(manager, origin) }
         }
     }
 

@@ -3,13 +3,16 @@ import HalfTunesKit
 import HalfTunesProtocol
 import TestOrigin
 
-/// Runs `body` with a fresh origin and a fresh daemon; on failure prints the daemon's log; always
-/// stops both and removes the temporary directories.
-func withDaemon(_ args: [String] = [], _ body: (DaemonProcess, TestOrigin) async throws -> Void) async throws {
+/// Runs `body` with a fresh origin and a fresh daemon (with `environment` added to its own); on failure prints
+/// the daemon's log; always stops both and removes the temporary directories.
+func withDaemon(_ args: [String] = [], environment: [String: String] = [:],
+                _ body: (DaemonProcess, TestOrigin) async throws -> Void) async throws {
     let origin = try await TestOrigin.start()
     let daemon: DaemonProcess
     do {
-        daemon = try DaemonProcess(extraArgs: args)
+        daemon = try DaemonProcess(extraArgs: args, start: false)
+        daemon.environment = environment
+        try daemon.start()
     } catch {
         try? await origin.shutdown()
         throw error
@@ -26,6 +29,18 @@ func withDaemon(_ args: [String] = [], _ body: (DaemonProcess, TestOrigin) async
     daemon.kill9()
     try await origin.shutdown()
     daemon.dir.remove()
+}
+
+/// Runs `body` with a fresh origin, shut down afterwards whatever happens.
+func withOrigin(_ body: (TestOrigin) async throws -> Void) async throws {
+    let origin = try await TestOrigin.start()
+    do {
+        try await body(origin)
+    } catch {
+        try? await origin.shutdown()
+        throw error
+    }
+    try await origin.shutdown()
 }
 
 let MiB = 1 << 20
