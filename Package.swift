@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
     ],
     targets: [
         // libsystemd (sd_notify, socket activation, watchdog, journal) as a system library.
@@ -46,6 +47,7 @@ let package = Package(
                 "CLinuxFile",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOSOCKS", package: "swift-nio-extras"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -120,7 +122,9 @@ let package = Package(
         ),
         .testTarget(name: "HalfTunesProtocolTests", dependencies: ["HalfTunesProtocol"]),
         .testTarget(name: "HalfTunesJournalTests", dependencies: ["HalfTunesJournal"]),
-        .testTarget(name: "HalfTunesEngineTests", dependencies: ["HalfTunesEngine", "TestOrigin", "CLinuxFile"]),
+        .testTarget(name: "HalfTunesEngineTests", dependencies: [
+            "HalfTunesEngine", "TestOrigin", "CLinuxFile", .product(name: "NIOSOCKS", package: "swift-nio-extras"),
+        ]),
         .testTarget(
             name: "HalfTunesDaemonTests",
             dependencies: [

@@ -41,11 +41,14 @@ extension DaemonCore {
         let bandwidth = BandwidthBucket(rate: t.record.bandwidthLimit ?? 0) // fresh: a resumed transfer never bursts
         request.rateLimiter = RateLimiter(buckets: [globalBandwidth, bandwidth])
         request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
+        request.proxy = configuration.proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass)
+            .proxy(for: t.record.url)
         let runtime = TaskRuntime(taskID: id, journal: journal, durable: durable, connections: hostConnections,
                                   host: t.hostKey)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
-        let attempt = Attempt(request: request, client: httpClient, observer: runtime, logger: taskLogger)
+        let attempt = Attempt(request: request, client: clients.client(for: request.proxy), observer: runtime,
+                              logger: taskLogger)
         attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth)
         runtime.start(attempt)
         Task { [weak self] in
@@ -56,7 +59,7 @@ extension DaemonCore {
         }
         logger.debug("transfer started", metadata: [
             "task": "\(id)", "kind": "\(kind.rawValue)", "method": "\(request.method)", "durable": "\(durable)",
-            "maxConnections": "\(maxConnections)",
+            "maxConnections": "\(maxConnections)", "proxy": "\(request.proxy.map(String.init(describing:)) ?? "none")",
         ])
     }
 

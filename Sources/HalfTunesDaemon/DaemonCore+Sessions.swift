@@ -12,7 +12,7 @@ extension DaemonCore {
         let owner = SessionNames.owner(of: id) ?? uid
         let name = SessionNames.name(of: id)
         if let problem = Self.identifierProblem(name) { throw RPCError.invalidParams(problem) }
-        let config = try resolve(p.configuration, owner: owner)
+        let config = try resolve(p.configuration, owner: owner, stored: state.sessions[id]?.record.configuration)
         if let unit = config.launchUnit, UnitName.resolve(unit, session: name).utf8.count > UnitName.maxLength {
             throw RPCError.invalidParams("configuration.launchUnit: '\(unit)' with this session's escaped identifier as its "
                 + "instance is longer than \(UnitName.maxLength) bytes; use a shorter identifier or a unit that is not a template")
@@ -55,8 +55,12 @@ extension DaemonCore {
     }
 
     /// Fills in defaults and validates a configuration.
-    func resolve(_ c: SessionConfiguration?, owner: UInt32) throws(RPCError) -> SessionConfiguration {
+    func resolve(_ c: SessionConfiguration?, owner: UInt32, stored: SessionConfiguration? = nil) throws(RPCError)
+        -> SessionConfiguration
+    {
         var config = c ?? SessionConfiguration()
+        config.proxy = try SessionProxy.resolve(config.proxy, stored: stored?.proxy)
+        config.proxyBypass = try SessionProxy.resolveBypass(config.proxyBypass)
         let dir = config.destinationDirectory ?? downloadRoots.defaultDirectory(for: owner)
         guard dir.hasPrefix("/") else {
             throw RPCError.invalidParams("configuration.destinationDirectory must be an absolute path")

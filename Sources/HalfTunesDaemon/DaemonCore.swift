@@ -61,7 +61,8 @@ struct ManagedSession {
 actor DaemonCore {
     var configuration: DaemonConfiguration
     let journal: Journal
-    let httpClient: HTTPClient
+    /// The direct HTTP client and one per proxy in use.
+    let clients: HTTPClients
     let logger: Logger
     let clock: @Sendable () -> Double
     let startedAt: Double
@@ -100,13 +101,13 @@ actor DaemonCore {
     var conditions: SystemConditions?
     var conditionsSerial = 0
 
-    init(configuration: DaemonConfiguration, journal: Journal, httpClient: HTTPClient, logger: Logger,
+    init(configuration: DaemonConfiguration, journal: Journal, clients: HTTPClients, logger: Logger,
          resumeKey: SymmetricKey = SymmetricKey(size: .bits256),
          clock: @escaping @Sendable () -> Double = { Timestamp.now() }) {
         self.resumeKey = resumeKey
         self.configuration = configuration
         self.journal = journal
-        self.httpClient = httpClient
+        self.clients = clients
         self.logger = logger
         self.clock = clock
         self.startedAt = clock()
@@ -209,13 +210,21 @@ actor DaemonCore {
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {
         var counts: [String: Int] = [:]
         for (taskState, n) in state.tasks.counts(session: s.record.identifier) { counts[taskState.rawValue] = n }
-        return SessionInfo(identifier: s.record.identifier, configuration: s.record.configuration,
+        var configuration = s.record.configuration
+        configuration.proxy = SessionProxy.presented(configuration.proxy) // never the password
+        return SessionInfo(identifier: s.record.identifier, configuration: configuration,
                            state: s.record.state, createdAt: Timestamp.format(s.record.createdAt),
                            taskCounts: counts, lastEventSeq: s.lastEventSeq, ackedThrough: s.record.ackedThrough,
                            launch: launchInfo(s))
     }
 
     // MARK: - Status
+
+    /// The daemon's proxy rules for `daemon.status`.
+    var proxyStatus: String {
+        let rules = configuration.proxyRules
+        return rules.isDirect ? "direct" : "\(rules.summary) (\(rules.source))"
+    }
 
     func status() -> DaemonStatus {
         let counts = Dictionary(uniqueKeysWithValues: TaskState.allCases.map { ($0.rawValue, state.tasks.count(in: $0)) })
@@ -226,7 +235,7 @@ actor DaemonCore {
                             stateDirectory: configuration.stateDirectory, limits: limits,
                             uploadRate: uploadRateMeter.rate(now: now), transfers: state.tasks.running.count,
                             connections: state.tasks.running.count + hostConnections.totalExtras,
-                            conditions: conditions)
+                            conditions: conditions, proxy: proxyStatus)
     }
 
     /// `SystemConditionsMonitor` saw other network or power conditions: sessions they stop wait, and those they

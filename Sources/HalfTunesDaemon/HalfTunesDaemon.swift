@@ -1,5 +1,6 @@
 // HalfTunesDaemon: sessions, the queue, event fan-out and the JSON-RPC control server.
 import Foundation
+import HalfTunesEngine
 
 /// Everything the daemon needs to start; built from flags by the `halftunesd` executable.
 public struct DaemonConfiguration: Sendable {
@@ -35,6 +36,11 @@ public struct DaemonConfiguration: Sendable {
     public var maxPendingEventsPerUID: Int = 1_000_000
     /// PEM certificate authorities trusted besides the system's (`ca-file`).
     public var caFile: String?
+    /// The daemon's proxies (its `proxy` and `proxy-bypass` settings, else curl's environment variables);
+    /// a session's own `proxy`/`proxyBypass` win over them.
+    public var proxyRules: ProxyRules = .none
+    /// Proxy variables of the environment that could not be used (logged at start).
+    public var proxyProblems: [String] = []
     /// Unacknowledged journaled events past which a session accepts no new tasks.
     public var maxPendingEventsPerSession: Int = 100_000
     /// Resume data (and the partial data it keeps) expires after this many seconds.

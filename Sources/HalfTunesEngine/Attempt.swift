@@ -125,7 +125,7 @@ public final class Attempt: Sendable {
         let config = AttemptDelegate.Config(
             url: request.url, idleTimeout: Self.amount(request.requestTimeout),
             progressInterval: Self.amount(request.progressInterval), bytesToSend: bytesToSend,
-            allowInsecureRedirects: request.allowInsecureRedirects)
+            allowInsecureRedirects: request.allowInsecureRedirects, proxy: request.proxy)
         let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
                                        sink: sink, body: body, limiter: request.rateLimiter)
         logger.debug("starting attempt", metadata: ["url": "\(request.url)", "method": "\(request.method)"])
@@ -147,7 +147,14 @@ public final class Attempt: Sendable {
             result = .failure(error)
         }
         control.withLockedValue { $0.task = nil }
-        let outcome = await eventLoop.flatSubmit { delegate.finish(result: result) }.outcome()
+        var outcome = await eventLoop.flatSubmit { delegate.finish(result: result) }.outcome()
+        if case .failure(let error) = result, let proxy = request.proxy, proxy.kind == .http,
+           (error as? HTTPClientError) == .invalidProxyResponse, case .failed(var failure, let response) = outcome,
+           failure.error.code == TaskErrorCode.proxyFailure,
+           let answer = await ProxyProbe.connectAnswer(proxy: proxy, url: request.url, eventLoop: eventLoop) {
+            failure.error = ErrorMapping.tunnelRefused(proxy: proxy, url: request.url, answer: answer)
+            outcome = .failed(failure, response: response)
+        }
         logger.debug("attempt ended", metadata: ["outcome": "\(Self.summary(outcome))"])
         return outcome
     }
@@ -189,7 +196,7 @@ public final class Attempt: Sendable {
         let config = AttemptDelegate.Config(
             url: url, idleTimeout: Self.amount(request.requestTimeout),
             progressInterval: Self.amount(request.progressInterval), bytesToSend: nil,
-            allowInsecureRedirects: request.allowInsecureRedirects)
+            allowInsecureRedirects: request.allowInsecureRedirects, proxy: request.proxy)
         let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
                                        sink: sink, body: nil, limiter: request.rateLimiter)
         let httpRequest: HTTPClient.Request

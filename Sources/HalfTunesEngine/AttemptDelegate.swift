@@ -38,6 +38,8 @@ struct AttemptEnd: Sendable {
     var finalURL: String
     /// The whole response arrived (AsyncHTTPClient's `didFinishRequest`).
     var responseEnded: Bool
+    /// The proxy the request went through (nil: direct).
+    var proxy: ProxyServer? = nil
 }
 
 /// Runs on the attempt's event loop (requests use `.delegateAndChannel(on:)`), so body parts arrive without
@@ -54,6 +56,8 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         var bytesToSend: Int64?
         /// The session's `allowInsecureRedirects` (https → http).
         var allowInsecureRedirects: Bool
+        /// The proxy the client sends the request through (nil: direct), for error messages.
+        var proxy: ProxyServer?
     }
 
     struct LoopState {
@@ -196,7 +200,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
             s.idleTimer = nil
             s.finished = true
             let end = AttemptEnd(result: result, timedOut: s.timedOut, finalURL: s.finalURL,
-                                 responseEnded: s.responseEnded)
+                                 responseEnded: s.responseEnded, proxy: config.proxy)
             return (end, s.sent.flush(now: .now()))
         }
         if let report { reportSent(report) }

@@ -25,6 +25,8 @@ public struct AttemptRequest: Sendable {
     public var rateLimiter: RateLimiter? = nil
     /// Follow a redirect from https to http (the session's `allowInsecureRedirects`); refused by default.
     public var allowInsecureRedirects = false
+    /// The proxy of the client the attempt runs on (nil: direct): its failures become `proxyFailure`.
+    public var proxy: ProxyServer? = nil
 
     /// An upload's file, opened by `UploadSource.open` when the attempt starts.
     public struct UploadBody: Sendable, Equatable {

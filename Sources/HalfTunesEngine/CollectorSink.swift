@@ -122,7 +122,7 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         case .failure(let error as UploadSourceError):
             return .failed(TransferFailure(error: error.taskError, isTransient: false, durableBytes: 0))
         case .failure(let error):
-            let (taskError, transient) = ErrorMapping.classify(error, url: end.finalURL)
+            let (taskError, transient) = ErrorMapping.classify(error, url: end.finalURL, proxy: end.proxy)
             return .failed(TransferFailure(error: taskError, isTransient: transient, durableBytes: 0))
         case .success:
             let error = TaskError(code: TaskErrorCode.connectionLost,

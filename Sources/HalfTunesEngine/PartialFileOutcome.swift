@@ -6,7 +6,7 @@ enum PartialFileOutcome {
     /// then a file error; then the engine's own decision on the response; then the idle timeout; then the
     /// transport error.
     static func outcome(result: Result<Void, Error>, stopRequested: Bool, info: PartialFileSink.FinishInfo,
-                        snapshot: PartialWriter.Snapshot, url: String) -> AttemptOutcome {
+                        snapshot: PartialWriter.Snapshot, url: String, proxy: ProxyServer? = nil) -> AttemptOutcome {
         let durable = snapshot.durableRanges
         if case .alreadyComplete(let total, let start)? = info.decided {
             if let error = snapshot.error { return fileFailure(error, durable: durable) }
@@ -37,7 +37,7 @@ enum PartialFileOutcome {
         }
         switch result {
         case .failure(let error):
-            let (taskError, transient) = ErrorMapping.classify(error, url: info.finalURL)
+            let (taskError, transient) = ErrorMapping.classify(error, url: info.finalURL, proxy: proxy)
             return .failed(TransferFailure(error: taskError, isTransient: transient, durable: durable))
         case .success:
             // The request succeeded without a response head the engine accepted: cannot happen with AHC.

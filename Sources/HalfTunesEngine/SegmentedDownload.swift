@@ -265,7 +265,7 @@ final class SegmentedDownload: @unchecked Sendable {
             s.lastFailure = TransferFailure(error: ErrorMapping.idleTimeout(end.finalURL), isTransient: true,
                                             durable: ByteRanges())
         } else if case .failure(let error) = end.result {
-            let (taskError, transient) = ErrorMapping.classify(error, url: end.finalURL)
+            let (taskError, transient) = ErrorMapping.classify(error, url: end.finalURL, proxy: end.proxy)
             s.lastFailure = TransferFailure(error: taskError, isTransient: transient, durable: ByteRanges())
         }
         return .failed
@@ -347,7 +347,8 @@ final class SegmentedDownload: @unchecked Sendable {
                                                 snapshot: snapshot, lastFailure: lastFailure)
             } else if let primary {
                 outcome = PartialFileOutcome.outcome(result: primary.end.result, stopRequested: stopRequested,
-                                                     info: primary.info, snapshot: snapshot, url: primary.info.finalURL)
+                                                     info: primary.info, snapshot: snapshot, url: primary.info.finalURL,
+                                                     proxy: primary.end.proxy)
             } else {
                 outcome = .stopped(durable: snapshot.durableRanges)
             }

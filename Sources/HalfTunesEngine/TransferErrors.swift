@@ -11,6 +11,7 @@ import HalfTunesProtocol
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSOCKS
 import NIOSSL
 
 /// Why the engine itself cut a request short (the cause is kept in the transfer's state).
@@ -29,8 +30,10 @@ enum ErrorMapping {
         TaskError(code: TaskErrorCode.timedOut, message: "No data from \(hostDescription(url)) within the request timeout")
     }
 
-    /// A TaskError for an error that ended a request, and whether retrying later may help.
-    static func classify(_ error: Error, url: String) -> (error: TaskError, transient: Bool) {
+    /// A TaskError for an error that ended a request, and whether retrying later may help. With a `proxy`, what
+    /// went wrong reaching or talking to it is a `proxyFailure` (transient: the task waits and retries).
+    static func classify(_ error: Error, url: String, proxy: ProxyServer? = nil) -> (error: TaskError, transient: Bool) {
+        if let proxy, let failure = proxyFailure(error, url: url, proxy: proxy) { return (failure, true) }
         let target = hostDescription(url)
         func lost(_ detail: String) -> (TaskError, Bool) {
             (TaskError(code: TaskErrorCode.connectionLost, message: "Connection to \(target) lost: \(detail)"), true)
@@ -117,6 +120,93 @@ enum ErrorMapping {
             }
         }
         return lost("\(error)")
+    }
+
+    /// The `proxyFailure` for an error of a request sent through `proxy`, or nil when the error is not the
+    /// proxy's (the origin's answer or a connection lost mid-transfer are classified as without a proxy).
+    static func proxyFailure(_ error: Error, url: String, proxy: ProxyServer) -> TaskError? {
+        let target = hostDescription(url)
+        func fail(_ message: String) -> TaskError { TaskError(code: TaskErrorCode.proxyFailure, message: message) }
+        func unreachable(_ detail: String) -> TaskError { fail("Cannot connect to the proxy \(proxy): \(detail)") }
+        if let e = error as? HTTPClientError {
+            switch e {
+            case .proxyAuthenticationRequired:
+                return tunnelRefused(proxy: proxy, url: url,
+                                     answer: ProxyProbe.Answer(status: 407, reason: "Proxy Authentication Required"))
+            case .invalidProxyResponse:
+                return fail("The proxy \(proxy) did not open a tunnel to \(target): its answer to CONNECT was not 2xx "
+                    + "(it cannot reach \(target), or it tunnels only to some ports, often just 443)")
+            case .httpProxyHandshakeTimeout, .socksHandshakeTimeout:
+                return fail("The proxy \(proxy) did not complete its handshake in time")
+            case .connectTimeout:
+                return unreachable("timed out")
+            default:
+                return nil
+            }
+        }
+        if let e = error as? SOCKSError.ConnectionFailed {
+            return fail("The SOCKS proxy \(proxy) could not connect to \(target): \(socksReply(e.reply.value))")
+        }
+        if String(reflecting: type(of: error)).hasPrefix("NIOSOCKS.") {
+            return fail("The SOCKS proxy \(proxy) broke the SOCKS5 handshake (\(error))")
+        }
+        if let e = error as? NIOConnectionError {
+            if e.connectionErrors.isEmpty, let dns = e.dnsAError ?? e.dnsAAAAError {
+                let detail = (dns as? SocketAddressError.UnknownHost)?.errorDescription ?? "\(dns)"
+                return unreachable("cannot resolve its host: \(detail)")
+            }
+            if let first = e.connectionErrors.first {
+                return proxyFailure(first.error, url: url, proxy: proxy) ?? unreachable("\(first.error)")
+            }
+            return unreachable("\(e)")
+        }
+        if let e = error as? SocketAddressError.UnknownHost {
+            return unreachable("cannot resolve its host: \(e.errorDescription)")
+        }
+        if let e = error as? IOError {
+            switch e.errnoCode {
+            case ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, ENETDOWN, EHOSTDOWN, ETIMEDOUT:
+                return unreachable(POSIX.describe(e.errnoCode))
+            default:
+                return nil
+            }
+        }
+        if let e = error as? ChannelError, case .connectTimeout = e {
+            return unreachable("timed out")
+        }
+        return nil
+    }
+
+    /// The `proxyFailure` for a CONNECT the proxy answered with `answer` (not 2xx), the status in `httpStatus`.
+    static func tunnelRefused(proxy: ProxyServer, url: String, answer: ProxyProbe.Answer) -> TaskError {
+        let target = hostDescription(url)
+        let said = "\(answer.status)\(answer.reason.isEmpty ? "" : " " + answer.reason)"
+        let message: String
+        switch answer.status {
+        case 401, 407:
+            message = proxy.username.map { "The proxy \(proxy) refused the credentials of user '\($0)' (\(said))" }
+                ?? "The proxy \(proxy) asks for credentials (\(said)): give them in the proxy URL, http://user:password@host:port"
+        case 403:
+            message = "The proxy \(proxy) forbids a tunnel to \(target) (\(said)); many proxies tunnel only to port 443"
+        default:
+            message = "The proxy \(proxy) did not open a tunnel to \(target): it answered CONNECT with \(said)"
+        }
+        return TaskError(code: TaskErrorCode.proxyFailure, message: message, httpStatus: answer.status)
+    }
+
+    /// RFC 1928's words for a SOCKS5 reply code.
+    static func socksReply(_ code: UInt8) -> String {
+        switch code {
+        case 1: return "general SOCKS server failure"
+        case 2: return "connection not allowed by its rules"
+        case 3: return "network unreachable"
+        case 4: return "host unreachable"
+        case 5: return "connection refused"
+        case 6: return "TTL expired"
+        case 7: return "command not supported"
+        case 8: return "address type not supported"
+        default: return "reply code \(code)"
+        }
     }
 
     static func invalidURL(_ url: String, detail: String) -> TaskError {

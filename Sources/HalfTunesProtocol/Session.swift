@@ -42,6 +42,14 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// Give a downloaded file the server's `Last-Modified` as its modification time (`wget -N`, `curl -R`).
     /// Default true.
     public var preserveModificationTime: Bool?
+    /// The proxy of the session's requests (`connectionProxyDictionary`): `http://[user:password@]host:port`
+    /// (CONNECT tunnels), `socks5://host:port` or `socks5h://host:port`, or `direct` for none. Default (absent):
+    /// the daemon's `proxy` setting, else its environment's `http_proxy`/`https_proxy`/`all_proxy`. Shown with
+    /// the password as `***`; sending that form back keeps the stored password.
+    public var proxy: String?
+    /// Hosts whose requests skip the proxy, like `no_proxy`: names (with their subdomains), IP addresses, CIDR
+    /// ranges, or `*`, separated by commas. Default (absent): the daemon's `proxy-bypass`, else `no_proxy`.
+    public var proxyBypass: String?
 
     public static let defaultRequestTimeout: Double = 60
     public static let defaultResourceTimeout: Double = 7 * 24 * 3600
@@ -53,7 +61,8 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
                 requestTimeout: Double? = nil, resourceTimeout: Double? = nil, retry: RetryPolicy? = nil,
                 maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil, maxConnectionsPerTask: Int? = nil,
                 allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil,
-                launchUnit: String? = nil, preserveModificationTime: Bool? = nil) {
+                launchUnit: String? = nil, preserveModificationTime: Bool? = nil, proxy: String? = nil,
+                proxyBypass: String? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -67,6 +76,8 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         self.isDiscretionary = isDiscretionary
         self.launchUnit = launchUnit
         self.preserveModificationTime = preserveModificationTime
+        self.proxy = proxy
+        self.proxyBypass = proxyBypass
     }
 }
 

@@ -21,12 +21,16 @@ public struct DaemonStatus: Codable, Sendable, Equatable {
     public var connections: Int?
     /// The network and power conditions the daemon sees (NetworkManager and UPower on the system bus).
     public var conditions: SystemConditions?
+    /// The daemon's proxy for sessions without their own, passwords as `***`: `direct`, or e.g.
+    /// `http://proxy:3128 for http and https, bypassing localhost (configuration)`.
+    public var proxy: String?
 
     public init(version: String, pid: Int32, uptimeSeconds: Double, tasks: [String: Int], sessions: Int,
                 downloadRate: Double, maxConcurrent: Int, socketPath: String, stateDirectory: String,
                 limits: DaemonLimits? = nil, uploadRate: Double? = nil, transfers: Int? = nil,
-                connections: Int? = nil, conditions: SystemConditions? = nil) {
+                connections: Int? = nil, conditions: SystemConditions? = nil, proxy: String? = nil) {
         self.conditions = conditions
+        self.proxy = proxy
         self.version = version
         self.pid = pid
         self.uptimeSeconds = uptimeSeconds

@@ -63,6 +63,9 @@ public enum TaskErrorCode {
     public static let networkExpensive = "networkExpensive"
     /// The session is `isDiscretionary` and the network is metered or the machine on battery: the task waits.
     public static let discretionary = "discretionary"
+    /// The task's proxy failed: it refused the credentials (407), could not be reached, or would not open a
+    /// tunnel (a CONNECT answer other than 2xx, a SOCKS5 failure reply). Transient: the task waits and retries.
+    public static let proxyFailure = "proxyFailure"
     /// The codes of a task waiting for the network or power conditions (not for a retry time).
     public static let conditions: Set<String> = [offline, networkExpensive, discretionary]
 }

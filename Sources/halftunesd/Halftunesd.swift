@@ -93,6 +93,17 @@ struct Halftunesd: AsyncParsableCommand {
         "PEM certificate authorities trusted besides the system's, for https (an internal CA).", valueName: "path"))
     var caFile: String?
 
+    @Option(name: .customLong("proxy"), help: ArgumentHelp(
+        "The proxy for sessions without their own: http://[user:password@]host:port, socks5://host:port, "
+            + "socks5h://host:port, or direct (default: http_proxy, https_proxy, all_proxy of the environment).",
+        valueName: "url"))
+    var proxy: String?
+
+    @Option(name: .customLong("proxy-bypass"), help: ArgumentHelp(
+        "Hosts that skip the proxy, like no_proxy: names (with their subdomains), IP addresses, CIDR ranges, or * "
+            + "(default: no_proxy of the environment).", valueName: "hosts"))
+    var proxyBypass: String?
+
     @Option(name: .customLong("max-sessions-per-uid"), help: ArgumentHelp(
         "Sessions one user may hold (default: 1000).", valueName: "n"))
     var maxSessionsPerUID: String?
@@ -119,7 +130,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.maxConnectionsPerUID, maxConnectionsPerUID), (.maxTasksPerSession, maxTasksPerSession),
             (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
             (.maxTasksPerUID, maxTasksPerUID), (.maxPendingEventsPerUID, maxPendingEventsPerUID),
-            (.caFile, caFile),
+            (.caFile, caFile), (.proxy, proxy), (.proxyBypass, proxyBypass),
         ]
         var settings = DaemonSettings()
         for case let (key, value?) in given {

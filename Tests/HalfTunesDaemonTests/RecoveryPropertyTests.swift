@@ -110,10 +110,10 @@ struct RecoveryPropertyTests {
     /// Runs a core over the journal: recovery, then every task as root sees it through task.list's pages.
     static func recover(_ journal: Journal, dir: String) async throws -> (status: [String: Int], tasks: [Int64: Seen]) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let http = try HTTPClientFactory.make(eventLoopGroup: group)
+        let clients = try HTTPClients(eventLoopGroup: group, caFile: nil)
         let config = DaemonConfiguration(socketPath: dir + "/control.sock", stateDirectory: dir,
                                          downloadsDirectory: dir + "/dl", maxConcurrent: 0)
-        let core = DaemonCore(configuration: config, journal: journal, httpClient: http,
+        let core = DaemonCore(configuration: config, journal: journal, clients: clients,
                               logger: Logger(label: "recovery-test"))
         try await core.recover()
         var seen: [Int64: Seen] = [:]
@@ -129,7 +129,7 @@ struct RecoveryPropertyTests {
         } while cursor != nil
         let status = await core.status().tasks.filter { $0.value > 0 }
         await core.shutdown()
-        try await http.shutdown()
+        await clients.shutdown()
         try await group.shutdownGracefully()
         return (status, seen)
     }

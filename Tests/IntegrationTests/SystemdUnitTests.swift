@@ -142,7 +142,8 @@ struct SystemdUnitTests {
             // A value that differs from the default shows the file was read.
             return key == "max-concurrent" ? "max-concurrent = 3" : String(line.dropFirst())
         }
-        #expect(keys == ["socket", "state-dir", "downloads-dir", "max-concurrent", "log-level", "exit-when-idle"])
+        #expect(keys == ["socket", "state-dir", "downloads-dir", "max-concurrent", "log-level", "exit-when-idle", "proxy",
+                         "proxy-bypass"])
         let dir = try TempDir()
         defer { dir.remove() }
         let path = dir.path + "/halftunesd.conf"
@@ -150,7 +151,15 @@ struct SystemdUnitTests {
         // The flags DaemonProcess passes (socket, directories) win over the file's system paths.
         let daemon = try DaemonProcess(extraArgs: ["--config", path])
         defer { daemon.kill9(); daemon.dir.remove() }
-        #expect(try daemon.client().status().maxConcurrent == 3, "\(daemon.log())")
+        let status = try daemon.client().status()
+        #expect(status.maxConcurrent == 3, "\(daemon.log())")
+        #expect(status.proxy == "http://proxy.example:3128 for http and https, bypassing localhost,127.0.0.0/8,.example.internal (configuration)",
+                "\(status.proxy ?? "")")
+        // The system daemon follows only its configuration: its unit unsets curl's proxy variables.
+        let service = try Repository.read("systemd/halftunesd.service")
+        let unset = SystemdUnitFiles.values("UnsetEnvironment", in: "Service", of: service).joined(separator: " ").split(separator: " ")
+        #expect(Set(unset.map(String.init)) == ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
+                                                "no_proxy", "NO_PROXY"])
     }
 
     /// `make install` into a temporary PREFIX (from the debug binaries), checked, then `make uninstall`.

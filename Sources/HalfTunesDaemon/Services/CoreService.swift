@@ -42,7 +42,7 @@ final class CoreService: Service {
         }
         conditions.start()
         let initial = await conditions.firstReport(timeout: 2)
-        let resources: (lock: Int32, journal: Journal, group: MultiThreadedEventLoopGroup, client: HTTPClient, core: DaemonCore)
+        let resources: (lock: Int32, journal: Journal, group: MultiThreadedEventLoopGroup, clients: HTTPClients, core: DaemonCore)
         do {
             resources = try await Self.open(config, logger: logger, conditions: initial)
         } catch {
@@ -51,6 +51,8 @@ final class CoreService: Service {
             throw error
         }
         defer { Glibc.close(resources.lock) }
+        for problem in config.proxyProblems { logger.error("proxy variable not used: \(problem)") }
+        logger.info("proxy: \(config.proxyRules.summary)", metadata: ["source": "\(config.proxyRules.source)"])
         let core = resources.core
         attached.withLockedValue { $0 = core }
         if let (latest, serial) = conditions.latest { await core.conditionsChanged(latest, serial: serial) } // one that came meanwhile
@@ -60,7 +62,7 @@ final class CoreService: Service {
 
         await conditions.stop()
         await resources.core.shutdown()
-        try? await resources.client.shutdown()
+        await resources.clients.shutdown()
         try? resources.journal.close()
         let (transactions, writes) = resources.journal.writeCounts
         logger.info("journal closed", metadata: ["transactions": "\(transactions)", "writes": "\(writes)",
@@ -70,7 +72,7 @@ final class CoreService: Service {
     }
 
     private static func open(_ config: DaemonConfiguration, logger: Logger, conditions: (SystemConditions, Int)?) async throws
-        -> (lock: Int32, journal: Journal, group: MultiThreadedEventLoopGroup, client: HTTPClient, core: DaemonCore)
+        -> (lock: Int32, journal: Journal, group: MultiThreadedEventLoopGroup, clients: HTTPClients, core: DaemonCore)
     {
         let lockFD = try prepareStateDirectory(config)
         var opened: [() async -> Void] = [{ Glibc.close(lockFD) }]
@@ -91,14 +93,14 @@ final class CoreService: Service {
             }
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             opened.append { try? await group.shutdownGracefully() }
-            let httpClient: HTTPClient
+            let clients: HTTPClients
             do {
-                httpClient = try HTTPClientFactory.make(eventLoopGroup: group, caFile: config.caFile)
+                clients = try HTTPClients(eventLoopGroup: group, caFile: config.caFile)
             } catch {
                 throw DaemonError.configuration("ca-file \(config.caFile ?? ""): cannot load certificate authorities from it: \(error)")
             }
-            opened.append { try? await httpClient.shutdown() }
-            let core = DaemonCore(configuration: config, journal: journal, httpClient: httpClient, logger: logger,
+            opened.append { await clients.shutdown() }
+            let core = DaemonCore(configuration: config, journal: journal, clients: clients, logger: logger,
                                   resumeKey: resumeKey)
             if let (initial, serial) = conditions { await core.conditionsChanged(initial, serial: serial) }
             do {
@@ -107,7 +109,7 @@ final class CoreService: Service {
                 await core.shutdown()
                 throw DaemonError.journal("cannot replay the journal: \(error)")
             }
-            return (lockFD, journal, group, httpClient, core)
+            return (lockFD, journal, group, clients, core)
         } catch {
             await unwind()
             throw error

@@ -1,3 +1,5 @@
+import Foundation
+import HalfTunesEngine
 import Logging
 
 /// The settings in effect: built-in defaults, overridden by the configuration file, overridden by flags.
@@ -23,6 +25,8 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var maxTasksPerUID: Int
     public var maxPendingEventsPerUID: Int
     public var caFile: String?
+    public var proxy: String?
+    public var proxyBypass: String?
 
     public static let defaultMaxConcurrent = 6
     public static let defaultMaxConnectionsPerHost = 6
@@ -57,6 +61,8 @@ public struct ResolvedSettings: Sendable, Equatable {
         maxTasksPerUID = s.maxTasksPerUID ?? Self.defaultMaxTasksPerUID
         maxPendingEventsPerUID = s.maxPendingEventsPerUID ?? Self.defaultMaxPendingEventsPerUID
         caFile = s.caFile
+        proxy = s.proxy
+        proxyBypass = s.proxyBypass
     }
 
     public var daemonConfiguration: DaemonConfiguration {
@@ -75,6 +81,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.maxTasksPerUID = maxTasksPerUID
         config.maxPendingEventsPerUID = maxPendingEventsPerUID
         config.caFile = caFile
+        (config.proxyRules, config.proxyProblems) = proxyRules(environment: ProcessInfo.processInfo.environment)
         return config
     }
 
@@ -100,7 +107,21 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.maxTasksPerUID = maxTasksPerUID
         s.maxPendingEventsPerUID = maxPendingEventsPerUID
         s.caFile = caFile
+        s.proxy = proxy
+        s.proxyBypass = proxyBypass
         return s
+    }
+
+    /// The daemon's proxy rules: the `proxy` setting when given (for every scheme), else the environment's
+    /// `http_proxy`/`https_proxy`/`all_proxy`; the `proxy-bypass` setting when given, else `no_proxy`. (The
+    /// system unit unsets those variables, so the system daemon follows only its configuration.)
+    public func proxyRules(environment: [String: String]) -> (ProxyRules, [String]) {
+        var (rules, problems) = ProxyRules.environment(environment)
+        if let proxy {
+            rules = ProxyRules(all: try? ProxyRules.setting(proxy), bypass: rules.bypass, source: "configuration")
+        }
+        if let proxyBypass, let bypass = try? ProxyBypass.parse(proxyBypass) { rules.bypass = bypass }
+        return (rules, problems)
     }
 
     /// The keys whose values differ between `self` and `other`.

@@ -1,3 +1,4 @@
+import HalfTunesEngine
 import HalfTunesProtocol
 import Logging
 
@@ -33,6 +34,10 @@ public struct DaemonSettings: Sendable, Equatable {
     public var maxPendingEventsPerUID: Int?
     /// PEM certificate authorities trusted besides the system's.
     public var caFile: String?
+    /// `direct` or a proxy URL (checked), for every request of sessions without their own.
+    public var proxy: String?
+    /// Hosts that skip the proxy (a checked `no_proxy`-style list).
+    public var proxyBypass: String?
 
     public init() {}
 
@@ -65,6 +70,8 @@ public struct DaemonSettings: Sendable, Equatable {
         case .maxTasksPerUID: return maxTasksPerUID.map(String.init)
         case .maxPendingEventsPerUID: return maxPendingEventsPerUID.map(String.init)
         case .caFile: return caFile
+        case .proxy: return proxy
+        case .proxyBypass: return proxyBypass
         }
     }
 }
@@ -95,6 +102,8 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case maxTasksPerUID = "max-tasks-per-uid"
     case maxPendingEventsPerUID = "max-pending-events-per-uid"
     case caFile = "ca-file"
+    case proxy
+    case proxyBypass = "proxy-bypass"
 
     public var flag: String { "--" + rawValue }
 
@@ -143,6 +152,21 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxTasksPerUID: settings.maxTasksPerUID = try Self.integer(text, in: 1...100_000_000)
         case .maxPendingEventsPerUID: settings.maxPendingEventsPerUID = try Self.integer(text, in: 1...1_000_000_000)
         case .caFile: settings.caFile = try Self.absolutePath(text)
+        case .proxy:
+            do {
+                let server = try ProxyRules.setting(text)
+                settings.proxy = server?.url(redacted: false) ?? ProxyRules.directKeyword
+            } catch {
+                throw SettingValueError(message: "must be 'direct' or a proxy URL (http://[user:password@]host:port, "
+                    + "socks5://host:port or socks5h://host:port): \(error.message)")
+            }
+        case .proxyBypass:
+            do {
+                settings.proxyBypass = try ProxyBypass.parse(text).text
+            } catch {
+                throw SettingValueError(message: "must be a list of host names, IP addresses or CIDR ranges like "
+                    + "no_proxy's: \(error.message)")
+            }
         }
     }
 
@@ -167,6 +191,8 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxTasksPerUID: if let v = source.maxTasksPerUID { target.maxTasksPerUID = v }
         case .maxPendingEventsPerUID: if let v = source.maxPendingEventsPerUID { target.maxPendingEventsPerUID = v }
         case .caFile: if let v = source.caFile { target.caFile = v }
+        case .proxy: if let v = source.proxy { target.proxy = v }
+        case .proxyBypass: if let v = source.proxyBypass { target.proxyBypass = v }
         }
     }
 

@@ -1,4 +1,5 @@
 import HalfTunesProtocol
+import HalfTunesEngine
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -138,7 +139,8 @@ final class ServiceSupervisor: Sendable {
         logLevel?.level = new.logLevel
         let values = new.asSettings
         for key in changed {
-            let value = values.text(for: key) ?? ""
+            var value = values.text(for: key) ?? ""
+            if key == .proxy { value = ProxyServer.redact(value) } // never log a proxy's password
             if key.appliesOnReload {
                 logger.notice("\(key.rawValue) is now \(value)")
             } else {

@@ -61,13 +61,21 @@ struct SessionOpen: ParsableCommand {
     @Flag(name: .customLong("preserve-mtime"), inversion: .prefixedNo, help: ArgumentHelp(
         "Give downloaded files the server's Last-Modified time (default); --no-preserve-mtime keeps the download's own."))
     var preserveMtime: Bool?
+    @Option(name: .customLong("proxy"), help: ArgumentHelp(
+        "The session's proxy: http://[user:password@]host:port, socks5://host:port, socks5h://host:port; direct for "
+            + "none; default for the daemon's.", valueName: "url"))
+    var proxy: String?
+    @Option(name: .customLong("proxy-bypass"), help: ArgumentHelp(
+        "Hosts that skip the proxy, like no_proxy: names (with their subdomains), IP addresses, CIDR ranges, * "
+            + "(comma-separated); default for the daemon's.", valueName: "hosts"))
+    var proxyBypass: String?
 
     var changesConfiguration: Bool {
         directory != nil || !headerLines.isEmpty || clearHeaders || requestTimeout != nil || resourceTimeout != nil
             || maxConcurrent != nil || retryInitial != nil || retryMax != nil || retryJitter != nil
             || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil || maxConnectionsPerTask != nil
             || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil || launchUnit != nil
-            || noLaunchUnit || preserveMtime != nil
+            || noLaunchUnit || preserveMtime != nil || proxy != nil || proxyBypass != nil
     }
 
     func validate() throws {
@@ -124,6 +132,8 @@ struct SessionOpen: ParsableCommand {
         if let launchUnit { c.launchUnit = launchUnit }
         if noLaunchUnit { c.launchUnit = nil }
         if let preserveMtime { c.preserveModificationTime = preserveMtime }
+        if let proxy { c.proxy = proxy == "default" ? nil : proxy }
+        if let proxyBypass { c.proxyBypass = proxyBypass == "default" ? nil : proxyBypass }
         return c
     }
 }

@@ -22,6 +22,7 @@ struct Status: ParsableCommand {
             Console.out("network:  \(c.metered ? "metered" : "unmetered"), \(c.online ? "online" : "offline"), "
                 + "\(c.onBattery ? "on battery" : "on power") (\(c.source == "none" ? "assumed: no NetworkManager or UPower" : c.source))")
         }
+        if let proxy = status.proxy { Console.out("proxy:    \(proxy)") }
         if let limits = status.limits {
             Console.out("limits:   \(limits.maxConnectionsPerHost) connections per host, bandwidth \(ByteRate.format(limits.bandwidthLimit))")
         }

@@ -21,6 +21,7 @@ enum SessionText {
         Console.out("  connections:        at most \(c.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask) per download")
         Console.out("  network:            \(networkRules(c))")
         Console.out("  mtime:              \(c.preserveModificationTime == false ? "the download's own" : "the server's Last-Modified")")
+        Console.out("  proxy:              \(proxyText(c))")
         Console.out("  launch unit:        \(launchText(s))")
         Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
         Console.out("  events:             last #\(s.lastEventSeq), acknowledged through #\(s.ackedThrough)")
@@ -40,6 +41,13 @@ enum SessionText {
         if let next = launch.nextAttemptAt {
             text += "; started again at \(next) (\(launch.failures) failure\(launch.failures == 1 ? "" : "s") in a row)"
         }
+        return text
+    }
+
+    /// The session's proxy: "the daemon's", "direct", or its URL (password `***`), with what bypasses it.
+    static func proxyText(_ c: SessionConfiguration) -> String {
+        var text = c.proxy ?? "the daemon's"
+        if let bypass = c.proxyBypass { text += bypass.isEmpty ? "; no host bypasses it" : "; bypassed by \(bypass)" }
         return text
     }
 

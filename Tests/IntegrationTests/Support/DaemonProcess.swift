@@ -76,6 +76,10 @@ final class DaemonProcess: @unchecked Sendable {
         // No system bus unless a test gives one (PrivateSystemBus): the machine's own NetworkManager, offline or
         // metered, must not hold the tests' transfers.
         env["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(dir.path)/no-system-bus"
+        // No proxy unless a test gives one: the machine's own must not carry the tests' requests.
+        for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"] {
+            env[name] = nil
+        }
         for (k, v) in environment { env[k] = v }
         p.environment = env
         if !FileManager.default.fileExists(atPath: logPath) {

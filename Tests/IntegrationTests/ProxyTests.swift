@@ -1,0 +1,193 @@
+// Proxies through the real binaries: Debian's tinyproxy (HTTP CONNECT, Basic auth) and dante (SOCKS5) in front
+// of the test origin; a session's proxy, the daemon's, curl's environment variables and their bypass list.
+import Foundation
+import HalfTunesKit
+import HalfTunesProtocol
+import TestOrigin
+import Testing
+
+@Suite("Proxies", .serialized)
+struct ProxyTests {
+    /// Waits until the task waits with `proxyFailure` and returns that reason.
+    static func proxyFailure(_ client: HalfTunesClient, _ id: Int64) throws -> TaskError {
+        try eventually("task \(id) to wait with proxyFailure") {
+            let t = try client.task(id)
+            if t.state.isTerminal { throw TestFailure("task \(id) ended \(t.state.rawValue): \(t.error?.message ?? "")") }
+            return t.waitingReason?.code == TaskErrorCode.proxyFailure ? t.waitingReason : nil
+        }
+    }
+
+    /// http and https through tinyproxy with Basic credentials: the password never shows (CLI, JSON, log), a
+    /// kill -9 mid-download resumes through the proxy with Range + If-Range, SHA-256 right, and every request went
+    /// through a CONNECT tunnel; sending back the shown (redacted) configuration keeps the password.
+    @Test func httpAndHttpsThroughAnAuthenticatingProxy() async throws {
+        let certificates = try TempDir()
+        defer { certificates.remove() }
+        let ca = try TestCA(in: certificates.path)
+        let proxy = try ProxyProcess.tinyproxy(basicAuth: ("alice", "s3cret-42"))
+        defer { proxy.stop() }
+        try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, plain in
+            let secure = try await TestOrigin.start(tls: ca.server)
+            do {
+                let body = TestOrigin.randomBytes(count: 3 * MiB, seed: 1501)
+                plain.put("/big.bin", body)
+                plain.setBehavior("/big.bin", .throttled(1 * MiB))
+                secure.put("/secure.bin", body)
+                let socket = daemon.socketPath
+                let opened = try ctl(["session", "open", "viaproxy", "--proxy", proxy.url(user: "alice", password: "s3cret-42")], socket: socket)
+                #expect(opened.status == 0, "\(opened.stderr)")
+                #expect(opened.stdout.contains("proxy:              http://alice:***@127.0.0.1:\(proxy.port)"), "\(opened.stdout)")
+                let listed = try ctl(["sessions", "--json"], socket: socket)
+                #expect(listed.stdout.contains("alice:***@") && !listed.stdout.contains("s3cret"), "\(listed.stdout)")
+
+                // http, killed mid-download, resumed through the proxy.
+                let client = try daemon.client()
+                let t = try client.createTask(TaskCreateParams(session: "viaproxy", url: plain.url("/big.bin"), destination: "big.bin",
+                                                               start: true, maxConnections: 1))
+                try eventually("some bytes durable") { try client.task(t.id).bytesDurable > 256 * 1024 ? true : nil }
+                daemon.kill9()
+                plain.setBehavior("/big.bin", TestOrigin.Behavior())
+                try daemon.restart()
+                let done = try daemon.client().waitFor(task: t.id, state: .completed)
+                #expect(try sha256(ofFile: done.location ?? "") == TestOrigin.sha256Hex(body))
+                let resumed = plain.requests("/big.bin").last
+                #expect(resumed?.range?.hasPrefix("bytes=") == true && resumed?.ifRange != nil, "resumed with Range + If-Range")
+                #expect(proxy.tunnels().filter { $0 == "CONNECT 127.0.0.1:\(plain.port)" }.count >= 2, "\(proxy.tunnels())")
+
+                // https through the CONNECT tunnel, by the CLI.
+                let https = try ctl(["download", "--session", "viaproxy", secure.url("/secure.bin"), "--destination",
+                                     daemon.downloadsDir + "/secure.bin", "--wait"], socket: socket)
+                #expect(https.status == 0, "\(https.stdout)\(https.stderr)")
+                #expect(try sha256(ofFile: daemon.downloadsDir + "/secure.bin") == TestOrigin.sha256Hex(body))
+                #expect(proxy.tunnels().contains("CONNECT 127.0.0.1:\(secure.port)"), "\(proxy.tunnels())")
+
+                // The CLI changes another setting: it sends back the shown configuration, the password stays.
+                let changed = try ctl(["session", "open", "viaproxy", "--max-concurrent", "2"], socket: socket)
+                #expect(changed.status == 0 && changed.stdout.contains("alice:***@"), "\(changed.stdout)\(changed.stderr)")
+                let again = try daemon.client().startDownload(secure.url("/secure.bin"), session: "viaproxy", destination: "again.bin")
+                let second = try daemon.client().waitFor(task: again.id, state: .completed)
+                #expect(try sha256(ofFile: second.location ?? "") == TestOrigin.sha256Hex(body))
+                #expect(!daemon.log().contains("s3cret"), "the password is never logged")
+                #expect(!(try String(contentsOfFile: proxy.logPath, encoding: .utf8)).isEmpty)
+            } catch {
+                try? await secure.shutdown()
+                throw error
+            }
+            try await secure.shutdown()
+        }
+    }
+
+    /// Wrong or missing credentials, a tunnel the proxy forbids and a proxy nobody answers on: the task waits with
+    /// `proxyFailure` and words that name the cause (the proxy's own status when it gave one), nothing reaches the
+    /// origin; fixing the session's proxy and resuming completes it.
+    @Test func aRefusingProxyGivesProxyFailureUntilFixed() async throws {
+        let proxy = try ProxyProcess.tinyproxy(basicAuth: ("alice", "right"))
+        defer { proxy.stop() }
+        let strict = try ProxyProcess.tinyproxy(connectPorts: [443])
+        defer { strict.stop() }
+        try await withDaemon { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 400_000, seed: 1502)
+            origin.put("/f.bin", body)
+            let client = try daemon.client()
+            func download(_ session: String, proxyURL: String, _ name: String) throws -> Int64 {
+                _ = try client.openSession(session, configuration: SessionConfiguration(proxy: proxyURL))
+                return try client.createTask(TaskCreateParams(session: session, url: origin.url("/f.bin"), destination: name, start: true)).id
+            }
+            let wrong = try download("wrong", proxyURL: proxy.url(user: "alice", password: "wrong"), "wrong.bin")
+            let reason = try Self.proxyFailure(client, wrong)
+            #expect(reason.message.contains("refused the credentials of user 'alice'") && reason.httpStatus == 401, "\(reason)")
+            #expect(!reason.message.contains("wrong"), "no password in the message: \(reason.message)")
+            let shown = try ctl(["show", "\(wrong)"], socket: daemon.socketPath)
+            #expect(shown.stdout.contains("proxyFailure") && shown.stdout.contains("refused the credentials"), "\(shown.stdout)")
+
+            let none = try download("none", proxyURL: proxy.url(), "none.bin")
+            #expect(try Self.proxyFailure(client, none).message.contains("asks for credentials"))
+
+            let forbidden = try download("strict", proxyURL: strict.url(), "strict.bin")
+            let refusal = try Self.proxyFailure(client, forbidden)
+            #expect(refusal.message.contains("forbids a tunnel to 127.0.0.1:\(origin.port)") && refusal.httpStatus == 403, "\(refusal)")
+
+            let deadPort = try freeLoopbackPort()
+            let dead = try download("dead", proxyURL: "http://127.0.0.1:\(deadPort)", "dead.bin")
+            #expect(try Self.proxyFailure(client, dead).message.contains("Cannot connect to the proxy http://127.0.0.1:\(deadPort)"))
+            let unknown = try download("unknown", proxyURL: "http://proxy.invalid:3128", "unknown.bin")
+            #expect(try Self.proxyFailure(client, unknown).message.contains("cannot resolve its host"))
+            #expect(origin.requests("/f.bin").isEmpty, "nothing reached the origin")
+
+            // Fixed by the user: the next attempt uses the session's new proxy.
+            let fixed = try ctl(["session", "open", "wrong", "--proxy", proxy.url(user: "alice", password: "right")], socket: daemon.socketPath)
+            #expect(fixed.status == 0, "\(fixed.stderr)")
+            _ = try ctl(["resume", "\(wrong)"], socket: daemon.socketPath)
+            let done = try client.waitFor(task: wrong, state: .completed)
+            #expect(try sha256(ofFile: done.location ?? "") == TestOrigin.sha256Hex(body))
+
+            let bad = try ctl(["session", "open", "bad", "--proxy", "socks5://u:p@127.0.0.1:1"], socket: daemon.socketPath)
+            #expect(bad.status != 0 && bad.stderr.contains("no authentication") && !bad.stderr.contains("u:p@"), "\(bad.stderr)")
+        }
+    }
+
+    /// The user daemon follows curl's variables: `http_proxy` for http, `no_proxy` skipping hosts; a session with
+    /// `--proxy direct` skips it; `status` names it. The daemon's `--proxy` wins over the environment.
+    @Test func theEnvironmentAndTheDaemonsSetting() async throws {
+        let proxy = try ProxyProcess.tinyproxy()
+        defer { proxy.stop() }
+        let deadPort = try freeLoopbackPort()
+        try await withDaemon(environment: ["http_proxy": proxy.url(), "no_proxy": "localhost", "HTTPS_PROXY": ""]) { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 300_000, seed: 1503)
+            origin.put("/a.bin", body)
+            let client = try daemon.client()
+            let status = try ctl(["status"], socket: daemon.socketPath)
+            #expect(status.stdout.contains("proxy:    http://127.0.0.1:\(proxy.port) for http, direct for https, bypassing localhost (environment)"),
+                    "\(status.stdout)")
+
+            let through = try client.startDownload(origin.url("/a.bin"), destination: "through.bin")
+            #expect(try sha256(ofFile: client.waitFor(task: through.id, state: .completed).location ?? "") == TestOrigin.sha256Hex(body))
+            let tunnels = proxy.tunnels().count
+            #expect(proxy.tunnels().contains("CONNECT 127.0.0.1:\(origin.port)"), "\(proxy.tunnels())")
+
+            let bypassed = try client.startDownload("http://localhost:\(origin.port)/a.bin", destination: "bypassed.bin")
+            try client.waitFor(task: bypassed.id, state: .completed)
+            _ = try client.openSession("direct", configuration: SessionConfiguration(proxy: "direct"))
+            let direct = try client.startDownload(origin.url("/a.bin"), session: "direct", destination: "direct.bin")
+            try client.waitFor(task: direct.id, state: .completed)
+            #expect(proxy.tunnels().count == tunnels, "no_proxy and a direct session skip the proxy: \(proxy.tunnels())")
+            #expect(origin.requests("/a.bin").count >= 3)
+        }
+        // The daemon's setting wins over a variable that points nowhere.
+        try await withDaemon(["--proxy", proxy.url(), "--proxy-bypass", "10.0.0.0/8"],
+                             environment: ["http_proxy": "http://127.0.0.1:\(deadPort)"]) { daemon, origin in
+            origin.put("/b.bin", TestOrigin.randomBytes(count: 100_000, seed: 1504))
+            let client = try daemon.client()
+            let t = try client.startDownload(origin.url("/b.bin"), destination: "b.bin")
+            try client.waitFor(task: t.id, state: .completed)
+            #expect(try client.status().proxy == "http://127.0.0.1:\(proxy.port) for http and https, bypassing 10.0.0.0/8 (configuration)")
+            #expect(proxy.tunnels().filter { $0 == "CONNECT 127.0.0.1:\(origin.port)" }.count >= 1)
+        }
+    }
+
+    /// SOCKS5 through dante: a download with SHA-256 right that dante connected for; a target that refuses gives
+    /// `proxyFailure` with the proxy's reply.
+    @Test func socks5ThroughDante() async throws {
+        let socks = try ProxyProcess.dante()
+        defer { socks.stop() }
+        try await withDaemon { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 1 * MiB, seed: 1505)
+            origin.put("/s.bin", body)
+            let client = try daemon.client()
+            _ = try client.openSession("socks", configuration: SessionConfiguration(proxy: socks.url()))
+            let t = try client.createTask(TaskCreateParams(session: "socks", url: "http://localhost:\(origin.port)/s.bin",
+                                                           destination: "s.bin", start: true))
+            let done = try client.waitFor(task: t.id, state: .completed)
+            #expect(try sha256(ofFile: done.location ?? "") == TestOrigin.sha256Hex(body))
+            let accepted = socks.log().components(separatedBy: "tcp/accept [").count - 1
+            #expect(accepted >= 1, "dante accepted the daemon's connections:\n\(socks.log())")
+
+            let closed = try freeLoopbackPort()
+            let refused = try client.createTask(TaskCreateParams(session: "socks", url: "http://127.0.0.1:\(closed)/x.bin",
+                                                                 destination: "x.bin", start: true))
+            let reason = try Self.proxyFailure(client, refused.id)
+            #expect(reason.message.contains("The SOCKS proxy \(socks.url()) could not connect to 127.0.0.1:\(closed)"), "\(reason)")
+            #expect(socks.tunnels().contains("127.0.0.1.\(closed)"), "\(socks.tunnels())")
+        }
+    }
+}

@@ -1,0 +1,203 @@
+import Foundation
+
+/// A real proxy from Debian on 127.0.0.1 — tinyproxy (HTTP, CONNECT) or dante's danted (SOCKS5) — with its own
+/// configuration and log in a temporary directory; stopped with SIGKILL and removed by `stop()`.
+final class ProxyProcess: @unchecked Sendable {
+    let dir: TempDir
+    let port: Int
+    let scheme: String
+    let logPath: String
+    /// The proxy's pid, also its process group.
+    private let pid: Int32
+
+    private init(dir: TempDir, port: Int, scheme: String, logPath: String, pid: Int32) {
+        self.dir = dir
+        self.port = port
+        self.scheme = scheme
+        self.logPath = logPath
+        self.pid = pid
+    }
+
+    /// Alive and not a zombie (nothing may reap it: it is not our child).
+    var isRunning: Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return false }
+        return !stat[stat.index(after: close)...].hasPrefix(" Z")
+    }
+
+    /// `http://[user:password@]127.0.0.1:port` (or `socks5h://…`).
+    func url(user: String? = nil, password: String? = nil) -> String {
+        let credentials = user.map { "\($0):\(password ?? "")@" } ?? ""
+        return "\(scheme)://\(credentials)127.0.0.1:\(port)"
+    }
+
+    func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The CONNECT requests tinyproxy logged, e.g. `CONNECT 127.0.0.1:41234`; for danted the targets it
+    /// connected to, e.g. `127.0.0.1.41234`.
+    func tunnels() -> [String] {
+        log().split(separator: "\n").compactMap { line in
+            if let r = line.range(of: "Request (file descriptor "), let c = line.range(of: "): CONNECT ", range: r.upperBound..<line.endIndex) {
+                return "CONNECT " + (line[c.upperBound...].split(separator: " ").first.map(String.init) ?? "")
+            }
+            if line.contains("tcp/connect") {
+                // "tcp/connect ]: 0 -> CLIENT PROXY -> 0, 0 -> OUT TARGET -> 0: …": the target ends the part before
+                // the last "->".
+                let parts = line.components(separatedBy: " -> ")
+                guard parts.count >= 2 else { return nil }
+                return parts[parts.count - 2].split(separator: " ").last.map(String.init)
+            }
+            return nil
+        }
+    }
+
+    /// SIGKILL to its whole process group, then waits until it is gone.
+    func stop() {
+        kill(-pid, SIGKILL)
+        let deadline = Date().addingTimeInterval(30)
+        while isRunning, Date() < deadline { usleep(10_000) }
+        dir.remove()
+    }
+
+    /// tinyproxy with `BasicAuth user password` when given; `connectPorts` empty allows CONNECT to every port
+    /// (tinyproxy's own default config allows only 443 and 563).
+    static func tinyproxy(basicAuth: (user: String, password: String)? = nil, connectPorts: [Int] = []) throws -> ProxyProcess {
+        try start(scheme: "http", executable: "/usr/bin/tinyproxy") { dir, port in
+            var conf = """
+            Port \(port)
+            Listen 127.0.0.1
+            Timeout 60
+            LogFile "\(dir)/proxy.log"
+            LogLevel Connect
+            MaxClients 100
+            Allow 127.0.0.1
+
+            """
+            if let basicAuth { conf += "BasicAuth \(basicAuth.user) \(basicAuth.password)\n" }
+            for p in connectPorts { conf += "ConnectPort \(p)\n" }
+            return (conf, ["-d", "-c", "\(dir)/proxy.conf"])
+        }
+    }
+
+    /// danted as a SOCKS5 proxy without authentication, connecting out from 127.0.0.1.
+    static func dante() throws -> ProxyProcess {
+        try start(scheme: "socks5h", executable: "/usr/sbin/danted") { dir, port in
+            let conf = """
+            logoutput: \(dir)/proxy.log
+            internal: 127.0.0.1 port = \(port)
+            external: 127.0.0.1
+            clientmethod: none
+            socksmethod: none
+            user.privileged: root
+            user.unprivileged: nobody
+            client pass {
+                from: 127.0.0.0/8 to: 0.0.0.0/0
+                log: connect disconnect error
+            }
+            socks pass {
+                from: 127.0.0.0/8 to: 0.0.0.0/0
+                command: connect
+                log: connect disconnect error
+            }
+
+            """
+            return (conf, ["-f", "\(dir)/proxy.conf", "-N", "1", "-p", "\(dir)/proxy.pid"])
+        }
+    }
+
+    /// Starts the proxy on a port the kernel just handed out; if another process took it meanwhile (the proxy
+    /// exits), tries again with a new one.
+    private static func start(scheme: String, executable: String,
+                              config: (_ dir: String, _ port: Int) -> (text: String, arguments: [String])) throws -> ProxyProcess {
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw TestFailure("\(executable) is missing: `make test` installs it (Makefile TEST_PACKAGES)")
+        }
+        var lastLog = ""
+        for _ in 0..<5 {
+            let dir = try TempDir()
+            let port = try freeLoopbackPort()
+            let (text, arguments) = config(dir.path, port)
+            try text.write(toFile: dir.path + "/proxy.conf", atomically: true, encoding: .utf8)
+            // Started by a shell in the background, in a process group of its own, so it is not this process's
+            // child: once danted (forking helpers, dropping to user nobody) was a child of ours, Foundation's
+            // Process no longer reaped the daemon after kill -9.
+            let output = dir.path + "/stdout.log"
+            let pidFile = dir.path + "/launched.pid"
+            let command = (["setsid", executable] + arguments).map(shellQuoted).joined(separator: " ")
+            try spawnAndWait("/bin/sh", ["-c", "\(command) >\(shellQuoted(output)) 2>&1 </dev/null & echo $! >\(shellQuoted(pidFile))"])
+            guard let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
+                  let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw TestFailure("cannot start \(executable)")
+            }
+            let server = ProxyProcess(dir: dir, port: port, scheme: scheme, logPath: dir.path + "/proxy.log", pid: pid)
+            let deadline = Date().addingTimeInterval(30)
+            while Date() < deadline, server.isRunning {
+                if canConnect(port: port) { return server }
+                usleep(20_000)
+            }
+            lastLog = ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "") + server.log()
+            server.stop()
+        }
+        throw TestFailure("\(executable) did not start listening:\n\(lastLog)")
+    }
+}
+
+/// A TCP port on 127.0.0.1 nothing listens on right now.
+func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { throw TestFailure("bind: \(errno)") }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Whether something accepts a TCP connection on 127.0.0.1:`port`.
+func canConnect(port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = UInt16(port).bigEndian
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    } == 0
+}
+
+/// `text` quoted for /bin/sh.
+func shellQuoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+
+/// Runs `path` with `arguments` by posix_spawn (stdin, stdout and stderr /dev/null, no other descriptor
+/// inherited) and waits for it: Foundation's Process would hand a background grandchild its pipes.
+func spawnAndWait(_ path: String, _ arguments: [String]) throws {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    for fd in Int32(0)...2 { posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0) }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    posix_spawnattr_setsigmask(&attributes, &signals) // the test process blocks some; the proxy must not inherit that
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    defer { for a in argv { free(a) } }
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+    guard rc == 0 else { throw TestFailure("posix_spawn \(path): \(rc)") }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+}
