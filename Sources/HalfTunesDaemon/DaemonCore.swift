@@ -220,6 +220,15 @@ actor DaemonCore {
 
     // MARK: - Status
 
+    /// A reload's proxy rules: attempts started from now on use them (running ones keep theirs).
+    func setProxyRules(_ rules: ProxyRules, problems: [String]) {
+        guard rules != configuration.proxyRules || problems != configuration.proxyProblems else { return }
+        configuration.proxyRules = rules
+        configuration.proxyProblems = problems
+        for problem in problems { logger.error("proxy variable not used: \(problem)") }
+        logger.notice("proxy: \(rules.summary)", metadata: ["source": "\(rules.source)"])
+    }
+
     /// The daemon's proxy rules for `daemon.status`.
     var proxyStatus: String {
         let rules = configuration.proxyRules

@@ -156,9 +156,32 @@ struct SystemdEmulatedTests {
             try client.waitFor(task: second.id, state: .completed)
             _ = try eventually("a debug line once log-level is debug") { daemon.log().contains("<7>transfer started") ? true : nil }
 
+            // A proxy set by a reload holds the next attempts (nobody answers on it); a bypass for the origin
+            // added by the next reload lets them through.
+            let deadPort = try freeLoopbackPort()
+            try daemon.writeConfig("max-concurrent = 5\nlog-level = debug\nproxy = http://user:pw@127.0.0.1:\(deadPort)\n")
+            var lastReady = try #require(daemon.notify.messages(with: "READY").last)
+            daemon.send(SIGHUP)
+            var reload = try daemon.notify.wait(for: "RELOADING=1 for the proxy", after: lastReady.index) { $0["RELOADING"] == "1" }
+            try daemon.notify.wait(for: "READY=1 after the proxy", after: reload.index, Self.isReady)
+            #expect(try client.status().proxy == "http://user:***@127.0.0.1:\(deadPort) for http and https (configuration)")
+            let held = try client.startDownload(origin.url("/small.bin"), destination: "held.bin")
+            let reason = try eventually("the download to wait for the proxy") {
+                try client.task(held.id).waitingReason.flatMap { $0.code == TaskErrorCode.proxyFailure ? $0 : nil }
+            }
+            #expect(reason.message.contains("Cannot connect to the proxy http://user:***@127.0.0.1:\(deadPort)"), "\(reason)")
+            try daemon.writeConfig("max-concurrent = 5\nlog-level = debug\nproxy = http://user:pw@127.0.0.1:\(deadPort)\nproxy-bypass = 127.0.0.1\n")
+            lastReady = try #require(daemon.notify.messages(with: "READY").last)
+            daemon.send(SIGHUP)
+            reload = try daemon.notify.wait(for: "RELOADING=1 for the bypass", after: lastReady.index) { $0["RELOADING"] == "1" }
+            try daemon.notify.wait(for: "READY=1 after the bypass", after: reload.index, Self.isReady)
+            _ = try client.resume(held.id)
+            try client.waitFor(task: held.id, state: .completed)
+            #expect(!daemon.log().contains(":pw@"), "the password is never logged")
+
             // A broken file changes nothing; the reload still ends with READY=1.
             try daemon.writeConfig("max-concurrent = 3\nbogus = 1\n")
-            let lastReady = try #require(daemon.notify.messages(with: "READY").last)
+            lastReady = try #require(daemon.notify.messages(with: "READY").last)
             daemon.send(SIGHUP)
             let again = try daemon.notify.wait(for: "second RELOADING=1", after: lastReady.index) { $0["RELOADING"] == "1" }
             try daemon.notify.wait(for: "READY=1 after the failed reload", after: again.index, Self.isReady)

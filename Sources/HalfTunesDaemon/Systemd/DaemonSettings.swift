@@ -110,7 +110,8 @@ public enum SettingKey: String, CaseIterable, Sendable {
     /// Whether a changed value takes effect on SIGHUP (the others need a restart).
     public var appliesOnReload: Bool {
         switch self {
-        case .logLevel, .maxConcurrent, .maxConnectionsPerHost, .bandwidthLimit, .exitWhenIdle: return true
+        case .logLevel, .maxConcurrent, .maxConnectionsPerHost, .bandwidthLimit, .exitWhenIdle, .proxy, .proxyBypass:
+            return true
         default: return false
         }
     }

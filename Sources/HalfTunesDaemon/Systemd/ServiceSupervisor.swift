@@ -1,3 +1,4 @@
+import Foundation
 import HalfTunesProtocol
 import HalfTunesEngine
 import Logging
@@ -106,8 +107,8 @@ final class ServiceSupervisor: Sendable {
     // MARK: - Reload
 
     /// SIGHUP: RELOADING=1, re-read the configuration file (flags still win), apply what can change at run
-    /// time (log-level, max-concurrent, max-connections-per-host, bandwidth-limit, exit-when-idle), then
-    /// READY=1. A bad file changes nothing.
+    /// time (log-level, max-concurrent, max-connections-per-host, bandwidth-limit, exit-when-idle, proxy,
+    /// proxy-bypass: attempts started from now on), then READY=1. A bad file changes nothing.
     func reload() async {
         notifier.reloading()
         if let loader {
@@ -123,6 +124,8 @@ final class ServiceSupervisor: Sendable {
         await core.setConfiguredLimits(DaemonLimits(maxConcurrent: current.maxConcurrent,
                                                     maxConnectionsPerHost: current.maxConnectionsPerHost,
                                                     bandwidthLimit: current.bandwidthLimit))
+        let (rules, problems) = current.proxyRules(environment: ProcessInfo.processInfo.environment)
+        await core.setProxyRules(rules, problems: problems)
         notifier.ready(status: await core.serviceStatusLine())
     }
 
@@ -134,6 +137,8 @@ final class ServiceSupervisor: Sendable {
             current.maxConnectionsPerHost = new.maxConnectionsPerHost
             current.bandwidthLimit = new.bandwidthLimit
             current.exitWhenIdle = new.exitWhenIdle
+            current.proxy = new.proxy
+            current.proxyBypass = new.proxyBypass
             return changed
         }
         logLevel?.level = new.logLevel
