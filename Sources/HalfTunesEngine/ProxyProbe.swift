@@ -14,7 +14,8 @@ enum ProxyProbe {
 
     /// The status line of `proxy`'s answer to `CONNECT host:port` (from `url`), within `timeout` seconds.
     static func connectAnswer(proxy: ProxyServer, url: String, eventLoop: EventLoop, timeout: Int64 = 10) async -> Answer? {
-        guard let target = URLComponents(string: url), let host = target.host else { return nil }
+        guard let target = URLComponents(string: url), var host = target.host, !host.isEmpty else { return nil }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         let port = target.port ?? (target.scheme?.lowercased() == "https" ? 443 : 80)
         let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         var request = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n"

@@ -165,7 +165,8 @@ enum ErrorMapping {
         }
         if let e = error as? IOError {
             switch e.errnoCode {
-            case ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, ENETDOWN, EHOSTDOWN, ETIMEDOUT:
+            // Only what connect() fails with: a timeout or reset of the established tunnel is the transfer's.
+            case ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, ENETDOWN, EHOSTDOWN:
                 return unreachable(POSIX.describe(e.errnoCode))
             default:
                 return nil

@@ -205,6 +205,7 @@ import Testing
     @Test func theOriginsFailuresStayTheirOwn() {
         let cases: [(Error, String)] = [
             (HTTPClientError.remoteConnectionClosed, TaskErrorCode.connectionLost),
+            (IOError(errnoCode: ETIMEDOUT, reason: "read"), TaskErrorCode.timedOut),
             (IOError(errnoCode: ECONNRESET, reason: "read"), TaskErrorCode.connectionLost),
             (HTTPClientError.redirectLimitReached, TaskErrorCode.tooManyRedirects),
         ]
