@@ -1,4 +1,5 @@
 import Foundation
+import TestOrigin
 
 /// A real proxy from Debian on 127.0.0.1 — tinyproxy (HTTP, CONNECT) or dante's danted (SOCKS5) — with its own
 /// configuration and log in a temporary directory; stopped with SIGKILL and removed by `stop()`.
@@ -132,7 +133,7 @@ final class ProxyProcess: @unchecked Sendable {
             let server = ProxyProcess(dir: dir, port: port, scheme: scheme, logPath: dir.path + "/proxy.log", pid: pid)
             let deadline = Date().addingTimeInterval(30)
             while Date() < deadline, server.isRunning {
-                if canConnect(port: port) { return server }
+                if LoopbackSocket.accepts(port: port) { return server }
                 usleep(20_000)
             }
             lastLog = ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "") + server.log()
@@ -144,36 +145,9 @@ final class ProxyProcess: @unchecked Sendable {
 
 /// A TCP port on 127.0.0.1 nothing listens on right now.
 func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard bound == 0 else { throw TestFailure("bind: \(errno)") }
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
-/// Whether something accepts a TCP connection on 127.0.0.1:`port`.
-func canConnect(port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(port).bigEndian
-    return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    } == 0
+    guard let (fd, port) = LoopbackSocket.bound() else { throw TestFailure("cannot bind a socket to 127.0.0.1: \(errno)") }
+    close(fd)
+    return port
 }
 
 /// `text` quoted for /bin/sh.
