@@ -28,6 +28,11 @@ enum PartialFileOutcome {
                                   message: "Unusable range response from \(info.finalURL): \(reason); "
                                       + "the partial file was discarded and the next attempt starts from byte 0")
             return .failed(TransferFailure(error: error, isTransient: true, durable: durable))
+        case .changed(let reason)?:
+            let error = TaskError(code: TaskErrorCode.invalidResponse,
+                                  message: "The resource at \(info.finalURL) changed (\(reason)); the partial file was "
+                                      + "discarded and the next attempt starts from byte 0")
+            return .failed(TransferFailure(error: error, isTransient: true, durable: durable))
         case .alreadyComplete?, .segment?, nil:
             break
         }

@@ -45,6 +45,9 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
     enum Decided: Sendable {
         case alreadyComplete(total: Int64, start: ResponseStart)
         case discard(reason: String)
+        /// The first response would have continued the kept bytes, but names another version of the resource
+        /// (`ResumeDecision.changed`): the download starts again from byte 0.
+        case changed(reason: String)
         case fail(TaskError, transient: Bool, retryAfter: Double?)
         /// A segment's response was not written (`SegmentDecision` other than `.accept`).
         case segment(SegmentDecision)
@@ -287,7 +290,9 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         let status = Int(head.status.code)
         let decision = ResumeDecision.decide(requestedOffset: config.requestedOffset, status: status, headers: headers,
                                              now: POSIX.wallClock(), sentIfRange: config.sentIfRange, url: finalURL,
-                                             knownTotal: config.expectedLength)
+                                             knownTotal: config.expectedLength,
+                                             kept: ResourceVersion(validators: config.requestValidators,
+                                                                   total: config.expectedLength))
         let received = Validators(etag: head.headers.first(name: "ETag"),
                                   lastModified: head.headers.first(name: "Last-Modified"))
         let attempt = self.attempt, observer = self.observer
@@ -299,7 +304,8 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
                    finalURL: finalURL)
             return true
         case .append(let total):
-            let validators = received.isEmpty ? (config.requestValidators ?? received) : received
+            // `ResumeDecision` checked that the response names the kept bytes' version, validators included.
+            let validators = received
             accept(&s, status: status, headers: headers, offset: config.requestedOffset,
                    total: total ?? config.expectedLength, validators: validators, discarded: 0, reason: nil,
                    finalURL: finalURL)
@@ -317,6 +323,11 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
             s.phase = .ignoringBody
             writer.callback { observer.attemptDidStart(attempt, start) }
             return true
+        case .changed(let reason):
+            // Nothing is written; the download truncates the file and asks from byte 0 (`SegmentedDownload`).
+            s.decided = .changed(reason: reason)
+            s.phase = .ignoringBody
+            return false
         case .discardAndRetry(let reason):
             s.decided = .discard(reason: reason)
             s.phase = .ignoringBody

@@ -12,6 +12,10 @@ public enum ResumeDecision: Sendable, Equatable {
     case restartFromZero(expectedTotal: Int64?, reason: String)
     /// 416 with "bytes */N" and N == requested offset.
     case alreadyComplete(total: Int64)
+    /// 206 at the requested offset, but from another version than the kept bytes (`ResourceVersion`: another
+    /// strong ETag, Last-Modified or complete length, or one of them left out): a server that ignored If-Range.
+    /// The kept bytes are discarded and the download asks again from byte 0, within the same attempt.
+    case changed(reason: String)
     /// 206 with a Content-Range not matching the request, or another 416: truncate the partial to 0 and fail
     /// transiently (durableBytes 0) so the next attempt starts fresh.
     case discardAndRetry(reason: String)
@@ -51,9 +55,15 @@ public enum ResumeDecision: Sendable, Equatable {
     ///   - knownTotal: the resource's length as an earlier response gave it. A 416 without `Content-Range` to a
     ///     request that carried `If-Range` (so the resource is unchanged: a changed one is answered 200) means
     ///     everything is already here when that length is the requested offset.
+    ///   - kept: the version the kept bytes were fetched against (their journaled validators and length). A 206
+    ///     that would continue them must name exactly that version (`.changed` otherwise); a 416 that says they
+    ///     are complete must not name another.
     public static func decide(requestedOffset: Int64, status: Int, headers: [(String, String)], now: Double,
-                              sentIfRange: String?, url: String?, knownTotal: Int64? = nil) -> ResumeDecision {
+                              sentIfRange: String?, url: String?, knownTotal: Int64? = nil,
+                              kept: ResourceVersion? = nil) -> ResumeDecision {
         let contentLength = contentLength(headers)
+        let kept = requestedOffset > 0 ? kept : nil
+        let response = ResourceVersion.of(status: status, headers: headers)
         switch status {
         case 206:
             guard let value = header("Content-Range", in: headers), let range = ContentRange.parse(value),
@@ -67,6 +77,9 @@ public enum ResumeDecision: Sendable, Equatable {
             if requestedOffset == 0 {
                 return .start(expectedTotal: range.total)
             }
+            if let why = kept?.mismatch(response) {
+                return .changed(reason: "a 206 for byte \(requestedOffset) came from another version: \(why)")
+            }
             return .append(expectedTotal: range.total)
         case 200...299:
             if requestedOffset == 0 {
@@ -75,6 +88,9 @@ public enum ResumeDecision: Sendable, Equatable {
             return .restartFromZero(expectedTotal: contentLength,
                                     reason: restartReason(headers: headers, sentIfRange: sentIfRange))
         case 416 where requestedOffset > 0:
+            if let why = kept?.mismatch(response, partial: true) {
+                return .changed(reason: "a 416 for byte \(requestedOffset) came from another version: \(why)")
+            }
             if let value = header("Content-Range", in: headers), let range = ContentRange.parse(value),
                range.start == nil, let total = range.total, total == requestedOffset {
                 return .alreadyComplete(total: total)
@@ -115,7 +131,7 @@ public enum ResumeDecision: Sendable, Equatable {
         return "resourceChanged"
     }
 
-    static func header(_ name: String, in headers: [(String, String)]) -> String? {
+    public static func header(_ name: String, in headers: [(String, String)]) -> String? {
         for (n, v) in headers where n.count == name.count && n.lowercased() == name.lowercased() { return v }
         return nil
     }

@@ -2,8 +2,9 @@
 import HalfTunesProtocol
 
 /// A segment asks for exactly `range` of a resource whose first response gave `total` and `validators`, with
-/// `Range: bytes=a-b` and `If-Range`. Only a 206 with exactly that `Content-Range` (and no other validator) is
-/// written; everything else says how the download goes on.
+/// `Range: bytes=a-b` and `If-Range`. Only a 206 with exactly that `Content-Range` of exactly that version
+/// (`ResourceVersion.mismatch`: the same strong ETag, Last-Modified and length, none left out) is written;
+/// everything else says how the download goes on.
 public enum SegmentDecision: Sendable, Equatable {
     /// 206 with exactly the range and total asked for.
     case accept
@@ -20,21 +21,8 @@ public enum SegmentDecision: Sendable, Equatable {
 
     public static func decide(range: Range<Int64>, total: Int64, validators: Validators, status: Int,
                               headers: [(String, String)], now: Double, url: String) -> SegmentDecision {
-        let etag = ResumeDecision.header("ETag", in: headers)?.trimmingSpaces
-        let lastModified = ResumeDecision.header("Last-Modified", in: headers)?.trimmingSpaces
-        let expectedETag = validators.etag?.trimmingSpaces, expectedLastModified = validators.lastModified?.trimmingSpaces
-        /// Whether the response names another version than the first one did (a missing validator names none).
-        var otherVersion: Bool {
-            if let etag, let expectedETag { return etag != expectedETag }
-            if let lastModified, let expectedLastModified, etag == nil { return lastModified != expectedLastModified }
-            return false
-        }
-        /// Whether the response names the first one's version.
-        var sameVersion: Bool {
-            if let etag, let expectedETag { return etag == expectedETag }
-            if let lastModified, let expectedLastModified { return lastModified == expectedLastModified }
-            return false
-        }
+        let expected = ResourceVersion(validators: validators, total: total)
+        let response = ResourceVersion.of(status: status, headers: headers)
         let asked = "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(total)"
         switch status {
         case 206:
@@ -43,17 +31,17 @@ public enum SegmentDecision: Sendable, Equatable {
                 let got = ResumeDecision.header("Content-Range", in: headers).map { "'\($0)'" } ?? "none"
                 return .unsplittable(reason: "206 with an unusable Content-Range (\(got)) for \(asked)")
             }
-            if let length = got.total, length != total {
-                return .changed(reason: "the length is now \(length) bytes, not \(total)")
-            }
-            if otherVersion { return .changed(reason: "the validator changed (\(etag ?? lastModified ?? ""))") }
+            // Exactly the first response's version (ResourceVersion), or nothing of it is written.
+            if let why = expected.mismatch(response) { return .changed(reason: why) }
             guard got.start == range.lowerBound, got.end == range.upperBound - 1, got.total == total else {
                 return .unsplittable(reason: "206 with Content-Range '\(value)' for \(asked)")
             }
             return .accept
         case 200...299:
-            if sameVersion { return .unsplittable(reason: "the server ignored Range (\(status) for \(asked))") }
-            return .changed(reason: "a \(status) with another version answered \(asked)")
+            if let why = expected.mismatch(response) {
+                return .changed(reason: "a \(status) with another version answered \(asked): \(why)")
+            }
+            return .unsplittable(reason: "the server ignored Range (\(status) for \(asked))")
         case 416:
             return .changed(reason: "416 Range Not Satisfiable for \(asked)")
         default:

@@ -155,6 +155,9 @@ final class SegmentedDownload: @unchecked Sendable {
         let (finish, stop, actions) = box.withValue { s -> (Bool, [PartialFileSink], [SegmentPlanner.Action]) in
             s.sinks[id] = nil
             if id == 0 { s.primary = (info, end) }
+            // The first response named another version than the kept bytes': they go, and (once per attempt)
+            // the download asks for the whole resource again.
+            if id == 0, case .changed(let reason)? = info.decided { s.changed = reason }
             released = Self.releaseExtras(&s)
             guard var planner = s.planner else { return (s.sinks.isEmpty, [], []) }
             defer { s.planner = planner }

@@ -91,7 +91,10 @@ extension OriginState {
         requests[index].etag = resource.etag
         var validators: [(String, String)] = []
         if !behavior.omitValidators {
-            validators = [("Last-Modified", resource.lastModified), ("ETag", resource.etag)]
+            if !(faulty && behavior.omitLastModified) { validators.append(("Last-Modified", resource.lastModified)) }
+            if !(faulty && behavior.omitETag) {
+                validators.append(("ETag", faulty && behavior.weakETag ? "W/" + resource.etag : resource.etag))
+            }
         }
 
         // Range evaluation, like nginx's static module + range filter.
@@ -99,8 +102,12 @@ extension OriginState {
         let ignoreRange = faulty && behavior.ignoreRange
         if !ignoreRange, let rangeHeader = request.range {
             let ifRangeOK: Bool
-            if let ifRange = request.ifRange {
-                ifRangeOK = !behavior.omitValidators && (ifRange == resource.etag || ifRange == resource.lastModified)
+            if faulty && behavior.ignoreIfRange {
+                ifRangeOK = true
+            } else if let ifRange = request.ifRange {
+                let etagMatches = ifRange == resource.etag && !(faulty && (behavior.weakETag || behavior.omitETag))
+                let dateMatches = ifRange == resource.lastModified && !(faulty && behavior.omitLastModified)
+                ifRangeOK = !behavior.omitValidators && (etagMatches || dateMatches)
             } else {
                 ifRangeOK = true
             }
@@ -134,7 +141,10 @@ extension OriginState {
             headers.append(("Content-Length", "\(length)"))
         }
         headers += validators
-        if let r = range { headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound)/\(size)")) }
+        if let r = range {
+            let claimed = faulty ? behavior.contentRangeTotal ?? size : size
+            headers.append(("Content-Range", "bytes \(r.lowerBound)-\(r.upperBound)/\(claimed)"))
+        }
         if !ignoreRange { headers.append(("Accept-Ranges", "bytes")) }
         headers += behavior.extraHeaders
 

@@ -40,6 +40,17 @@ extension TestOrigin {
         public var refuseRangeTimes: Int = 0
         /// Send no ETag / Last-Modified (If-Range then never matches).
         public var omitValidators: Bool = false
+        /// Honour Range whatever If-Range says (BusyBox httpd): a changed file is answered 206 with its new
+        /// validators, the splice case.
+        public var ignoreIfRange: Bool = false
+        /// Send the ETag as weak (`W/"…"`); If-Range with it never matches (RFC 9110: weak never matches).
+        public var weakETag: Bool = false
+        /// Send no ETag (Last-Modified still).
+        public var omitETag: Bool = false
+        /// Send no Last-Modified (the ETag still).
+        public var omitLastModified: Bool = false
+        /// Claim this complete length in the `Content-Range` of a 206 (a server lying about the resource).
+        public var contentRangeTotal: Int64? = nil
         /// Use chunked transfer encoding instead of Content-Length.
         public var omitContentLength: Bool = false
         /// Answer `redirectStatus` with this Location (absolute URL or path).
@@ -49,7 +60,8 @@ extension TestOrigin {
         /// More header fields on every resource answer (200, 206), e.g. `Content-Disposition`.
         public var extraHeaders: [(String, String)] = []
         /// The faults above (`failStatus`, `ignoreRange`, `wrongContentRange`, `refuseRangeTimes`, drop, reset,
-        /// short body, stall) apply only from this request to the path on, counting from 0: 1 spares the first
+        /// short body, stall, and the validator lies `ignoreIfRange`, `weakETag`, `omitETag`, `omitLastModified`,
+        /// `contentRangeTotal`) apply only from this request to the path on, counting from 0: 1 spares the first
         /// request (a download's first connection) and hits the further ones (its segments).
         public var faultsFromRequest: Int = 0
     }

@@ -1,8 +1,9 @@
 import Foundation
 import TestOrigin
 
-/// A real proxy from Debian on 127.0.0.1 — tinyproxy (HTTP, CONNECT) or dante's danted (SOCKS5) — with its own
-/// configuration and log in a temporary directory; stopped with SIGKILL and removed by `stop()`.
+/// A real proxy or server from Debian on 127.0.0.1 — tinyproxy (HTTP, CONNECT), dante's danted (SOCKS5), BusyBox
+/// httpd (an origin that ignores If-Range) — with its own configuration and log in a temporary directory; stopped
+/// with SIGKILL and removed by `stop()`.
 final class ProxyProcess: @unchecked Sendable {
     let dir: TempDir
     let port: Int
@@ -103,6 +104,14 @@ final class ProxyProcess: @unchecked Sendable {
 
             """
             return (conf, ["-f", "\(dir)/proxy.conf", "-N", "1", "-p", "\(dir)/proxy.pid"])
+        }
+    }
+
+    /// BusyBox httpd serving the files in `home` (Debian's `busybox`): it honours `Range` but answers 206
+    /// whatever `If-Range` says, the splice case of the servers that lie. `url(...)` is its root.
+    static func busyboxHTTPD(home: String) throws -> ProxyProcess {
+        try start(scheme: "http", executable: "/usr/bin/busybox") { _, port in
+            ("", ["httpd", "-f", "-p", "127.0.0.1:\(port)", "-h", home])
         }
     }
 
