@@ -103,8 +103,9 @@ extension DaemonCore {
         let candidate = (current as NSString).deletingLastPathComponent + "/" + suggested
         guard candidate != current else { return (current, suggested) }
         let isReserved = { (path: String) in path != current && self.state.tasks.isReserved(path) }
-        let destination = t.record.overwrite && !isReserved(candidate)
-            ? candidate : FilePublisher.availableName(for: candidate, isReserved: isReserved)
+        // Always a free name: the server chose it, so it never replaces a file (`overwrite` needs an explicit
+        // destination, which is never renamed).
+        let destination = FilePublisher.availableName(for: candidate, isReserved: isReserved)
         logger.info("the response names the file", metadata: ["task": "\(id)", "destination": "\(destination)"])
         return (destination, suggested)
     }

@@ -50,18 +50,36 @@ extension DaemonCore {
         for waiter in moveWaiters.removeValue(forKey: id) ?? [] { waiter.resume() }
     }
 
+    /// Crash point: the partial is open for its checksum and about to be read (tests swap it here).
+    static let holdWhileVerifying = "checksum.opened"
+
+    /// Opens the complete partial (`OpenPartial`: no symlink followed, the daemon's own file) and reads its
+    /// digest through that descriptor, off the actor. The open file is kept for the move when the state goes on
+    /// to publish it.
     func computeDigest(_ id: Int64, attempt: Int, path: String) {
         logger.debug("verifying checksum", metadata: ["task": "\(id)"])
         let journal = self.journal
         Task.detached { [weak self] in
-            let result = await BlockingWork.run {
+            let (result, file) = await BlockingWork.run { () -> (Result<Checksum, TaskError>, OpenPartial?) in
                 journal.waitUntilWritten() // the length journaled before verifying survives a crash meanwhile
                 CrashPoints.hit(Self.crashWhileVerifying)
-                return Result { () throws(FileIOError) -> Checksum in try Checksum.sha256(ofFile: path) }
-                    .mapError(\.taskError)
+                let file: OpenPartial
+                do throws(FileIOError) {
+                    file = try OpenPartial.open(path)
+                } catch {
+                    return (.failure(error.taskError), nil)
+                }
+                CrashPoints.hold(Self.holdWhileVerifying)
+                return (Result { () throws(FileIOError) -> Checksum in try file.sha256() }.mapError(\.taskError), file)
             }
-            await self?.completionInput(id, attempt: attempt, .digestComputed(result))
+            await self?.digestComputed(id, attempt: attempt, result, file: file)
         }
+    }
+
+    private func digestComputed(_ id: Int64, attempt: Int, _ result: Result<Checksum, TaskError>, file: OpenPartial?) {
+        verifiedPartials[id] = file // taken by the move this input may start at once
+        completionInput(id, attempt: attempt, .digestComputed(result))
+        verifiedPartials[id] = nil // not taken: the task stopped or failed meanwhile (closes the file)
     }
 
     /// The name to publish at: the journaled location (or the destination) unless it exists or is in
@@ -86,25 +104,41 @@ extension DaemonCore {
 
     /// Syncs the journal (the recorded intent), then moves the complete partial file into place, off the actor
     /// and off the cooperative pool (`BlockingWork`: fsyncs of the file and both directories).
+    ///
+    /// Every step goes through one descriptor of the partial (`OpenPartial`: the one its checksum was read from,
+    /// else opened here without following a symlink): the metadata (`fsetxattr`, `futimens`), the fsync and the
+    /// link of that very inode, after checking that the path still names it. A partial swapped for a symlink, a
+    /// hard link or another file fails the task, and nothing else is touched.
     func move(_ id: Int64, attempt: Int, partial: String, to location: String, replacing: Bool, partialIsDurable durable: Bool) {
         let journal = self.journal
         let metadata = publishMetadata(id)
         let logger = self.logger
+        let verified = verifiedPartials.removeValue(forKey: id)
         Task.detached { [weak self] in
             let outcome = await BlockingWork.run { () -> CompletionMachine.MoveOutcome in
                 // The intent is on disk before the file moves (recovery finishes the move); waited for here,
                 // not on the actor.
                 journal.sync()
                 CrashPoints.hit(CrashPoints.publishAfterIntent)
+                let file: OpenPartial
+                if let verified {
+                    file = verified
+                } else {
+                    do throws(FileIOError) {
+                        file = try OpenPartial.open(partial)
+                    } catch {
+                        return .failed(error.description)
+                    }
+                }
                 CrashPoints.hold(CrashPoints.publishMoving)
                 // Where it came from, set on the complete file before it appears (the publish's fsyncs cover it).
-                let problems = metadata.apply(to: partial)
+                let problems = metadata.apply(to: file)
                 if !problems.isEmpty {
                     logger.warning("could not record where the file came from", metadata: [
                         "task": "\(id)", "problems": "\(problems.joined(separator: "; "))"])
                 }
                 do {
-                    try FilePublisher.publish(partialPath: partial, destination: location, replacing: replacing,
+                    try FilePublisher.publish(file, destination: location, replacing: replacing,
                                               partialIsDurable: durable)
                     CrashPoints.hit(CrashPoints.publishAfterMove)
                     return .published

@@ -78,6 +78,9 @@ actor DaemonCore {
     let launcher = UnitLauncher()
     /// Suspend and cancel requests waiting for a move in flight to end (`waitUntilMoved`).
     var moveWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
+    /// The complete partial whose checksum was verified, held open for its move (the move publishes that very
+    /// file, or fails if its path names another by then).
+    var verifiedPartials: [Int64: OpenPartial] = [:]
     var rateMeter = RateMeter()
     /// Upload request bodies sent (`DaemonStatus.uploadRate`).
     var uploadRateMeter = RateMeter()

@@ -18,21 +18,20 @@ enum Destination {
         return url
     }
 
-    /// The file name a URL suggests: its last path component, percent-decoded and made safe.
+    /// The file name a URL suggests: its last path component, percent-decoded and made safe like every name a
+    /// server chooses (`ContentDisposition.sanitize`: no separators, control or bidi characters, leading dots);
+    /// the host's name plus `.download` when nothing is left.
     static func suggestedName(for url: URL) -> String {
         let component = url.lastPathComponent == "/" ? "" : url.lastPathComponent
-        var name = component.removingPercentEncoding ?? component
-        name = String(name.map { ($0 == "/" || $0 == "\0" || $0.isNewline) ? "_" : $0 })
-        while name.hasPrefix(".") { name.removeFirst() }
-        name = name.trimmingCharacters(in: .whitespaces)
-        if name.isEmpty || name == "_" { name = url.host.map { "\($0).download" } ?? "download" }
-        if name.utf8.count > 200 { name = String(name.prefix(200)) }
-        return name
+        let decoded = component.removingPercentEncoding ?? component
+        return ContentDisposition.sanitize(decoded) ?? ContentDisposition.sanitize((url.host ?? "") + ".download") ?? "download"
     }
 
     /// Resolves the destination of a new task. An explicit destination must not exist; a default one is
     /// renamed "name (1).ext" when taken. `reserved` holds destinations of live tasks. With `overwrite`, an
-    /// existing file (not a directory) at the destination is allowed: it is replaced when the download completes.
+    /// existing file (not a directory) at an explicit destination is allowed: it is replaced when the download
+    /// completes. A name the URL (or later the server) chooses is always made free: `overwrite` without an
+    /// explicit destination is refused, so that no server picks which of the user's files is replaced.
     static func resolve(explicit: String?, url: URL, directory: String, reserved: Set<String>,
                         overwrite: Bool = false) throws(RPCError) -> String {
         try resolve(explicit: explicit, url: url, directory: directory, isReserved: reserved.contains, overwrite: overwrite)
@@ -62,13 +61,12 @@ enum Destination {
             }
             return path
         }
+        if overwrite {
+            throw RPCError.invalidParams("overwrite needs an explicit destination: a name taken from the URL or the "
+                + "server is always made free, never replaces a file (halftunesctl download --destination PATH --overwrite)")
+        }
         try ensureDirectory(directory)
         let candidate = normalize(directory + "/" + suggestedName(for: url))
-        var isDir: ObjCBool = false
-        if overwrite, !isReserved(candidate),
-           !(FileManager.default.fileExists(atPath: candidate, isDirectory: &isDir) && isDir.boolValue) {
-            return candidate
-        }
         return FilePublisher.availableName(for: candidate, isReserved: isReserved)
     }
 

@@ -67,17 +67,24 @@ public struct Checksum: Sendable, Equatable, CustomStringConvertible {
             throw FileIOError(operation: "open", path: path, errno: EIO)
         }
         defer { close(fd) }
+        return try sha256(ofDescriptor: fd, path: path)
+    }
+
+    /// The SHA-256 of the whole open file `fd` (read with pread from byte 0; `path` names it in errors).
+    public static func sha256(ofDescriptor fd: Int32, path: String) throws(FileIOError) -> Checksum {
         var hasher = SHA256()
         let size = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
         defer { buffer.deallocate() }
+        var offset: off_t = 0
         while true {
-            let n = read(fd, buffer.baseAddress, size)
+            let n = pread(fd, buffer.baseAddress, size, offset)
             if n < 0 {
                 if errno == EINTR { continue }
                 throw FileIOError(operation: "read", path: path, errno: errno)
             }
             if n == 0 { break }
+            offset += off_t(n)
             hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
         }
         let hex = hasher.finalize().map { byte in

@@ -91,12 +91,14 @@ public enum ContentDisposition {
     }
 
     /// A name safe in a directory: no `/` or `\` (each becomes `_`, so `../../etc/passwd` stays one name), no
-    /// control characters, no leading dots or surrounding spaces, at most `maxBytes` bytes (the extension kept),
-    /// never `.` or `..` or empty (nil).
+    /// control characters, no bidirectional controls (so `invoice\u{202E}fdp.exe` cannot show as `invoiceexe.pdf`),
+    /// no leading dots or surrounding spaces, at most `maxBytes` bytes (the extension kept), never `.` or `..` or
+    /// empty (nil). Every name a server or a URL chooses goes through it.
     public static func sanitize(_ name: String, maxBytes: Int = 200) -> String? {
         var cleaned = String(name.unicodeScalars.compactMap { s -> Character? in
             if s == "/" || s == "\\" { return "_" }
             if s.value < 0x20 || s.value == 0x7F || (0x80...0x9F).contains(s.value) { return nil }
+            if isBidiControl(s) { return nil }
             return Character(s)
         })
         cleaned = cleaned.trimmingCharacters(in: .whitespaces)
@@ -111,5 +113,12 @@ public enum ContentDisposition {
             cleaned = stem + ext
         }
         return cleaned
+    }
+
+    /// The Unicode bidirectional formatting characters (UAX #9): embeddings and overrides U+202A–U+202E,
+    /// isolates U+2066–U+2069, the marks U+200E, U+200F and U+061C.
+    static func isBidiControl(_ s: Unicode.Scalar) -> Bool {
+        (0x202A...0x202E).contains(s.value) || (0x2066...0x2069).contains(s.value)
+            || s.value == 0x200E || s.value == 0x200F || s.value == 0x061C
     }
 }

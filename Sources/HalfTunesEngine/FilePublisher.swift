@@ -6,6 +6,7 @@ import Musl
 #else
 import Darwin
 #endif
+import CLinuxFile
 
 public enum PublishError: Error, Equatable {
     case destinationExists(String)
@@ -15,24 +16,42 @@ public enum PublishError: Error, Equatable {
 }
 
 public enum FilePublisher {
-    /// fsync the partial, link(partial, destination) (EEXIST → `.destinationExists`; never overwrite), unlink the
-    /// partial, fsync the destination directory (and the partial's, if different). Where link is unsupported
-    /// (EPERM/ENOTSUP/EOPNOTSUPP/EMLINK), falls back to rename after checking the destination does not exist.
-    /// Returns when durable.
+    /// `publish(_:destination:replacing:partialIsDurable:)` for the partial at `partialPath`, opened and checked
+    /// here (`OpenPartial.open`).
+    public static func publish(partialPath: String, destination: String, replacing: Bool = false,
+                               partialIsDurable: Bool = false) throws {
+        let partial: OpenPartial
+        do {
+            partial = try OpenPartial.open(partialPath)
+        } catch {
+            if error.errno == ENOENT { throw PublishError.partialMissing(partialPath) }
+            throw PublishError.io(error.description, error.errno)
+        }
+        try publish(partial, destination: destination, replacing: replacing, partialIsDurable: partialIsDurable)
+    }
+
+    /// Publishes the open partial at `destination`, durably and atomically, never overwriting: fsync the file
+    /// (through its descriptor), check that its path still names it (`OpenPartial.checkStillAtPath`: a swapped
+    /// partial fails here and nothing is touched), link this very inode at the destination (`/proc/self/fd`,
+    /// EEXIST → `.destinationExists`), remove the partial's name if it is still this file's, fsync both
+    /// directories. Where hard links are unsupported (EPERM/ENOTSUP/EOPNOTSUPP/EMLINK), or /proc is not
+    /// mounted, the name is linked or renamed right after the check. Returns when durable.
     ///
     /// With `replacing`, the partial is renamed over the destination instead (the request asked to overwrite):
     /// atomic, and a symlink at the destination is replaced itself, never followed. A directory is refused.
+    /// The rename goes by name right after the check; should the name have been swapped in between, the
+    /// destination does not hold this file afterwards and the publish fails.
     ///
     /// `partialIsDurable`: the caller has just fsynced every byte of the partial (a transfer that completed),
     /// so it is not fsynced again.
-    public static func publish(partialPath: String, destination: String, replacing: Bool = false,
+    public static func publish(_ partial: OpenPartial, destination: String, replacing: Bool = false,
                                partialIsDurable: Bool = false) throws {
-        guard POSIX.exists(partialPath) else { throw PublishError.partialMissing(partialPath) }
+        let partialPath = partial.path
         do {
-            if !partialIsDurable { try POSIX.fsyncFile(partialPath) }
-        } catch let e as FileIOError {
-            if e.errno == ENOENT { throw PublishError.partialMissing(partialPath) }
-            throw PublishError.io(e.description, e.errno)
+            if !partialIsDurable { try partial.fsync() }
+            try partial.checkStillAtPath()
+        } catch {
+            throw PublishError.io(error.description, error.errno)
         }
         if replacing {
             let e: Int32
@@ -46,6 +65,11 @@ public enum FilePublisher {
             guard e == 0 else {
                 throw PublishError.io("Cannot move '\(partialPath)' over '\(destination)': " + POSIX.describe(e), e)
             }
+            guard let moved = SafePath.lstatSafely(destination), UInt64(moved.st_dev) == partial.device,
+                  UInt64(moved.st_ino) == partial.inode else {
+                throw PublishError.io("Cannot publish '\(partialPath)': the partial file was replaced while it was "
+                    + "moved to '\(destination)'", EPERM)
+            }
             try syncDirectories(partialPath, destination)
             return
         }
@@ -55,9 +79,11 @@ public enum FilePublisher {
         do {
             let sameDirectory = POSIX.directory(of: partialPath) == POSIX.directory(of: destination)
             linked = try SafePath.inParent(of: partialPath) { fromDir, fromName in
-                if sameDirectory { return linkAndSync(fromDir, fromName, fromDir, try SafePath.split(destination).name) }
+                if sameDirectory {
+                    return linkAndSync(partial, fromDir, fromName, fromDir, try SafePath.split(destination).name)
+                }
                 return try SafePath.inParent(of: destination) { toDir, toName in
-                    linkAndSync(fromDir, fromName, toDir, toName)
+                    linkAndSync(partial, fromDir, fromName, toDir, toName)
                 }
             }
         } catch let e as FileIOError {
@@ -77,9 +103,15 @@ public enum FilePublisher {
             switch e {
             case EEXIST:
                 throw PublishError.destinationExists(destination)
-            case ENOENT where !POSIX.exists(partialPath):
-                throw PublishError.partialMissing(partialPath)
+            case ENOENT:
+                throw PublishError.io("Cannot publish '\(partialPath)': the partial file was removed while it was "
+                    + "linked to '\(destination)'", e)
             case EPERM, ENOTSUP, EOPNOTSUPP, EMLINK:
+                do {
+                    try partial.checkStillAtPath()
+                } catch {
+                    throw PublishError.io(error.description, error.errno)
+                }
                 try renameWithoutOverwriting(partialPath, destination)
             default:
                 throw PublishError.io("Cannot link '\(partialPath)' to '\(destination)': " + POSIX.describe(e), e)
@@ -88,13 +120,21 @@ public enum FilePublisher {
         try syncDirectories(partialPath, destination)
     }
 
-    /// Links the partial to its destination name (never over an existing file), removes the partial's name and
-    /// fsyncs both directories: (0, 0); (-1, errno) when the link failed, (1, errno) when the unlink did,
-    /// (2, errno) when an fsync did.
-    private static func linkAndSync(_ fromDir: Int32, _ fromName: String, _ toDir: Int32, _ toName: String)
-        -> (result: Int32, errno: Int32) {
-        guard linkat(fromDir, fromName, toDir, toName, 0) == 0 else { return (-1, errno) }
-        guard unlinkat(fromDir, fromName, 0) == 0 || errno == ENOENT else { return (1, errno) }
+    /// Links the open partial (its inode, whatever its name holds now) to its destination name, never over an
+    /// existing file, removes the partial's name if it still names this file, and fsyncs both directories:
+    /// (0, 0); (-1, errno) when the link failed, (1, errno) when the unlink did, (2, errno) when an fsync did.
+    private static func linkAndSync(_ partial: OpenPartial, _ fromDir: Int32, _ fromName: String, _ toDir: Int32,
+                                    _ toName: String) -> (result: Int32, errno: Int32) {
+        if htd_link_open_file(partial.fd, toDir, toName) != 0 {
+            let e = errno
+            // Without /proc the inode cannot be linked by descriptor: its name is, if it still names it.
+            guard e == ENOENT, access("/proc/self/fd", F_OK) != 0 else { return (-1, e) }
+            guard partial.isNamed(fromName, in: fromDir) else { return (-1, ENOENT) }
+            guard linkat(fromDir, fromName, toDir, toName, 0) == 0 else { return (-1, errno) }
+        }
+        if partial.isNamed(fromName, in: fromDir) {
+            guard unlinkat(fromDir, fromName, 0) == 0 || errno == ENOENT else { return (1, errno) }
+        }
         // Some filesystems cannot fsync a directory (EINVAL); their metadata is then as durable as it gets.
         for dir in fromDir == toDir ? [toDir] : [toDir, fromDir] where fsync(dir) != 0 && errno != EINVAL {
             return (2, errno)
@@ -115,7 +155,13 @@ public enum FilePublisher {
         switch (partial, dest) {
         case let (p?, d?):
             guard p == d else { return .conflict }
-            PartialFile.remove(path: partialPath)
+            // The link was made, the partial's name not removed yet: remove it while it still names that file.
+            _ = try? SafePath.inParent(of: partialPath) { dir, name -> Int32 in
+                var st = stat()
+                guard fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0, UInt64(st.st_dev) == d.dev,
+                      UInt64(st.st_ino) == d.ino else { return -1 }
+                return unlinkat(dir, name, 0)
+            }
             try? syncDirectories(partialPath, destination)
             return .published
         case (nil, _?):

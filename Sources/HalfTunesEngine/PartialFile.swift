@@ -47,9 +47,15 @@ public enum PartialFile {
         return kept.count
     }
 
-    /// unlink (through `SafePath`), ignoring ENOENT and a way to it that cannot be taken safely.
+    /// unlink (through `SafePath`) if the name holds a file the daemon made (a regular file of the daemon's
+    /// uid with one link, `OpenPartial.problem`): a symlink, a hard link or another user's file planted at the
+    /// partial path is left as it is. Ignores ENOENT and a way to it that cannot be taken safely.
     public static func remove(path: String) {
-        _ = try? SafePath.inParent(of: path) { dir, name in unlinkat(dir, name, 0) }
+        _ = try? SafePath.inParent(of: path) { dir, name -> Int32 in
+            var st = stat()
+            guard fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0, OpenPartial.problem(with: st) == nil else { return -1 }
+            return unlinkat(dir, name, 0)
+        }
     }
 
     /// The file's length, nil if it does not exist (symlinks are not followed, on the way either).
@@ -124,6 +130,10 @@ enum POSIX {
                 if fd >= 0 { return (fd, false) }
                 let e = errno
                 if e == EINTR { continue }
+                if e == ELOOP {
+                    throw FileIOError(operation: "use as a partial file (it is a symbolic link now; something replaced it)",
+                                      path: path, errno: e)
+                }
                 guard e == ENOENT else { throw FileIOError(operation: "open", path: path, errno: e) }
                 let created = openat(dir, name, base | O_CREAT | O_EXCL, 0o644)
                 if created >= 0 { return (created, true) }

@@ -79,6 +79,10 @@ struct DestinationTests {
         ("http://h/", "h.download"),
         ("http://h/..%2F..%2Fetc%2Fpasswd", "_.._etc_passwd"),
         ("http://h/.hidden", "hidden"),
+        // Control characters and bidirectional overrides go, as from Content-Disposition.
+        ("http://h/invoice%E2%80%AEfdp.exe", "invoicefdp.exe"),
+        ("http://h/a%0Ab%07c%E2%81%A6d.txt", "abcd.txt"),
+        ("http://h/%E2%80%AE%0A", "h.download"),
     ])
     func suggestedNamesAreSafe(url: String, name: String) throws {
         let u = try #require(URL(string: url))
@@ -107,6 +111,9 @@ struct DestinationTests {
         #expect(throws: RPCError.self) { try Destination.resolve(explicit: "/nonexistent-dir/x", url: url, directory: dir, reserved: []) }
         #expect(throws: RPCError.self) { try Destination.resolve(explicit: dir, url: url, directory: dir, reserved: []) }
         #expect(try Destination.resolve(explicit: "sub/../g.txt", url: url, directory: dir, reserved: []) == dir + "/g.txt")
+        // overwrite applies to an explicit destination only: a name from the URL is always made free.
+        #expect(throws: RPCError.self) { try Destination.resolve(explicit: nil, url: url, directory: dir, reserved: [], overwrite: true) }
+        #expect(try Destination.resolve(explicit: "f.txt", url: url, directory: dir, reserved: [], overwrite: true) == dir + "/f.txt")
         let partial = Destination.partialPath(for: dir + "/g.txt")
         #expect(partial.hasPrefix(dir + "/.g.txt.") && partial.hasSuffix(".partial"))
     }

@@ -42,6 +42,13 @@ import Testing
         #expect(ContentDisposition.filename(header) == name, "\(header)")
     }
 
+    @Test func bidirectionalControlsAreRemoved() {
+        #expect(ContentDisposition.sanitize("invoice\u{202E}fdp.exe") == "invoicefdp.exe")
+        #expect(ContentDisposition.sanitize("\u{2066}a\u{2069}\u{200F}b\u{061C}.txt") == "ab.txt")
+        #expect(ContentDisposition.filename("attachment; filename*=UTF-8''x%E2%80%AEtxt.exe") == "xtxt.exe")
+        #expect(ContentDisposition.sanitize("\u{202E}") == nil)
+    }
+
     @Test func longNamesKeepTheirExtensionWithin200Bytes() throws {
         let long = String(repeating: "é", count: 300) + ".tar.gz"
         let name = try #require(ContentDisposition.sanitize(long))

@@ -19,11 +19,12 @@ import Testing
         #expect(M.of(url: "https://h/f", headers: [:], lastModified: "garbage", preserveModificationTime: true).modificationTime == nil)
     }
 
-    @Test func applySetsTheAttributesAndTheMtime() throws {
-        let path = NSTemporaryDirectory() + "/publish-metadata-\(getpid())"
+    @Test func applySetsTheAttributesAndTheMtimeThroughTheDescriptor() throws {
+        let dir = try TempDir()
+        let path = dir.path("file.partial")
         FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        let problems = PublishMetadata(originURL: "https://h/f", referrerURL: nil, modificationTime: 784_111_777.5).apply(to: path)
+        let file = try OpenPartial.open(path)
+        let problems = PublishMetadata(originURL: "https://h/f", referrerURL: nil, modificationTime: 784_111_777.5).apply(to: file)
         #expect(problems.isEmpty, "\(problems)")
         var buffer = [UInt8](repeating: 0, count: 256)
         let n = htd_get_xattr(path, "user.xdg.origin.url", &buffer, buffer.count)
@@ -31,6 +32,25 @@ import Testing
         #expect(htd_get_xattr(path, "user.xdg.referrer.url", &buffer, buffer.count) < 0)
         var st = stat()
         #expect(stat(path, &st) == 0 && st.st_mtim.tv_sec == 784_111_777 && st.st_mtim.tv_nsec == 500_000_000)
-        #expect(PublishMetadata().apply(to: "/nonexistent/file").isEmpty, "nothing to set, nothing done")
+        #expect(PublishMetadata().apply(to: file).isEmpty, "nothing to set, nothing done")
+    }
+
+    /// The metadata goes to the file that was opened, whatever the path names by then: a symlink swapped in
+    /// at the path to another file leaves that file untouched.
+    @Test func aSymlinkSwappedInAfterTheOpenIsNotFollowed() throws {
+        let dir = try TempDir()
+        let path = dir.path("file.partial"), victim = dir.path("victim")
+        FileManager.default.createFile(atPath: path, contents: Data("mine".utf8))
+        FileManager.default.createFile(atPath: victim, contents: Data("theirs".utf8))
+        var before = stat()
+        #expect(stat(victim, &before) == 0)
+        let file = try OpenPartial.open(path)
+        #expect(rename(path, dir.path("moved")) == 0 && symlink(victim, path) == 0)
+        #expect(PublishMetadata(originURL: "https://h/f", modificationTime: 784_111_777).apply(to: file).isEmpty)
+        var buffer = [UInt8](repeating: 0, count: 256)
+        #expect(htd_get_xattr(victim, "user.xdg.origin.url", &buffer, buffer.count) < 0)
+        var after = stat()
+        #expect(stat(victim, &after) == 0 && after.st_mtim.tv_sec == before.st_mtim.tv_sec)
+        #expect(htd_get_xattr(dir.path("moved"), "user.xdg.origin.url", &buffer, buffer.count) > 0)
     }
 }

@@ -36,12 +36,11 @@ struct OverwriteTests {
             #expect(try sha256(ofFile: path) == TestOrigin.sha256Hex(body))
             #expect(partialFiles(in: daemon.downloadsDir).isEmpty)
 
-            // The default name with --overwrite replaces it too (no "(2)").
+            // --overwrite without a destination is refused: a name from the URL (or the server) never replaces a file.
             #expect(FileManager.default.createFile(atPath: path, contents: old))
             let again = try ctl(["download", origin.url("/new.bin"), "--overwrite", "--wait"], socket: daemon.socketPath)
-            #expect(again.status == 0 && again.stdout.contains("/new.bin"), "\(again.stdout)")
-            #expect(try sha256(ofFile: path) == TestOrigin.sha256Hex(body))
-            #expect(!FileManager.default.fileExists(atPath: daemon.downloadsDir + "/new (2).bin"))
+            #expect(again.status == 2 && again.stderr.contains("overwrite needs an explicit destination"), "\(again)")
+            #expect(FileManager.default.contents(atPath: path) == old)
 
             // A symlink at the destination is replaced by the file; what it pointed to is not touched.
             let victim = daemon.dir.path + "/victim"

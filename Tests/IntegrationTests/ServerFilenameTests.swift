@@ -77,4 +77,35 @@ struct ServerFilenameTests {
             #expect(b.location == daemon.downloadsDir + "/same (1).bin", "\(b.location ?? "")")
         }
     }
+
+    /// A server's name never replaces a file: `overwrite` needs an explicit destination (refused without one),
+    /// so the existing thesis.pdf stays and the download gets "thesis (1).pdf". A name from the URL loses its
+    /// bidirectional override.
+    @Test func aServersNameNeverReplacesAFile() async throws {
+        try await withDaemon { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 30_000, seed: 702)
+            origin.put("/get", body)
+            origin.setBehavior("/get", Self.disposition(#"attachment; filename="thesis.pdf""#))
+            let thesis = daemon.downloadsDir + "/thesis.pdf"
+            let mine = Data("my thesis, four years of work\n".utf8)
+            #expect(FileManager.default.createFile(atPath: thesis, contents: mine))
+            let refused = try ctl(["download", origin.url("/get"), "--overwrite"], socket: daemon.socketPath)
+            #expect(refused.status == 2 && refused.stderr.contains("overwrite needs an explicit destination"), "\(refused)")
+            let client = try daemon.client()
+            _ = try client.openSession("test.session")
+            #expect(throws: (any Error).self) {
+                try client.createTask(TaskCreateParams(session: "test.session", url: origin.url("/get"), start: true, overwrite: true))
+            }
+            let done = try ctl(["download", origin.url("/get"), "--wait"], socket: daemon.socketPath)
+            #expect(done.status == 0, "\(done)")
+            #expect(FileManager.default.contents(atPath: thesis) == mine)
+            #expect(try sha256(ofFile: daemon.downloadsDir + "/thesis (1).pdf") == TestOrigin.sha256Hex(body))
+
+            origin.put("/invoice%E2%80%AEfdp.exe", body) // the origin matches the request target as sent
+            let task = try client.createTask(TaskCreateParams(
+                session: "test.session", url: origin.url("/invoice%E2%80%AEfdp.exe"), start: true))
+            let named = try client.waitFor(task: task.id, state: .completed)
+            #expect(named.location == daemon.downloadsDir + "/invoicefdp.exe", "\(named.location ?? "")")
+        }
+    }
 }

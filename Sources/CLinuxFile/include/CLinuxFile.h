@@ -22,17 +22,23 @@ static inline int htd_preallocate(int fd, long long offset, long long count) {
     return fallocate(fd, 0x01 /* FALLOC_FL_KEEP_SIZE */, (off_t)offset, (off_t)count);
 }
 
-/// Sets a user extended attribute (setxattr(2)). Returns 0, or -1 with errno set (ENOTSUP where the file
-/// system has no user xattrs). In CLinuxFile.c: <sys/stat.h> and <time.h> here would clash with other C modules'
-/// view of the same system headers.
-int htd_set_xattr(const char *path, const char *name, const void *value, size_t size);
+/// Sets a user extended attribute on an open file (fsetxattr(2)): never by path, so nothing a user planted at
+/// the path (a symlink, another file) is touched. Returns 0, or -1 with errno set (ENOTSUP where the file system
+/// has no user xattrs). In CLinuxFile.c: <sys/stat.h> and <time.h> here would clash with other C modules' view of
+/// the same system headers.
+int htd_fset_xattr(int fd, const char *name, const void *value, size_t size);
 
 /// Reads a user extended attribute (getxattr(2)): its length, or -1 with errno set (ENODATA when absent).
 long htd_get_xattr(const char *path, const char *name, void *value, size_t size);
 
-/// Sets the file's modification time, and its access time to now (utimensat(2) with UTIME_NOW). Returns 0, or
-/// -1 with errno set.
-int htd_set_mtime(const char *path, long long seconds, long nanoseconds);
+/// Sets an open file's modification time, and its access time to now (futimens(2) with UTIME_NOW). Returns 0,
+/// or -1 with errno set.
+int htd_fset_mtime(int fd, long long seconds, long nanoseconds);
+
+/// Links the open file `fd` (itself, whatever its path names now) at `name` in `dirfd`, without replacing
+/// anything there (linkat(2) of /proc/self/fd/N with AT_SYMLINK_FOLLOW, which needs no privilege). Returns 0,
+/// or -1 with errno set (EEXIST when the name is taken; ENOENT when /proc is not mounted).
+int htd_link_open_file(int fd, int dirfd, const char *name);
 #endif
 
 #endif

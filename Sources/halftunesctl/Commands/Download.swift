@@ -32,7 +32,7 @@ struct Download: ParsableCommand {
         "Do not begin before this time: an RFC 3339 date-time (2026-11-25T22:00:00Z) or + and a duration from now (+30m).",
         valueName: "when"))
     var at: String?
-    @Flag(help: "Replace a file that exists at the destination once the download is complete (default: never).")
+    @Flag(help: "Replace a file that exists at the --destination once the download is complete (default: never; a name from the URL or the server is always made free).")
     var overwrite = false
     @Flag(help: "Follow the task until it completes (exit 0 done, 1 failed, 4 canceled).") var wait = false
 
