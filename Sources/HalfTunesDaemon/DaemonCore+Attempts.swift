@@ -26,7 +26,7 @@ extension DaemonCore {
             request = .download(taskID: id, url: t.record.url, headers: headers, partialPath: t.record.partialPath,
                                 durable: durable, validators: validators, expectedLength: t.record.bytesExpected,
                                 requestTimeout: requestTimeout, checkpointInterval: configuration.checkpointInterval,
-                                maxConnections: maxConnections)
+                                maxConnections: maxConnections, freeSpaceFloor: configuration.minFreeSpace)
         case .upload, .data:
             let method = t.record.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET")
             let upload = kind == .upload

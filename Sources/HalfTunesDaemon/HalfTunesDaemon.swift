@@ -14,6 +14,8 @@ public struct DaemonConfiguration: Sendable {
     public var bandwidthLimit: Int64 = 0
     /// How often a running transfer fsyncs and journals its durable length.
     public var checkpointInterval: Double = 1.0
+    /// The free space downloads leave on their file system (`min-free-space`).
+    public var minFreeSpace = FreeSpaceFloor.automatic
     /// How long shutdown waits for transfers to checkpoint.
     public var shutdownGrace: Double = 3.5
     /// A subscriber with more unsent output than this is disconnected.

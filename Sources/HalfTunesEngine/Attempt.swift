@@ -165,7 +165,8 @@ public final class Attempt: Sendable {
         let writer: PartialWriter
         do {
             writer = try await PartialWriter.open(path: target.path, durable: target.durable,
-                                                  label: "halftunesd.transfer.\(request.taskID)")
+                                                  label: "halftunesd.transfer.\(request.taskID)",
+                                                  floor: target.freeSpaceFloor)
         } catch {
             let fileError = error as? FileIOError
                 ?? FileIOError(operation: "open", path: target.path, errno: 5 /* EIO */)

@@ -76,10 +76,11 @@ public struct AttemptRequest: Sendable {
                                 partialPath: String, durable: ByteRanges, validators: Validators? = nil,
                                 expectedLength: Int64? = nil, requestTimeout: Double = 60,
                                 checkpointInterval: Double = 1.0, progressInterval: Double = 0.25,
-                                maxConnections: Int = 1) -> AttemptRequest {
+                                maxConnections: Int = 1, freeSpaceFloor: FreeSpaceFloor = .automatic) -> AttemptRequest {
         var target = PartialFileTarget(path: partialPath, durable: durable, validators: validators,
                                        expectedLength: expectedLength, checkpointInterval: checkpointInterval)
         target.maxConnections = maxConnections
+        target.freeSpaceFloor = freeSpaceFloor
         return AttemptRequest(taskID: taskID, url: url, method: "GET", headers: headers, sink: .partialFile(target),
                               requestTimeout: requestTimeout, progressInterval: progressInterval)
     }
@@ -99,6 +100,8 @@ public struct PartialFileTarget: Sendable, Equatable {
     public var checkpointInterval: Double
     /// The most requests at once for this file (segments, `SegmentPlanner`); 1: one request at a time.
     public var maxConnections = 1
+    /// The free space no write or reservation of this download may take (`min-free-space`).
+    public var freeSpaceFloor = FreeSpaceFloor.automatic
 
     public init(path: String, durable: ByteRanges, validators: Validators? = nil, expectedLength: Int64? = nil,
                 checkpointInterval: Double = 1.0) {

@@ -359,7 +359,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         s.phase = .streaming
         if let limit = download.primaryStarted(start, headers: headers) { s.limit = limit }
         let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
-        writer.begin(truncate: discarded > 0, preallocateTo: start.expectedTotal) { ok in
+        writer.begin(truncate: discarded > 0, reserveFrom: offset, limit: start.expectedTotal) { ok in
             guard ok else {
                 eventLoop.execute { self.writeFailed() }
                 return

@@ -58,13 +58,20 @@ final class PartialWriter: Sendable {
     /// on, and the 1-second checkpoints and the last fsync find little left to write (docs/benchmarks.md: 1 GiB
     /// with fsyncs every second, 2.0–2.2 s → 1.5–1.7 s on this disk).
     static let writebackChunk: Int64 = 8 << 20
-    /// Less than this left to write is not reserved ahead: a small file gains nothing from it, and on ext4 the
-    /// reserved (unwritten) extents cost a conversion when written.
-    static let preallocationMinimum: Int64 = 1 << 20
+    /// What is reserved on disk ahead of the written bytes (`ReservationPlan`: never more than a window ahead of
+    /// what arrived, whatever the server claims). Only the write queue reads and writes it.
+    private nonisolated(unsafe) var reservations = ReservationPlan(limit: nil)
+    /// The free space no write or reservation may take (`min-free-space`).
+    let floor: FreeSpaceFloor
+    /// Bytes written since the free space was last looked at. Only the write queue reads and writes it.
+    private nonisolated(unsafe) var writtenSinceSpaceCheck: Int64 = 0
+    /// How many bytes are written between two looks at the free space (`fstatvfs`).
+    static let spaceCheckInterval: Int64 = 4 << 20
 
-    private init(path: String, fd: Int32, kept: ByteRanges, created: Bool, label: String) {
+    private init(path: String, fd: Int32, kept: ByteRanges, created: Bool, label: String, floor: FreeSpaceFloor) {
         self.path = path
         self.fd = fd
+        self.floor = floor
         self.keptRanges = kept
         self.directoryNeedsSync = created
         self.writeQueue = DispatchQueue(label: "\(label).write")
@@ -74,13 +81,14 @@ final class PartialWriter: Sendable {
     }
 
     /// Opens and prepares the partial off the caller's thread (`PartialFile.prepare`, keeping the fd open).
-    static func open(path: String, durable: ByteRanges, label: String) async throws -> PartialWriter {
+    static func open(path: String, durable: ByteRanges, label: String,
+                     floor: FreeSpaceFloor = .automatic) async throws -> PartialWriter {
         let result: Result<PartialWriter, Error> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(returning: Result {
                     let (fd, kept, created) = try PartialFile.openPrepared(path: path, durable: durable,
                                                                             deferNewFileSync: true)
-                    return PartialWriter(path: path, fd: fd, kept: kept, created: created, label: label)
+                    return PartialWriter(path: path, fd: fd, kept: kept, created: created, label: label, floor: floor)
                 })
             }
         }
@@ -89,13 +97,15 @@ final class PartialWriter: Sendable {
 
     var snapshot: Snapshot { state.withLockedValue { $0 } }
 
-    /// Truncates to 0 when `truncate` (and fsyncs), reserves the space up to `preallocateTo` when given, then
-    /// calls `callbacks` on the callback queue (with whether it worked). Without the space the file error is
-    /// `diskFull` before a byte of the body is written.
-    func begin(truncate: Bool, preallocateTo total: Int64? = nil, callbacks: @escaping @Sendable (Bool) -> Void) {
+    /// Truncates to 0 when `truncate` (and fsyncs); with a `limit` (the length the response claims), reserves
+    /// the first window from `offset` (`ReservationPlan`), then calls `callbacks` on the callback queue (with
+    /// whether it worked). Without the space the file error is `diskFull` before a byte of the body is written.
+    func begin(truncate: Bool, reserveFrom offset: Int64 = 0, limit: Int64? = nil,
+               callbacks: @escaping @Sendable (Bool) -> Void) {
         writeQueue.async {
             let truncated = truncate ? self.performTruncate() : true
-            let ok = truncated && (total.map { self.performPreallocate(to: $0) } ?? true)
+            if limit != nil || truncate { self.reservations = ReservationPlan(limit: limit) }
+            let ok = truncated && self.reserve(after: offset)
             self.callbackQueue.async { callbacks(ok) }
         }
     }
@@ -132,6 +142,7 @@ final class PartialWriter: Sendable {
             _ = self.performWrite(buffers, at: offset)
             self.syncQueue.sync {} // an earlier checkpoint's fsync (and its callback) goes first
             _ = self.performSync()
+            self.giveBackReservations()
             close(self.fd)
             let snapshot = self.snapshot
             self.callbackQueue.async { done(snapshot) }
@@ -164,22 +175,22 @@ final class PartialWriter: Sendable {
         return true
     }
 
-    /// Reserves the blocks from the written end up to `total`, keeping the file's size (so restarts and resume
-    /// still see only what was written). Where the filesystem cannot (EOPNOTSUPP, ENOSYS, EINVAL), the transfer
-    /// goes on without; no space (ENOSPC, EDQUOT), a length past the filesystem's limit (EFBIG) or EIO is the
-    /// file error, and what a failed attempt reserved is given back.
-    private func performPreallocate(to total: Int64) -> Bool {
-        let start = state.withLockedValue { $0.writtenRanges.upperBound }
-        guard total - start >= Self.preallocationMinimum else { return true }
+    /// A request wrote up to `end`: reserves the next window when the plan says so, keeping the file's size
+    /// (so restarts and resume still see only what was written), after checking the free space it would leave.
+    /// Where the filesystem cannot reserve (EOPNOTSUPP, ENOSYS, EINVAL), the transfer goes on without; no space
+    /// (ENOSPC, EDQUOT), a length past the filesystem's limit (EFBIG) or EIO is the file error.
+    private func reserve(after end: Int64) -> Bool {
+        guard let range = reservations.wrote(upTo: end) else { return true }
+        guard keepsFloor(adding: Int64(range.count)) else { return false }
         #if os(Linux)
-        while htd_preallocate(fd, start, total - start) != 0 {
+        while htd_preallocate(fd, range.lowerBound, Int64(range.count)) != 0 {
             let e = errno
             switch e {
             case EINTR:
                 continue
             case ENOSPC, EDQUOT, EFBIG, EIO:
-                _ = ftruncate(fd, off_t(start))  // frees blocks a partly done fallocate kept past the end
-                recordError("reserve \(total - start) bytes for", e)
+                giveBackReservations() // frees blocks a partly done fallocate kept
+                recordError("reserve \(range.count) bytes for", e)
                 return false
             default:
                 return true
@@ -187,6 +198,39 @@ final class PartialWriter: Sendable {
         }
         #endif
         return true
+    }
+
+    /// Whether `adding` more bytes leaves at least the floor free on the file system (`fstatvfs`); records the
+    /// `diskFull` error when not. A file system that cannot say is not held back.
+    private func keepsFloor(adding: Int64) -> Bool {
+        writtenSinceSpaceCheck = 0
+        var fs = statvfs()
+        guard fstatvfs(fd, &fs) == 0 else { return true }
+        let unit = Int64(fs.f_frsize > 0 ? fs.f_frsize : fs.f_bsize)
+        let free = Int64(fs.f_bavail) * unit
+        let floorBytes = floor.bytes(ofFileSystemSize: Int64(fs.f_blocks) * unit)
+        guard floorBytes > 0, free - adding < floorBytes else { return true }
+        recordError("write below min-free-space (\(floorBytes) bytes stay free on the file system for everyone; "
+            + "\(free) are free) to", ENOSPC)
+        return false
+    }
+
+    /// Gives back what was reserved and never written, so a stopped transfer holds only the bytes it received:
+    /// a hole punched over each such range inside the file (gaps between segments), and the blocks past its end
+    /// freed by truncating it to its own size (ext4 punches no hole past the end; truncation frees them there).
+    private func giveBackReservations() {
+        let unwritten = reservations.unwritten(state.withLockedValue { $0.writtenRanges })
+        reservations = ReservationPlan(limit: reservations.limit)
+        guard !unwritten.isEmpty else { return }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return }
+        let size = Int64(st.st_size)
+        #if os(Linux)
+        for range in unwritten where range.lowerBound < size {
+            _ = htd_punch_hole(fd, range.lowerBound, min(size, range.upperBound) - range.lowerBound)
+        }
+        #endif
+        if unwritten.contains(where: { $0.upperBound > size }) { _ = ftruncate(fd, off_t(size)) }
     }
 
     /// fsync; returns the new durable ranges, or nil if the fsync failed (the error is recorded).
@@ -268,6 +312,11 @@ final class PartialWriter: Sendable {
             return false
         }
         startWriteback(after: end - start)
+        // The next window is reserved ahead of what arrived; past the reservations (a length not announced) the
+        // free space is looked at every few MiB.
+        writtenSinceSpaceCheck += end - start
+        if !reserve(after: end) { return false }
+        if writtenSinceSpaceCheck >= Self.spaceCheckInterval, !keepsFloor(adding: 0) { return false }
         return true
     }
 

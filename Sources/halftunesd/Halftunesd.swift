@@ -55,6 +55,12 @@ struct Halftunesd: AsyncParsableCommand {
             + "0 = unlimited (default).", valueName: "rate"))
     var bandwidthLimit: String?
 
+    @Option(name: .customLong("min-free-space"), help: ArgumentHelp(
+        "Free space downloads leave on their file system for the journal and everyone else: auto (1G or 5% of the "
+            + "file system, whichever is less; default), 0, a size such as 2G, or a percentage such as 10%.",
+        valueName: "size"))
+    var minFreeSpace: String?
+
     @Option(name: .customLong("log-level"), help: ArgumentHelp(
         "trace, debug, info, notice, warning, error or critical (default: info).", valueName: "level"))
     var logLevel: String?
@@ -130,7 +136,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.maxConnectionsPerUID, maxConnectionsPerUID), (.maxTasksPerSession, maxTasksPerSession),
             (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
             (.maxTasksPerUID, maxTasksPerUID), (.maxPendingEventsPerUID, maxPendingEventsPerUID),
-            (.caFile, caFile), (.proxy, proxy), (.proxyBypass, proxyBypass),
+            (.caFile, caFile), (.proxy, proxy), (.proxyBypass, proxyBypass), (.minFreeSpace, minFreeSpace),
         ]
         var settings = DaemonSettings()
         for case let (key, value?) in given {

@@ -33,20 +33,37 @@ import Testing
         #expect(bytes.prefix(4096).allSatisfy { $0 == 7 } && bytes.dropFirst(4096).allSatisfy { $0 == 9 })
     }
 
-    /// A length the filesystem cannot hold fails before any byte is written, with the file error, and the
-    /// file keeps what it had.
-    @Test func aLengthBeyondTheFilesystemIsTheFileError() async throws {
+    /// A claimed length the filesystem could never hold reserves one window, not the claim; what was reserved
+    /// and not written is given back when the writer finishes.
+    @Test func aClaimReservesOneWindowAndFinishingGivesItBack() async throws {
         let dir = try TempDir()
         let path = dir.path("b.partial")
         try writeFile(path, [UInt8](repeating: 1, count: 100))
-        let writer = try await PartialWriter.open(path: path, durable: ByteRanges(prefix: 100), label: "test")
-        #expect(await begin(writer, preallocateTo: 1 << 50) == false)
-        let error = try #require(writer.snapshot.error)
-        #expect(error.errno == EFBIG || error.errno == ENOSPC, "\(error)")
-        #expect(error.description.hasPrefix("Cannot reserve "), "\(error)")
+        let writer = try await PartialWriter.open(path: path, durable: ByteRanges(prefix: 100), label: "test",
+                                                  floor: .bytes(0))
+        #expect(await begin(writer, preallocateTo: 1 << 50))
+        #expect(writer.snapshot.error == nil)
+        let reserved = try stat(path).st_blocks * 512
+        #expect(reserved >= ReservationPlan.window && reserved <= ReservationPlan.window + (1 << 20), "\(reserved)")
         let snapshot = await finish(writer, [], at: 100)
         #expect(snapshot.written == 100 && snapshot.durable == 100)
+        #expect(try stat(path).st_blocks * 512 < 64 << 10, "the window was not given back")
         #expect(try readFile(path) == [UInt8](repeating: 1, count: 100))
+    }
+
+    /// A reservation that would leave less than the floor free fails before any byte is written, with a
+    /// `diskFull` error that names min-free-space.
+    @Test func theFreeSpaceFloorIsNeverCrossed() async throws {
+        let dir = try TempDir()
+        let path = dir.path("f.partial")
+        let writer = try await PartialWriter.open(path: path, durable: ByteRanges(), label: "test",
+                                                  floor: .bytes(1 << 60))
+        #expect(await begin(writer, preallocateTo: 10 << 20) == false)
+        let error = try #require(writer.snapshot.error)
+        #expect(error.errno == ENOSPC && error.taskError.code == TaskErrorCode.diskFull, "\(error)")
+        #expect(error.description.contains("min-free-space"), "\(error)")
+        _ = await finish(writer, [], at: 0)
+        #expect(try stat(path).st_size == 0)
     }
 
     /// Nothing to reserve (the total is already written, or smaller), or less than a MiB left: begin succeeds
@@ -58,7 +75,7 @@ import Testing
         let writer = try await PartialWriter.open(path: path, durable: ByteRanges(prefix: 100), label: "test")
         #expect(await begin(writer, preallocateTo: 50))
         #expect(await begin(writer, preallocateTo: 100))
-        #expect(await begin(writer, preallocateTo: 100 + PartialWriter.preallocationMinimum - 1))
+        #expect(await begin(writer, preallocateTo: 100 + ReservationPlan.minimum - 1))
         let blocks = try stat(path).st_blocks
         #expect(blocks * 512 < 64 << 10, "blocks: \(blocks)")
         _ = await finish(writer, [], at: 100)
@@ -131,7 +148,9 @@ import Testing
 
     private func begin(_ writer: PartialWriter, preallocateTo total: Int64) async -> Bool {
         await withCheckedContinuation { continuation in
-            writer.begin(truncate: false, preallocateTo: total) { continuation.resume(returning: $0) }
+            writer.begin(truncate: false, reserveFrom: writer.snapshot.writtenRanges.upperBound, limit: total) {
+                continuation.resume(returning: $0)
+            }
         }
     }
 

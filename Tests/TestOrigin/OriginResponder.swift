@@ -138,7 +138,7 @@ extension OriginState {
         if behavior.omitContentLength {
             headers.append(("Transfer-Encoding", "chunked"))
         } else {
-            headers.append(("Content-Length", "\(length)"))
+            headers.append(("Content-Length", "\(faulty ? behavior.claimedLength ?? length : length)"))
         }
         headers += validators
         if let r = range {
@@ -169,6 +169,7 @@ extension OriginState {
             behavior.shortBodyTimes -= 1
             plan.closeAt = min(plan.closeAt ?? .max, length / 2)
         }
+        if behavior.claimedLength != nil { plan.stallAt = length }
         if let after = behavior.stallAfterBytes, behavior.stallTimes > 0, after < length {
             behavior.stallTimes -= 1
             plan.stallAt = max(0, after)

@@ -51,6 +51,9 @@ extension TestOrigin {
         public var omitLastModified: Bool = false
         /// Claim this complete length in the `Content-Range` of a 206 (a server lying about the resource).
         public var contentRangeTotal: Int64? = nil
+        /// Declare this `Content-Length` (e.g. 20 GiB), send the body the resource has, then stall until
+        /// `releaseStall` (a server claiming a length it never sends).
+        public var claimedLength: Int64? = nil
         /// Use chunked transfer encoding instead of Content-Length.
         public var omitContentLength: Bool = false
         /// Answer `redirectStatus` with this Location (absolute URL or path).

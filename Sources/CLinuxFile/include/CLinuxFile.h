@@ -22,6 +22,12 @@ static inline int htd_preallocate(int fd, long long offset, long long count) {
     return fallocate(fd, 0x01 /* FALLOC_FL_KEEP_SIZE */, (off_t)offset, (off_t)count);
 }
 
+/// Gives back the blocks of the range without changing the file's size (fallocate with FALLOC_FL_PUNCH_HOLE |
+/// FALLOC_FL_KEEP_SIZE): what was reserved and never written. Returns 0, or -1 with errno set.
+static inline int htd_punch_hole(int fd, long long offset, long long count) {
+    return fallocate(fd, 0x01 | 0x02 /* FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE */, (off_t)offset, (off_t)count);
+}
+
 /// Sets a user extended attribute on an open file (fsetxattr(2)): never by path, so nothing a user planted at
 /// the path (a symlink, another file) is touched. Returns 0, or -1 with errno set (ENOTSUP where the file system
 /// has no user xattrs). In CLinuxFile.c: <sys/stat.h> and <time.h> here would clash with other C modules' view of

@@ -16,6 +16,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     /// nil: never exit for idleness.
     public var exitWhenIdle: Double?
     public var checkpointInterval: Double
+    public var minFreeSpace: FreeSpaceFloor
     public var maxPendingOutput: Int
     public var clientTimeout: Double
     public var maxConnectionsPerUID: Int
@@ -52,6 +53,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         logLevel = s.logLevel ?? Self.defaultLogLevel
         exitWhenIdle = s.exitWhenIdle.flatMap { $0 > 0 ? $0 : nil }
         checkpointInterval = s.checkpointInterval ?? Self.defaultCheckpointInterval
+        minFreeSpace = s.minFreeSpace ?? .automatic
         maxPendingOutput = s.maxPendingOutput ?? Self.defaultMaxPendingOutput
         clientTimeout = s.clientTimeout ?? Self.defaultClientTimeout
         maxConnectionsPerUID = s.maxConnectionsPerUID ?? Self.defaultMaxConnectionsPerUID
@@ -70,6 +72,7 @@ public struct ResolvedSettings: Sendable, Equatable {
                                          downloadsDirectory: downloadsDirectory, maxConcurrent: maxConcurrent)
         config.socketGroup = socketGroup.flatMap(SocketGroup.gid(of:))
         config.checkpointInterval = checkpointInterval
+        config.minFreeSpace = minFreeSpace
         config.maxConnectionsPerHost = maxConnectionsPerHost
         config.bandwidthLimit = bandwidthLimit
         config.maxPendingOutputBytes = maxPendingOutput
@@ -98,6 +101,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.logLevel = logLevel
         s.exitWhenIdle = exitWhenIdle ?? 0
         s.checkpointInterval = checkpointInterval
+        s.minFreeSpace = minFreeSpace
         s.maxPendingOutput = maxPendingOutput
         s.clientTimeout = clientTimeout
         s.maxConnectionsPerUID = maxConnectionsPerUID

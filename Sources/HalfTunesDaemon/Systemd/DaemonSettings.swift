@@ -19,6 +19,8 @@ public struct DaemonSettings: Sendable, Equatable {
     /// Seconds without clients or pending tasks after which a socket-activated daemon exits; 0 = never.
     public var exitWhenIdle: Double?
     public var checkpointInterval: Double?
+    /// Free space downloads leave on their file system: `auto`, bytes or a percentage.
+    public var minFreeSpace: FreeSpaceFloor?
     public var maxPendingOutput: Int?
     /// Seconds a client may leave the daemon's output unread before it is disconnected.
     public var clientTimeout: Double?
@@ -61,6 +63,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .logLevel: return logLevel?.rawValue
         case .exitWhenIdle: return exitWhenIdle.map { "\($0)" }
         case .checkpointInterval: return checkpointInterval.map { "\($0)" }
+        case .minFreeSpace: return minFreeSpace?.description
         case .maxPendingOutput: return maxPendingOutput.map(String.init)
         case .clientTimeout: return clientTimeout.map { "\($0)" }
         case .maxConnectionsPerUID: return maxConnectionsPerUID.map(String.init)
@@ -93,6 +96,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case logLevel = "log-level"
     case exitWhenIdle = "exit-when-idle"
     case checkpointInterval = "checkpoint-interval"
+    case minFreeSpace = "min-free-space"
     case maxPendingOutput = "max-pending-output"
     case clientTimeout = "client-timeout"
     case maxConnectionsPerUID = "max-connections-per-uid"
@@ -144,6 +148,13 @@ public enum SettingKey: String, CaseIterable, Sendable {
             settings.exitWhenIdle = try Self.seconds(text, allowZero: true, max: 7 * 24 * 3600)
         case .checkpointInterval:
             settings.checkpointInterval = try Self.seconds(text, allowZero: false, max: 60)
+        case .minFreeSpace:
+            guard let floor = FreeSpaceFloor.parse(text) else {
+                throw SettingValueError(message: "must be auto (1G or 5% of the file system, whichever is less), 0 (none), a "
+                    + "size with an optional k, M, G or T suffix (powers of 1024), e.g. 2G, or a percentage up to 50, "
+                    + "e.g. 10% (got '\(text)')\(Self.commentHint(text))")
+            }
+            settings.minFreeSpace = floor
         case .maxPendingOutput: settings.maxPendingOutput = try Self.integer(text, in: 4096...(1 << 40))
         case .clientTimeout: settings.clientTimeout = try Self.seconds(text, allowZero: false, max: 24 * 3600)
         case .maxConnectionsPerUID: settings.maxConnectionsPerUID = try Self.integer(text, in: 1...100_000)
@@ -183,6 +194,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .logLevel: if let v = source.logLevel { target.logLevel = v }
         case .exitWhenIdle: if let v = source.exitWhenIdle { target.exitWhenIdle = v }
         case .checkpointInterval: if let v = source.checkpointInterval { target.checkpointInterval = v }
+        case .minFreeSpace: if let v = source.minFreeSpace { target.minFreeSpace = v }
         case .maxPendingOutput: if let v = source.maxPendingOutput { target.maxPendingOutput = v }
         case .clientTimeout: if let v = source.clientTimeout { target.clientTimeout = v }
         case .maxConnectionsPerUID: if let v = source.maxConnectionsPerUID { target.maxConnectionsPerUID = v }
