@@ -110,6 +110,8 @@ extension DaemonCore {
         _ = try? feed(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
                                           droppedBodies: droppedBodies))
         feedLaunch(p.session, .acknowledged(all: !hasPendingEvents(p.session)))
+        // A session that keeps nothing once acknowledged loses its finished tasks now.
+        if s.record.configuration.finishedTaskRetention == 0 { sweepFinishedTasks(only: p.session) }
         return EventsAckResult(ackedThrough: max(s.record.ackedThrough, p.through), pruned: pruned)
     }
 

@@ -85,6 +85,7 @@ extension DaemonCore {
         feedAndRun(.clockTick(slotLimits))
         launchesDue()
         if now - lastTokenPrune > 3600 { pruneResumeTokens() }
+        sweepFinishedTasksIfDue()
     }
 
     func pruneResumeTokens() {

@@ -97,6 +97,12 @@ extension DaemonCore {
         config.waitsForConnectivity = config.waitsForConnectivity ?? true
         config.isDiscretionary = config.isDiscretionary ?? false
         config.preserveModificationTime = config.preserveModificationTime ?? true
+        if let keep = config.finishedTaskRetention,
+           !(keep.isFinite && keep >= 0 && keep <= SessionConfiguration.maxFinishedTaskRetention) {
+            throw RPCError.invalidParams("configuration.finishedTaskRetention must be a number of seconds from 0 (delete "
+                + "a finished task as soon as its events are acknowledged) to \(Int(SessionConfiguration.maxFinishedTaskRetention)) (got \(keep))")
+        }
+        config.finishedTaskRetention = config.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
         if config.launchUnit?.isEmpty == true { config.launchUnit = nil }
         if let unit = config.launchUnit {
             if let problem = UnitName.problem(unit) { throw RPCError.invalidParams(problem) }

@@ -28,6 +28,17 @@ extension DaemonCore {
         await waitUntilMoved(id)
         let before = try task(id, for: caller)
         let canKeep = produceResumeData && Validators(etag: before.record.etag, lastModified: before.record.lastModified).ifRangeValue != nil
+        if canKeep {
+            // Resume data keeps a partial file until redeemed or expired: a user keeps a bounded number of them.
+            // Refused before anything is canceled, so nothing is lost.
+            let kept = (try? journal.resumeTokenCount(uid: before.owner)) ?? 0
+            guard kept < configuration.maxResumeDataPerUID else {
+                throw RPCError(.limitExceeded, "uid \(before.owner) already keeps \(kept) partial files as resume data, the most "
+                    + "allowed (max-resume-data-per-uid \(configuration.maxResumeDataPerUID)); the task was not canceled. "
+                    + "Resume some (task.create with resumeData) or cancel without resume data; resume data also "
+                    + "expires after 7 days")
+            }
+        }
         try apply(.cancel(keepPartial: canKeep), to: id)
         pump()
         var resumeData: String?

@@ -88,6 +88,9 @@ actor DaemonCore {
     /// The one timer for every retry: it wakes at the earliest retry time `TaskTable` holds (`armRetryTimer`).
     var retryWake: (at: Double, task: Task<Void, Never>)?
     var lastTokenPrune: Double = 0
+    /// When finished tasks were last swept (`sweepFinishedTasks`), and whether that sweep left work behind.
+    var lastRetentionSweep: Double = 0
+    var retentionBacklog = false
     /// The daemon-wide bandwidth bucket every transfer is metered against (rate: the global limit).
     let globalBandwidth = BandwidthBucket(rate: 0)
     /// Limits from the configuration file and flags (nil until `loadLimits()`); reloads change them.

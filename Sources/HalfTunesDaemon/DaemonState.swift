@@ -82,6 +82,8 @@ struct DaemonState {
         case taskRestored(ManagedTask)
         /// Recovery: how many finished tasks (in the journal only) each session has, per state.
         case finishedTasksCounted([String: [TaskState: Int]])
+        /// Finished tasks of a session were deleted from the journal (their retention passed).
+        case finishedTasksDeleted(String, [TaskState: Int])
         /// Shutdown began: nothing starts and nothing retries from now on.
         case shutdownBegan
         /// The extra connections in use to `host` (beyond one per running task) are now `extras`: fewer may
@@ -220,6 +222,10 @@ struct DaemonState {
             for (session, perState) in counts where sessions[session] != nil {
                 for (state, n) in perState { tasks.countFinished(session: session, state: state, by: n) }
             }
+        case let .finishedTasksDeleted(session, perState):
+            guard sessions[session] != nil else { break }
+            let counted = tasks.finishedCounts(session: session)
+            for (state, n) in perState { tasks.countFinished(session: session, state: state, by: -min(n, counted[state] ?? 0)) }
         case .shutdownBegan:
             shuttingDown = true
         case let .connectionsChanged(host, extras, limits):

@@ -36,6 +36,8 @@ public struct DaemonConfiguration: Sendable {
     public var maxTasksPerUID: Int = 100_000
     /// Journaled, unacknowledged events one uid may hold across its sessions before `task.create` is refused.
     public var maxPendingEventsPerUID: Int = 1_000_000
+    /// Resume-data partials one uid may keep at once (`task.cancel` with resume data beyond it: `limitExceeded`).
+    public var maxResumeDataPerUID: Int = 200
     /// PEM certificate authorities trusted besides the system's (`ca-file`).
     public var caFile: String?
     /// The daemon's proxies (its `proxy` and `proxy-bypass` settings, else curl's environment variables);

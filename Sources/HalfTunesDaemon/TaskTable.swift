@@ -134,6 +134,11 @@ struct TaskTable {
         return true
     }
 
+    /// The finished tasks of `session` that are in the journal only, per state.
+    func finishedCounts(session: String) -> [TaskState: Int] { finishedBySessionState[session] ?? [:] }
+    /// The sessions with finished tasks in the journal only (the retention sweep's; one entry per session).
+    var sessionsWithFinishedTasks: Dictionary<String, [TaskState: Int]>.Keys { finishedBySessionState.keys }
+
     /// Counts finished tasks that are in the journal only (recovery, and `evict`).
     mutating func countFinished(session: String, state: TaskState, by n: Int) {
         Self.add(n, to: &finishedByState, state)

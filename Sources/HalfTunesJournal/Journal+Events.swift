@@ -57,14 +57,22 @@ extension Journal {
             try db.execute(sql: "UPDATE sessions SET acked_through = max(acked_through, ?) WHERE identifier = ?",
                            arguments: [through, session])
             guard db.changesCount == 1 else { throw JournalError.unknownSession(session) }
+            // The tasks whose completion goes with these events (read before they go, from the acknowledged
+            // events only: the cost follows what is acknowledged, not how many tasks the session has).
+            let completed = try Int64.fetchAll(db, sql: """
+                SELECT task FROM events WHERE session = ? AND seq <= ? AND type = 'didComplete' AND task IS NOT NULL
+                """, arguments: [session, through])
             try db.execute(sql: "DELETE FROM events WHERE session = ? AND seq <= ?", arguments: [session, through])
             let pruned = db.changesCount
-            let dropped = try Int64.fetchAll(db, sql: """
-                SELECT id FROM tasks WHERE session = ? AND kind = 'data' AND response IS NOT NULL
-                    AND json_extract(response, '$.body') IS NOT NULL
-                    AND state IN ('completed', 'failed', 'canceled')
-                    AND NOT EXISTS (SELECT 1 FROM events WHERE events.task = tasks.id AND events.type = 'didComplete')
-                """, arguments: [session])
+            var dropped: [Int64] = []
+            for id in completed {
+                let hasBody = try Bool.fetchOne(db, sql: """
+                    SELECT 1 FROM tasks WHERE id = ? AND kind = 'data' AND response IS NOT NULL
+                        AND json_extract(response, '$.body') IS NOT NULL AND state IN ('completed', 'failed', 'canceled')
+                        AND NOT EXISTS (SELECT 1 FROM events WHERE events.task = tasks.id AND events.type = 'didComplete')
+                    """, arguments: [id]) ?? false
+                if hasBody { dropped.append(id) }
+            }
             for id in dropped {
                 try db.execute(sql: "UPDATE tasks SET response = json_remove(response, '$.body') WHERE id = ?", arguments: [id])
             }

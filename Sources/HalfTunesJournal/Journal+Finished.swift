@@ -45,4 +45,31 @@ extension Journal {
         }
         return records
     }
+
+    /// Deletes up to `limit` finished tasks of `session` that finished at or before `finishedBefore` and have no
+    /// event left to acknowledge (acknowledged events are deleted, so none of the task's remain), with their
+    /// data-task bodies; the oldest first (`tasks_finished` index: finished rows newer than the cutoff are not
+    /// read). Returns how many went, per state (the `finished_counts` triggers follow on their own).
+    public func deleteFinishedTasks(session: String, finishedBefore: Double, limit: Int) throws -> [TaskState: Int] {
+        try write { db in
+            let rows = try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT id, state FROM tasks INDEXED BY tasks_finished
+                    WHERE session = ? AND state IN \(Self.finishedStates) AND updated_at <= ? AND phase != 'publishing'
+                    AND NOT EXISTS (SELECT 1 FROM events WHERE events.task = tasks.id)
+                    ORDER BY updated_at LIMIT ?
+                """), arguments: [session, finishedBefore, limit])
+            var deleted: [TaskState: Int] = [:]
+            let delete = try db.cachedStatement(sql: "DELETE FROM tasks WHERE id = ?")
+            for row in rows {
+                try delete.execute(arguments: [row["id"] as Int64])
+                if let state = TaskState(rawValue: row["state"]) { deleted[state, default: 0] += 1 }
+            }
+            return deleted
+        }
+    }
+
+    /// Gives the pages freed by deletions back to the file system (`auto_vacuum = INCREMENTAL`), at most `pages`.
+    public func releaseFreePages(_ pages: Int = 4096) throws {
+        try write { db in try db.execute(sql: "PRAGMA incremental_vacuum(\(pages))") }
+    }
 }

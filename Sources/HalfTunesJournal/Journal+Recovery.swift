@@ -33,23 +33,22 @@ extension Journal {
         }
     }
 
-    /// One pass over every task row: a finished row (not being published) is only counted, from its session,
-    /// state and phase columns; any other row is read whole and delivered in batches of `batchSize`. A row not
-    /// stored as usual is read the general way, which explains what is wrong with it.
+    /// The rows a restart loads: unfinished, or being published (finished rows stay in the journal only).
+    static let loadedRows = "state NOT IN \(finishedStates) OR phase = 'publishing'"
+
+    /// One pass over the rows a restart loads (through the `tasks_loaded` index, so finished rows cost nothing):
+    /// each read whole and delivered in batches of `batchSize`; and the finished tasks per session and state,
+    /// from the `finished_counts` table the triggers keep. A row not stored as usual is read the general way,
+    /// which explains what is wrong with it.
     static func scanTasks(_ db: Database, batchSize: Int,
                           deliver: ([TaskRecord]) -> Void) throws -> [String: [TaskState: Int]] {
-        var finished: [String: [TaskState: Int]] = [:]
         var batch: [TaskRecord] = []
         batch.reserveCapacity(batchSize)
         var positions: [String: Int]?
-        let statement = try db.makeStatement(sql: "SELECT * FROM tasks ORDER BY id")
+        let statement = try db.makeStatement(sql: "SELECT * FROM tasks WHERE \(loadedRows) ORDER BY id")
         let fast = TaskRowReader(statement)
         let rows = try Row.fetchCursor(statement)
         while let row = try rows.next() {
-            if let head = fast?.sessionStateAndPhase(), head.state.isTerminal, head.phase != .publishing {
-                finished[head.session, default: [:]][head.state, default: 0] += 1
-                continue
-            }
             let record: TaskRecord
             if let read = fast?.record() {
                 record = read
@@ -57,10 +56,6 @@ extension Journal {
                 let p = positions ?? RowReader.positions(of: row)
                 positions = p
                 record = try TaskRecord(row: row, positions: p)
-                if record.state.isTerminal, record.phase != .publishing {
-                    finished[record.session, default: [:]][record.state, default: 0] += 1
-                    continue
-                }
             }
             batch.append(record)
             if batch.count == batchSize {
@@ -70,6 +65,16 @@ extension Journal {
             }
         }
         if !batch.isEmpty { deliver(batch) }
+        return try finishedCounts(db)
+    }
+
+    /// The finished tasks per session and state (`finished_counts`).
+    static func finishedCounts(_ db: Database) throws -> [String: [TaskState: Int]] {
+        var finished: [String: [TaskState: Int]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT session, state, count FROM finished_counts WHERE count > 0") {
+            guard let state = TaskState(rawValue: row["state"]) else { continue }
+            finished[row["session"], default: [:]][state] = row["count"]
+        }
         return finished
     }
 }

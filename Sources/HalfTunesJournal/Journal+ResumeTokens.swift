@@ -35,6 +35,14 @@ extension Journal {
         }
     }
 
+    /// How many tokens the sessions of `uid` hold (each keeps a partial file).
+    public func resumeTokenCount(uid: UInt32) throws -> Int {
+        try read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM resume_tokens WHERE session IN (SELECT identifier FROM sessions WHERE uid = ?)",
+                             arguments: [uid]) ?? 0
+        }
+    }
+
     /// Deletes the token; deleting an unknown token does nothing.
     public func deleteResumeToken(_ token: String) throws {
         try write { db in

@@ -59,6 +59,14 @@ public final class Journal: Sendable {
             throw JournalError.newerSchema(path: path ?? ":memory:", unknownMigrations: unknown)
         }
         try migrator.migrate(queue)
+        // A journal made before auto_vacuum was set keeps its freed pages until converted, once (it rewrites the
+        // file; done before anything else uses it).
+        if path != nil, try queue.read({ try Int.fetchOne($0, sql: "PRAGMA auto_vacuum") }) != 2 {
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                try db.execute(sql: "VACUUM")
+            }
+        }
         self.dbQueue = queue
         self.path = path
         self.durability = JournalDurability(walPath: path.map { $0 + "-wal" })
@@ -142,6 +150,9 @@ public final class Journal: Sendable {
         configuration.busyMode = .timeout(busyTimeout)
         configuration.label = "HalfTunesJournal"
         configuration.prepareDatabase { db in
+            // Pages freed by deleting finished tasks can be given back (`releaseFreePages`). Takes effect on a new
+            // database (before its first table); an older one is converted once in `init` (`VACUUM`).
+            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
             // Set up here rather than with GRDB's `journalMode = .wal`, which also sets synchronous=NORMAL.
             if let walPath {
                 let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")

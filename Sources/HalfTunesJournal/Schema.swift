@@ -14,6 +14,7 @@ enum JournalSchema {
         ("v8", v8),
         ("v9", v9),
         ("v10", v10),
+        ("v11", v11),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -159,5 +160,48 @@ enum JournalSchema {
     static let v10 = """
         ALTER TABLE tasks ADD COLUMN name_from_response INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE tasks ADD COLUMN suggested_filename TEXT;
+        """
+
+    /// Issue 27: bounded growth. How many finished tasks each session has, per state, kept by triggers (a
+    /// restart reads this table instead of counting finished rows); a partial index of the rows a restart loads
+    /// (unfinished, or being published), and one of the finished rows by session and finish time, which the
+    /// retention sweep deletes once their events are acknowledged (`Journal.deleteFinishedTasks`).
+    static let v11 = """
+        CREATE TABLE finished_counts (
+            session TEXT NOT NULL REFERENCES sessions(identifier) ON DELETE CASCADE,
+            state   TEXT NOT NULL,
+            count   INTEGER NOT NULL,
+            PRIMARY KEY (session, state)
+        ) WITHOUT ROWID;
+        INSERT INTO finished_counts (session, state, count)
+            SELECT session, state, COUNT(*) FROM tasks
+            WHERE state IN ('completed', 'failed', 'canceled') AND phase != 'publishing'
+            GROUP BY session, state;
+        CREATE TRIGGER finished_counts_insert AFTER INSERT ON tasks
+            WHEN NEW.state IN ('completed', 'failed', 'canceled') AND NEW.phase != 'publishing'
+        BEGIN
+            INSERT INTO finished_counts (session, state, count) VALUES (NEW.session, NEW.state, 1)
+                ON CONFLICT (session, state) DO UPDATE SET count = count + 1;
+        END;
+        CREATE TRIGGER finished_counts_delete AFTER DELETE ON tasks
+            WHEN OLD.state IN ('completed', 'failed', 'canceled') AND OLD.phase != 'publishing'
+        BEGIN
+            UPDATE finished_counts SET count = count - 1 WHERE session = OLD.session AND state = OLD.state;
+        END;
+        CREATE TRIGGER finished_counts_update_old AFTER UPDATE OF session, state, phase ON tasks
+            WHEN OLD.state IN ('completed', 'failed', 'canceled') AND OLD.phase != 'publishing'
+        BEGIN
+            UPDATE finished_counts SET count = count - 1 WHERE session = OLD.session AND state = OLD.state;
+        END;
+        CREATE TRIGGER finished_counts_update_new AFTER UPDATE OF session, state, phase ON tasks
+            WHEN NEW.state IN ('completed', 'failed', 'canceled') AND NEW.phase != 'publishing'
+        BEGIN
+            INSERT INTO finished_counts (session, state, count) VALUES (NEW.session, NEW.state, 1)
+                ON CONFLICT (session, state) DO UPDATE SET count = count + 1;
+        END;
+        CREATE INDEX tasks_loaded ON tasks(id)
+            WHERE state NOT IN ('completed', 'failed', 'canceled') OR phase = 'publishing';
+        CREATE INDEX tasks_finished ON tasks(session, updated_at)
+            WHERE state IN ('completed', 'failed', 'canceled');
         """
 }

@@ -58,7 +58,12 @@ public extension RPCError {
     }
     static func invalidParams(_ detail: String) -> RPCError { .init(.invalidParams, "Invalid params: \(detail)") }
     static func unknownSession(_ id: String) -> RPCError { .init(.unknownSession, "No session with identifier '\(id)'") }
-    static func unknownTask(_ id: Int64) -> RPCError { .init(.unknownTask, "No task with id \(id)") }
+    /// The same words for a task that never existed, another user's, and one deleted after it finished, so
+    /// that nothing is revealed about the others.
+    static func unknownTask(_ id: Int64) -> RPCError {
+        .init(.unknownTask, "No task with id \(id) (another user's tasks are not shown, and a finished task is deleted "
+            + "once its events are acknowledged and its session's finishedTaskRetention has passed, 24 h by default)")
+    }
     static func illegalStateChange(task: Int64, from state: TaskState, action: String) -> RPCError {
         .init(.illegalStateChange, "Cannot \(action) task \(task): it is \(state.rawValue)",
               data: .object(["task": .int(task), "state": .string(state.rawValue)]))

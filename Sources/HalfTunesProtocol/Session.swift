@@ -50,10 +50,17 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// Hosts whose requests skip the proxy, like `no_proxy`: names (with their subdomains), IP addresses, CIDR
     /// ranges, or `*`, separated by commas. Default (absent): the daemon's `proxy-bypass`, else `no_proxy`.
     public var proxyBypass: String?
+    /// Seconds a finished task (completed, failed, canceled) is kept once its events are acknowledged, for
+    /// `task.get` and `task.list`; then it is deleted from the journal with its data-task body. 0: as soon as
+    /// acknowledged. Default 86,400 (24 h). Unacknowledged events keep their task however long it takes.
+    public var finishedTaskRetention: Double?
 
     public static let defaultRequestTimeout: Double = 60
     public static let defaultResourceTimeout: Double = 7 * 24 * 3600
     public static let defaultMaxConnectionsPerTask = 8
+    public static let defaultFinishedTaskRetention: Double = 24 * 3600
+    /// The longest `finishedTaskRetention`: ten years.
+    public static let maxFinishedTaskRetention: Double = 10 * 365 * 24 * 3600
     /// The values `maxConnectionsPerTask` and `TaskCreateParams.maxConnections` may take.
     public static let maxConnectionsRange = 1...16
 
@@ -62,7 +69,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
                 maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil, maxConnectionsPerTask: Int? = nil,
                 allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil,
                 launchUnit: String? = nil, preserveModificationTime: Bool? = nil, proxy: String? = nil,
-                proxyBypass: String? = nil) {
+                proxyBypass: String? = nil, finishedTaskRetention: Double? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -78,6 +85,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         self.preserveModificationTime = preserveModificationTime
         self.proxy = proxy
         self.proxyBypass = proxyBypass
+        self.finishedTaskRetention = finishedTaskRetention
     }
 }
 

@@ -122,6 +122,10 @@ struct Halftunesd: AsyncParsableCommand {
         "Unacknowledged events past which a user's sessions accept no new tasks (default: 1000000).", valueName: "n"))
     var maxPendingEventsPerUID: String?
 
+    @Option(name: .customLong("max-resume-data-per-uid"), help: ArgumentHelp(
+        "Partial files one user may keep as resume data at once (default: 200).", valueName: "n"))
+    var maxResumeDataPerUID: String?
+
     @Option(name: .customLong("max-pending-events"), help: ArgumentHelp(
         "Unacknowledged events past which a session accepts no new tasks (default: 100000).", valueName: "n"))
     var maxPendingEvents: String?
@@ -137,6 +141,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
             (.maxTasksPerUID, maxTasksPerUID), (.maxPendingEventsPerUID, maxPendingEventsPerUID),
             (.caFile, caFile), (.proxy, proxy), (.proxyBypass, proxyBypass), (.minFreeSpace, minFreeSpace),
+            (.maxResumeDataPerUID, maxResumeDataPerUID),
         ]
         var settings = DaemonSettings()
         for case let (key, value?) in given {

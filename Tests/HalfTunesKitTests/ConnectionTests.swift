@@ -65,7 +65,7 @@ struct ConnectionTests {
             #expect(rpc.code == RPCErrorCode.unknownTask.rawValue)
             #expect(rpc.knownCode == .unknownTask)
             #expect(error.rpcCode == .unknownTask)
-            #expect(error.description == "No task with id 9")
+            #expect(error.description == RPCError.unknownTask(9).message)
         }
         // The connection stays usable after an error response.
         #expect(throws: HalfTunesClientError.rpc(.unknownTask(9))) { try client.resume(9) }

@@ -25,6 +25,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var maxSessionsPerUID: Int
     public var maxTasksPerUID: Int
     public var maxPendingEventsPerUID: Int
+    public var maxResumeDataPerUID: Int
     public var caFile: String?
     public var proxy: String?
     public var proxyBypass: String?
@@ -41,6 +42,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public static let defaultMaxSessionsPerUID = 1000
     public static let defaultMaxTasksPerUID = 100_000
     public static let defaultMaxPendingEventsPerUID = 1_000_000
+    public static let defaultMaxResumeDataPerUID = 200
 
     public init(_ s: DaemonSettings) {
         socket = s.socket ?? DefaultPaths.socketPath()
@@ -62,6 +64,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         maxSessionsPerUID = s.maxSessionsPerUID ?? Self.defaultMaxSessionsPerUID
         maxTasksPerUID = s.maxTasksPerUID ?? Self.defaultMaxTasksPerUID
         maxPendingEventsPerUID = s.maxPendingEventsPerUID ?? Self.defaultMaxPendingEventsPerUID
+        maxResumeDataPerUID = s.maxResumeDataPerUID ?? Self.defaultMaxResumeDataPerUID
         caFile = s.caFile
         proxy = s.proxy
         proxyBypass = s.proxyBypass
@@ -83,6 +86,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.maxSessionsPerUID = maxSessionsPerUID
         config.maxTasksPerUID = maxTasksPerUID
         config.maxPendingEventsPerUID = maxPendingEventsPerUID
+        config.maxResumeDataPerUID = maxResumeDataPerUID
         config.caFile = caFile
         (config.proxyRules, config.proxyProblems) = proxyRules(environment: ProcessInfo.processInfo.environment)
         return config
@@ -110,6 +114,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.maxSessionsPerUID = maxSessionsPerUID
         s.maxTasksPerUID = maxTasksPerUID
         s.maxPendingEventsPerUID = maxPendingEventsPerUID
+        s.maxResumeDataPerUID = maxResumeDataPerUID
         s.caFile = caFile
         s.proxy = proxy
         s.proxyBypass = proxyBypass

@@ -34,6 +34,8 @@ public struct DaemonSettings: Sendable, Equatable {
     public var maxSessionsPerUID: Int?
     public var maxTasksPerUID: Int?
     public var maxPendingEventsPerUID: Int?
+    /// Resume-data partials one uid may keep at once.
+    public var maxResumeDataPerUID: Int?
     /// PEM certificate authorities trusted besides the system's.
     public var caFile: String?
     /// `direct` or a proxy URL (checked), for every request of sessions without their own.
@@ -72,6 +74,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .maxSessionsPerUID: return maxSessionsPerUID.map(String.init)
         case .maxTasksPerUID: return maxTasksPerUID.map(String.init)
         case .maxPendingEventsPerUID: return maxPendingEventsPerUID.map(String.init)
+        case .maxResumeDataPerUID: return maxResumeDataPerUID.map(String.init)
         case .caFile: return caFile
         case .proxy: return proxy
         case .proxyBypass: return proxyBypass
@@ -105,6 +108,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case maxSessionsPerUID = "max-sessions-per-uid"
     case maxTasksPerUID = "max-tasks-per-uid"
     case maxPendingEventsPerUID = "max-pending-events-per-uid"
+    case maxResumeDataPerUID = "max-resume-data-per-uid"
     case caFile = "ca-file"
     case proxy
     case proxyBypass = "proxy-bypass"
@@ -163,6 +167,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxSessionsPerUID: settings.maxSessionsPerUID = try Self.integer(text, in: 1...1_000_000)
         case .maxTasksPerUID: settings.maxTasksPerUID = try Self.integer(text, in: 1...100_000_000)
         case .maxPendingEventsPerUID: settings.maxPendingEventsPerUID = try Self.integer(text, in: 1...1_000_000_000)
+        case .maxResumeDataPerUID: settings.maxResumeDataPerUID = try Self.integer(text, in: 0...1_000_000)
         case .caFile: settings.caFile = try Self.absolutePath(text)
         case .proxy:
             do {
@@ -203,6 +208,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxSessionsPerUID: if let v = source.maxSessionsPerUID { target.maxSessionsPerUID = v }
         case .maxTasksPerUID: if let v = source.maxTasksPerUID { target.maxTasksPerUID = v }
         case .maxPendingEventsPerUID: if let v = source.maxPendingEventsPerUID { target.maxPendingEventsPerUID = v }
+        case .maxResumeDataPerUID: if let v = source.maxResumeDataPerUID { target.maxResumeDataPerUID = v }
         case .caFile: if let v = source.caFile { target.caFile = v }
         case .proxy: if let v = source.proxy { target.proxy = v }
         case .proxyBypass: if let v = source.proxyBypass { target.proxyBypass = v }

@@ -69,13 +69,17 @@ struct SessionOpen: ParsableCommand {
         "Hosts that skip the proxy, like no_proxy: names (with their subdomains), IP addresses, CIDR ranges, * "
             + "(comma-separated); default for the daemon's.", valueName: "hosts"))
     var proxyBypass: String?
+    @Option(name: .customLong("finished-task-retention"), help: ArgumentHelp(
+        "How long a finished task stays listed once its events are acknowledged, then it is deleted (default 24h; "
+            + "0: at once).", valueName: "duration"))
+    var finishedTaskRetention: String?
 
     var changesConfiguration: Bool {
         directory != nil || !headerLines.isEmpty || clearHeaders || requestTimeout != nil || resourceTimeout != nil
             || maxConcurrent != nil || retryInitial != nil || retryMax != nil || retryJitter != nil
             || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil || maxConnectionsPerTask != nil
             || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil || launchUnit != nil
-            || noLaunchUnit || preserveMtime != nil || proxy != nil || proxyBypass != nil
+            || noLaunchUnit || preserveMtime != nil || proxy != nil || proxyBypass != nil || finishedTaskRetention != nil
     }
 
     func validate() throws {
@@ -83,7 +87,7 @@ struct SessionOpen: ParsableCommand {
         _ = try DownloadArguments.headers(headerLines)
         for (text, option) in [(requestTimeout, "--request-timeout"), (resourceTimeout, "--resource-timeout"),
                                (retryInitial, "--retry-initial"), (retryMax, "--retry-max"),
-                               (maxRetryAfter, "--max-retry-after")] {
+                               (maxRetryAfter, "--max-retry-after"), (finishedTaskRetention, "--finished-task-retention")] {
             if let text { _ = try SessionArguments.duration(text, option: option) }
         }
         if let maxConcurrent, maxConcurrent < 0 { throw ValidationError("--max-concurrent must be 0 or more") }
@@ -130,6 +134,9 @@ struct SessionOpen: ParsableCommand {
         if let waitForConnectivity { c.waitsForConnectivity = waitForConnectivity }
         if let discretionary { c.isDiscretionary = discretionary }
         if let launchUnit { c.launchUnit = launchUnit }
+        if let t = finishedTaskRetention {
+            c.finishedTaskRetention = try SessionArguments.duration(t, option: "--finished-task-retention")
+        }
         if noLaunchUnit { c.launchUnit = nil }
         if let preserveMtime { c.preserveModificationTime = preserveMtime }
         if let proxy { c.proxy = proxy == "default" ? nil : proxy }

@@ -24,6 +24,8 @@ enum SessionText {
         Console.out("  proxy:              \(proxyText(c))")
         Console.out("  launch unit:        \(launchText(s))")
         Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
+        let keep = c.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
+        Console.out("  finished tasks:     \(keep == 0 ? "deleted" : "kept \(Formatting.duration(keep))") once acknowledged")
         Console.out("  events:             last #\(s.lastEventSeq), acknowledged through #\(s.ackedThrough)")
     }
 
