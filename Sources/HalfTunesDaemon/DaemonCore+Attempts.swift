@@ -1,4 +1,5 @@
 // Attempts in the core, for every task kind: start one, take its progress, and act on its outcome.
+import AsyncHTTPClient
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
@@ -43,13 +44,23 @@ extension DaemonCore {
         request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
         request.proxy = configuration.proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass)
             .proxy(for: t.record.url)
+        let client: HTTPClient
+        do {
+            client = try clients.lease(for: request.proxy, uid: t.owner)
+        } catch {
+            // The uid's transfers already go through as many proxies as allowed: this one waits and is retried.
+            let message = "uid \(error.uid) already has transfers through \(error.limit) different proxies, the most at "
+                + "once; this task goes on when one of them is free"
+            let failure = TransferFailure(error: TaskError(code: TaskErrorCode.proxyFailure, message: message),
+                                          isTransient: true, durable: durable)
+            return attemptEnded(id, .failed(failure, response: nil))
+        }
         let runtime = TaskRuntime(taskID: id, journal: journal, durable: durable, connections: hostConnections,
                                   host: t.hostKey)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
-        let attempt = Attempt(request: request, client: clients.client(for: request.proxy), observer: runtime,
-                              logger: taskLogger)
-        attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth)
+        let attempt = Attempt(request: request, client: client, observer: runtime, logger: taskLogger)
+        attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth, proxy: request.proxy, uid: t.owner)
         runtime.start(attempt)
         Task { [weak self] in
             for await message in runtime.messages {
@@ -86,7 +97,7 @@ extension DaemonCore {
             uploadRateMeter.add(delta, at: clock())
             progress = .sent(delta: delta, total: total, expected: expected)
         case .finished(let outcome):
-            attempts[id] = nil
+            if let live = attempts.removeValue(forKey: id) { clients.release(live.proxy, uid: live.uid, now: clock()) }
             return attemptEnded(id, outcome)
         }
         feedAndRun(.attemptProgress(id, progress))

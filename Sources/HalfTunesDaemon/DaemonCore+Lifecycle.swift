@@ -86,6 +86,11 @@ extension DaemonCore {
         launchesDue()
         if now - lastTokenPrune > 3600 { pruneResumeTokens() }
         sweepFinishedTasksIfDue()
+        // Clients made for proxies nobody has used for a minute are closed.
+        let idle = clients.takeIdle(now: now)
+        if !idle.isEmpty {
+            Task.detached { for client in idle { try? await client.shutdown() } }
+        }
     }
 
     func pruneResumeTokens() {

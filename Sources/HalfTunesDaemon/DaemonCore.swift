@@ -47,6 +47,9 @@ struct ManagedTask {
 struct LiveAttempt {
     let runtime: TaskRuntime
     let bandwidth: BandwidthBucket
+    /// The proxy whose client the attempt leased, and for which uid (released when it ends).
+    var proxy: ProxyServer? = nil
+    var uid: UInt32 = 0
 }
 
 struct ManagedSession {

@@ -47,12 +47,37 @@ public enum HTTPClientFactory {
 }
 
 /// The daemon's HTTP clients: one direct, and one per distinct proxy, made when a request first needs it (a
-/// client's proxy is fixed when it is made). Thread-safe.
+/// client's proxy is fixed when it is made). A proxied client is leased to the uid whose task uses it
+/// (`lease`/`release`): a uid may use at most `maxProxiesPerUID` distinct proxies at once, and a client nobody
+/// has leased for `idleLifetime` is closed (`takeIdle`), so clients made for proxies do not pile up. Thread-safe.
 public final class HTTPClients: Sendable {
+    /// Seconds an unleased proxied client is kept for the next request through the same proxy.
+    public static let idleLifetime: Double = 60
+    /// Distinct proxies one uid's transfers may go through at once.
+    public static let maxProxiesPerUID = 16
+
+    /// A uid asked for more proxies at once than `maxProxiesPerUID`.
+    public struct TooManyProxies: Error, Sendable, Equatable {
+        public var uid: UInt32
+        public var limit: Int
+
+        public init(uid: UInt32, limit: Int) {
+            self.uid = uid
+            self.limit = limit
+        }
+    }
+
+    struct Entry {
+        var client: HTTPClient
+        /// Leases per uid (a uid with none is not a key).
+        var leases: [UInt32: Int] = [:]
+        var lastReleased: Double
+    }
+
     public let direct: HTTPClient
     private let eventLoopGroup: any EventLoopGroup
     private let tls: TLSConfiguration?
-    private let proxied = NIOLockedValueBox<[ProxyServer: HTTPClient]>([:])
+    private let proxied = NIOLockedValueBox<[ProxyServer: Entry]>([:])
 
     /// Makes the direct client; throws what `HTTPClientFactory.make` throws (a bad `caFile`).
     public init(eventLoopGroup: any EventLoopGroup, caFile: String?) throws {
@@ -61,22 +86,66 @@ public final class HTTPClients: Sendable {
         self.direct = HTTPClientFactory.make(eventLoopGroup: eventLoopGroup, tls: tls, proxy: nil)
     }
 
-    /// The client whose requests go through `proxy` (nil: the direct one).
+    /// The client whose requests go through `proxy` (nil: the direct one), unleased (tests, probes).
     public func client(for proxy: ProxyServer?) -> HTTPClient {
         guard let proxy else { return direct }
         return proxied.withLockedValue { clients in
-            if let client = clients[proxy] { return client }
+            if let entry = clients[proxy] { return entry.client }
             let client = HTTPClientFactory.make(eventLoopGroup: eventLoopGroup, tls: tls, proxy: proxy)
-            clients[proxy] = client
+            clients[proxy] = Entry(client: client, lastReleased: 0)
             return client
         }
     }
+
+    /// The client for `proxy` (nil: the direct one, never counted), leased to `uid` until `release`. Throws when
+    /// `uid` already leases clients of `maxProxiesPerUID` other proxies.
+    public func lease(for proxy: ProxyServer?, uid: UInt32) throws(TooManyProxies) -> HTTPClient {
+        guard let proxy else { return direct }
+        let leased = proxied.withLockedValue { clients -> HTTPClient? in
+            if var entry = clients[proxy] {
+                entry.leases[uid, default: 0] += 1
+                clients[proxy] = entry
+                return entry.client
+            }
+            let held = clients.values.lazy.filter { $0.leases[uid] != nil }.count
+            guard held < Self.maxProxiesPerUID else { return nil }
+            let client = HTTPClientFactory.make(eventLoopGroup: eventLoopGroup, tls: tls, proxy: proxy)
+            clients[proxy] = Entry(client: client, leases: [uid: 1], lastReleased: 0)
+            return client
+        }
+        guard let leased else { throw TooManyProxies(uid: uid, limit: Self.maxProxiesPerUID) }
+        return leased
+    }
+
+    /// Ends a lease of `lease(for:uid:)` at `now` (seconds, any clock `takeIdle` is given too).
+    public func release(_ proxy: ProxyServer?, uid: UInt32, now: Double) {
+        guard let proxy else { return }
+        proxied.withLockedValue { clients in
+            guard var entry = clients[proxy], let n = entry.leases[uid] else { return }
+            entry.leases[uid] = n > 1 ? n - 1 : nil
+            entry.lastReleased = now
+            clients[proxy] = entry
+        }
+    }
+
+    /// Removes the proxied clients nobody has leased for `idleLifetime` and returns them (the caller shuts them
+    /// down). The cost follows the number of proxies, not of tasks.
+    public func takeIdle(now: Double) -> [HTTPClient] {
+        proxied.withLockedValue { clients in
+            let idle = clients.filter { $0.value.leases.isEmpty && now - $0.value.lastReleased >= Self.idleLifetime }
+            for key in idle.keys { clients[key] = nil }
+            return idle.values.map(\.client)
+        }
+    }
+
+    /// How many proxied clients are open.
+    public var proxiedCount: Int { proxied.withLockedValue { $0.count } }
 
     /// Shuts every client down.
     public func shutdown() async {
         let all = proxied.withLockedValue { clients -> [HTTPClient] in
             defer { clients = [:] }
-            return Array(clients.values)
+            return clients.values.map(\.client)
         }
         for client in all { try? await client.shutdown() }
         try? await direct.shutdown()

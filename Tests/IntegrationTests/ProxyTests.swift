@@ -190,4 +190,38 @@ struct ProxyTests {
             #expect(socks.tunnels().contains("127.0.0.1.\(closed)"), "\(socks.tunnels())")
         }
     }
+
+    /// One uid's transfers go through at most 16 different proxies at once (each proxy gets a client of its
+    /// own): 17 sessions, each with its own credentials for one tinyproxy, 17 throttled downloads allowed to run
+    /// together; one of them waits with proxyFailure until another's proxy is free, then every file is whole.
+    @Test func aUsersTransfersGoThroughABoundedNumberOfProxies() async throws {
+        let proxy = try ProxyProcess.tinyproxy()
+        defer { proxy.stop() }
+        try await withDaemon(["--max-concurrent", "20", "--max-connections-per-host", "20"]) { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 2 * MiB, seed: 2740)
+            origin.put("/p.bin", body)
+            origin.setBehavior("/p.bin", .throttled(512 * 1024))
+            let client = try daemon.client()
+            var ids: [Int64] = []
+            for i in 0...16 {
+                _ = try client.openSession("p\(i)", configuration: SessionConfiguration(
+                    retry: RetryPolicy(initialDelay: 1, maxDelay: 1, jitter: 0),
+                    proxy: proxy.url(user: "u\(i)", password: "p")))
+                ids.append(try client.createTask(TaskCreateParams(session: "p\(i)", url: origin.url("/p.bin"),
+                                                                  destination: "p\(i).bin", start: true, maxConnections: 1)).id)
+            }
+            let refused = try eventually("a task refused its proxy") { () -> TaskError? in
+                for id in ids {
+                    if let r = try client.task(id).waitingReason, r.code == TaskErrorCode.proxyFailure { return r }
+                }
+                return nil
+            }
+            #expect(refused.message.contains("16 different proxies"), "\(refused.message)")
+            origin.setBehavior("/p.bin", TestOrigin.Behavior())
+            for id in ids {
+                let done = try client.waitFor(task: id, state: .completed)
+                #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            }
+        }
+    }
 }
