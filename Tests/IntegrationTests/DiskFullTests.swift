@@ -15,7 +15,7 @@ struct DiskFullTests {
         let origin = try await TestOrigin.start()
         let daemon = try DaemonProcess(start: false)
         daemon.launcher = ["/usr/bin/prlimit", "--fsize=\(limit):unlimited"]
-        try await run(daemon, origin) {
+        try await running(daemon, origin) {
             try daemon.start()
             let body = TestOrigin.randomBytes(count: 10 * MiB + 5, seed: 601)
             let small = TestOrigin.randomBytes(count: 200_000, seed: 602)
@@ -66,7 +66,7 @@ struct DiskFullTests {
         let downloads = daemon.downloadsDir
         daemon.launcher = ["/usr/bin/unshare", "--mount", "/bin/sh", "-c",
                            "mount -t tmpfs -o size=3m tmpfs \"$0\" && exec \"$@\"", downloads]
-        try await run(daemon, origin) {
+        try await running(daemon, origin) {
             try daemon.start()
             let inDaemon = "/proc/\(daemon.pid)/root" + downloads // the daemon's view of its tmpfs
             let body = TestOrigin.randomBytes(count: 8 * MiB + 1, seed: 603)
@@ -126,22 +126,6 @@ struct DiskFullTests {
                                                        "mount -t tmpfs -o size=64k tmpfs \"$0\"", dir.path])
         return status == 0
     }()
-
-    /// Runs `body`, printing the daemon's log if it throws; always stops both and removes the directories.
-    private func run(_ daemon: DaemonProcess, _ origin: TestOrigin, _ body: () async throws -> Void) async throws {
-        do {
-            try await body()
-        } catch {
-            print("---- halftunesd log ----\n\(daemon.log())\n------------------------")
-            daemon.kill9()
-            try? await origin.shutdown()
-            daemon.dir.remove()
-            throw error
-        }
-        daemon.kill9()
-        try await origin.shutdown()
-        daemon.dir.remove()
-    }
 
     private func expectPartial(in dir: String, isPrefixOf body: [UInt8], length: Int) throws {
         let names = partialFiles(in: dir)

@@ -81,18 +81,9 @@ struct DiskReservationTests {
         let downloads = daemon.downloadsDir
         daemon.launcher = ["/usr/bin/unshare", "--mount", "/bin/sh", "-c",
                            "mount -t tmpfs -o size=\(size) tmpfs \"$0\" && exec \"$@\"", downloads]
-        do {
+        try await running(daemon, origin) {
             try daemon.start()
             try await body(daemon, origin, Tmpfs(inside: downloads, pid: daemon.pid))
-        } catch {
-            print("---- halftunesd log ----\n\(daemon.log())\n------------------------")
-            daemon.kill9()
-            try? await origin.shutdown()
-            daemon.dir.remove()
-            throw error
         }
-        daemon.kill9()
-        try await origin.shutdown()
-        daemon.dir.remove()
     }
 }

@@ -17,8 +17,14 @@ func withDaemon(_ args: [String] = [], environment: [String: String] = [:],
         try? await origin.shutdown()
         throw error
     }
+    try await running(daemon, origin) { try await body(daemon, origin) }
+}
+
+/// Runs `body` with `daemon` and `origin`; on failure prints the daemon's log; always stops both and removes the
+/// daemon's temporary directory.
+func running(_ daemon: DaemonProcess, _ origin: TestOrigin, _ body: () async throws -> Void) async throws {
     do {
-        try await body(daemon, origin)
+        try await body()
     } catch {
         print("---- halftunesd log ----\n\(daemon.log())\n------------------------")
         daemon.kill9()
