@@ -52,8 +52,9 @@ class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 def journal_bytes(state):
-    return sum(os.path.getsize(os.path.join(state, n)) for n in os.listdir(state)
-               if n.startswith("journal.sqlite") and os.path.isfile(os.path.join(state, n)))
+    """The journal's files (journal.sqlite, -wal, -shm) and their sizes."""
+    return {n: os.path.getsize(os.path.join(state, n)) for n in sorted(os.listdir(state))
+            if n.startswith("journal.sqlite") and os.path.isfile(os.path.join(state, n))}
 
 
 def run_tasks(conn, session, url, count, window):
@@ -93,6 +94,8 @@ def main():
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--restarts", type=int, default=3)
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--cases", default="empty,deleted,kept", help="which cases, comma-separated")
+    ap.add_argument("--keep-state", help="copy each case's state directory to DIR/CASE at the end")
     args = ap.parse_args()
 
     server = ThreadingServer(("127.0.0.1", 0), Origin)
@@ -102,7 +105,7 @@ def main():
     extra = ["--max-tasks-per-session", str(max(args.tasks, 10000)), "--max-tasks-per-uid", str(max(args.tasks, 100000)),
              "--max-pending-events", str(max(4 * args.tasks, 100000)), "--max-concurrent", "32",
              "--max-connections-per-host", "32"]
-    for case in ["empty", "deleted", "kept"]:
+    for case in args.cases.split(","):
         work = tempfile.mkdtemp(prefix=f"htd-retention-{case}.")
         daemon = Daemon(args.bin_dir, work, extra)
         try:
@@ -124,13 +127,21 @@ def main():
                     results["deleted_after_s"] = time.monotonic() - began
             conn.close()
             size, restart, times = measure(daemon, args.restarts)
-            results[f"{case}_journal_bytes"] = size
+            with open(os.path.join(work, "daemon.log"), errors="replace") as f:
+                replayed = [line.strip() for line in f if "journal replayed" in line]
+            results[f"{case}_replay_log"] = replayed[-1] if replayed else ""
+            total = sum(size.values())
+            results[f"{case}_journal_bytes"] = total
+            results[f"{case}_journal_files"] = size
             results[f"{case}_restart_s"] = restart
             results[f"{case}_restarts_s"] = times
-            print(f"  {case:8} journal {size / 1024:10.0f} KiB   restart until daemon.status {restart:.3f} s "
-                  f"({', '.join(f'{t:.3f}' for t in times)})", flush=True)
+            files = ", ".join(f"{n.replace('journal.sqlite', 'db') or 'db'} {b / 1024:.0f}" for n, b in size.items())
+            print(f"  {case:8} journal {total / 1024:10.0f} KiB ({files})   restart until daemon.status {restart:.3f} s "
+                  f"({', '.join(f'{t:.3f}' for t in times)})\n           {results[f'{case}_replay_log']}", flush=True)
         finally:
             daemon.stop()
+            if args.keep_state:
+                shutil.copytree(os.path.join(work, "state"), os.path.join(args.keep_state, case), dirs_exist_ok=True)
             shutil.rmtree(work, ignore_errors=True)
     server.shutdown()
     if args.json:

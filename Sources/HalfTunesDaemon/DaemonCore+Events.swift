@@ -110,8 +110,13 @@ extension DaemonCore {
         _ = try? feed(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
                                           droppedBodies: droppedBodies))
         feedLaunch(p.session, .acknowledged(all: !hasPendingEvents(p.session)))
-        // A session that keeps nothing once acknowledged loses its finished tasks now.
-        if s.record.configuration.finishedTaskRetention == 0 { sweepFinishedTasks(only: p.session) }
+        // A session that keeps nothing once acknowledged loses its finished tasks now. A large acknowledgement
+        // frees many pages (given back to the file system) and leaves a large WAL (truncated: a restart after
+        // kill -9 would read it again).
+        if s.record.configuration.finishedTaskRetention == 0 {
+            sweepFinishedTasks(only: p.session)
+        }
+        if pruned >= Self.largeAcknowledgement { try? journal.releaseFreePages() }
         return EventsAckResult(ackedThrough: max(s.record.ackedThrough, p.through), pruned: pruned)
     }
 

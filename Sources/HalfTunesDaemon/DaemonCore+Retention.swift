@@ -10,6 +10,8 @@ extension DaemonCore {
     /// what is left goes on at the next tick.
     static let retentionBatch = 2_000
     static let retentionBatchesPerSweep = 5
+    /// Events acknowledged at once past which the WAL is truncated right after (`Journal.truncateWAL`).
+    static let largeAcknowledgement = 10_000
 
     /// Deletes the finished tasks of `only` (else of every session that has some) whose events are all
     /// acknowledged and whose session's `finishedTaskRetention` has passed since they finished, with their

@@ -68,8 +68,10 @@ extension Journal {
         }
     }
 
-    /// Gives the pages freed by deletions back to the file system (`auto_vacuum = INCREMENTAL`), at most `pages`.
-    public func releaseFreePages(_ pages: Int = 4096) throws {
-        try write { db in try db.execute(sql: "PRAGMA incremental_vacuum(\(pages))") }
+    /// Gives every page freed by deletions (finished tasks, acknowledged events) back to the file system
+    /// (`auto_vacuum = INCREMENTAL`); the cost follows the pages freed since the last call.
+    public func releaseFreePages() throws {
+        try write { db in try db.execute(sql: "PRAGMA incremental_vacuum") }
+        try truncateWAL()
     }
 }

@@ -109,6 +109,17 @@ public final class Journal: Sendable {
         writer.setFailureHandler(handler)
     }
 
+    /// Copies the WAL into the database and truncates it (`wal_checkpoint(TRUNCATE)`; the checkpoint fsyncs the
+    /// database first), after a large transaction (an acknowledgement of many events, a sweep): else a restart
+    /// after kill -9 reads every frame of it again, a cost that grows with what was deleted. Waits for the writes
+    /// submitted before.
+    public func truncateWAL() throws {
+        try gate.open {
+            writer.waitUntilWritten()
+            try dbQueue.writeWithoutTransaction { db in _ = try Row.fetchAll(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        }
+    }
+
     /// Transactions written so far, and the writes they held.
     public var writeCounts: (transactions: UInt64, writes: UInt64) { writer.counts }
 
