@@ -53,7 +53,9 @@ extension DaemonCore {
                 + "once; this task goes on when one of them is free"
             let failure = TransferFailure(error: TaskError(code: TaskErrorCode.proxyFailure, message: message),
                                           isTransient: true, durable: durable)
-            return attemptEnded(id, .failed(failure, response: nil))
+            // Not on this call: the slot it frees would start the next task here, which may be refused too.
+            Task { [weak self] in await self?.attemptEnded(id, .failed(failure, response: nil)) }
+            return
         }
         let runtime = TaskRuntime(taskID: id, journal: journal, durable: durable, connections: hostConnections,
                                   host: t.hostKey)
@@ -123,7 +125,7 @@ extension DaemonCore {
 
     /// The attempt ended: `DaemonState` decides what that means for the task (`AttemptVerdict`) and frees
     /// its slot; the actions are carried out here.
-    private func attemptEnded(_ id: Int64, _ outcome: AttemptOutcome) {
+    func attemptEnded(_ id: Int64, _ outcome: AttemptOutcome) {
         guard let t = state.tasks[id] else { return }
         if !state.shuttingDown, t.machine.state == .running {
             switch outcome {

@@ -115,7 +115,7 @@ extension DaemonCore {
         let logger = self.logger
         let verified = verifiedPartials.removeValue(forKey: id)
         Task.detached { [weak self] in
-            let outcome = await BlockingWork.run { () -> CompletionMachine.MoveOutcome in
+            let (outcome, opened) = await BlockingWork.run { () -> (CompletionMachine.MoveOutcome, OpenPartial?) in
                 // The intent is on disk before the file moves (recovery finishes the move); waited for here,
                 // not on the actor.
                 journal.sync()
@@ -127,7 +127,7 @@ extension DaemonCore {
                     do throws(FileIOError) {
                         file = try OpenPartial.open(partial)
                     } catch {
-                        return .failed(error.description)
+                        return (.failed(error.description), nil)
                     }
                 }
                 CrashPoints.hold(CrashPoints.publishMoving)
@@ -141,14 +141,22 @@ extension DaemonCore {
                     try FilePublisher.publish(file, destination: location, replacing: replacing,
                                               partialIsDurable: durable)
                     CrashPoints.hit(CrashPoints.publishAfterMove)
-                    return .published
+                    return (.published, file)
                 } catch PublishError.destinationExists {
-                    return .destinationExists
+                    return (.destinationExists, file)
                 } catch {
-                    return .failed("\(error)")
+                    return (.failed("\(error)"), file)
                 }
             }
-            await self?.completionInput(id, attempt: attempt, .moveEnded(outcome))
+            await self?.moveEnded(id, attempt: attempt, outcome, file: opened)
         }
+    }
+
+    /// A name taken meanwhile sends the file to another name: the same open file goes there (the move that
+    /// follows takes it), never the path opened again.
+    private func moveEnded(_ id: Int64, attempt: Int, _ outcome: CompletionMachine.MoveOutcome, file: OpenPartial?) {
+        if outcome == .destinationExists { verifiedPartials[id] = file }
+        completionInput(id, attempt: attempt, .moveEnded(outcome))
+        verifiedPartials[id] = nil
     }
 }

@@ -30,15 +30,18 @@ extension DaemonCore {
             let keep = s.record.configuration.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
             while budget > 0 {
                 budget -= 1
+                // A finished task still in memory (its transfer still stopping) is left for a later sweep.
                 guard let deleted = try? journal.deleteFinishedTasks(session: identifier, finishedBefore: now - keep,
-                                                                      limit: Self.retentionBatch) else { break }
+                                                                      limit: Self.retentionBatch,
+                                                                      keeping: state.tasks.ids(session: identifier))
+                else { break }
                 let count = deleted.values.reduce(0, +)
                 if count > 0 {
                     deletedAny = true
                     _ = try? feed(.finishedTasksDeleted(identifier, deleted))
                     logger.debug("finished tasks deleted", metadata: ["session": "\(identifier)", "tasks": "\(count)"])
                 }
-                guard count == Self.retentionBatch else { break }
+                guard count > 0, count >= Self.retentionBatch - state.tasks.ids(session: identifier).count else { break }
                 if budget == 0 { unfinishedWork = true }
             }
         }

@@ -31,12 +31,19 @@ extension DaemonCore {
         if canKeep {
             // Resume data keeps a partial file until redeemed or expired: a user keeps a bounded number of them.
             // Refused before anything is canceled, so nothing is lost.
-            let kept = (try? journal.resumeTokenCount(uid: before.owner)) ?? 0
+            let kept = ((try? journal.resumeTokenCount(uid: before.owner)) ?? 0) + (resumeDataInFlight[before.owner] ?? 0)
             guard kept < configuration.maxResumeDataPerUID else {
                 throw RPCError(.limitExceeded, "uid \(before.owner) already keeps \(kept) partial files as resume data, the most "
                     + "allowed (max-resume-data-per-uid \(configuration.maxResumeDataPerUID)); the task was not canceled. "
                     + "Resume some (task.create with resumeData) or cancel without resume data; resume data also "
                     + "expires after 7 days")
+            }
+        }
+        if canKeep { resumeDataInFlight[before.owner, default: 0] += 1 }
+        defer {
+            if canKeep {
+                resumeDataInFlight[before.owner, default: 1] -= 1
+                if resumeDataInFlight[before.owner] == 0 { resumeDataInFlight[before.owner] = nil }
             }
         }
         try apply(.cancel(keepPartial: canKeep), to: id)

@@ -84,6 +84,8 @@ actor DaemonCore {
     /// The complete partial whose checksum was verified, held open for its move (the move publishes that very
     /// file, or fails if its path names another by then).
     var verifiedPartials: [Int64: OpenPartial] = [:]
+    /// Cancels with resume data of each uid between their check of the cap and their token's insert.
+    var resumeDataInFlight: [UInt32: Int] = [:]
     var rateMeter = RateMeter()
     /// Upload request bodies sent (`DaemonStatus.uploadRate`).
     var uploadRateMeter = RateMeter()

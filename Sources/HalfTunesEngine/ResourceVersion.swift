@@ -9,7 +9,8 @@ import HalfTunesProtocol
 ///
 /// A weak ETag (`W/"…"`) is not a validator for this: it says "equivalent", not "the same bytes", so a kept
 /// weak ETag is not compared (its Last-Modified and length still are). A kept strong ETag must come back
-/// unchanged: a weak one, another one or none at all is another version.
+/// unchanged: a weak one, another one or none at all is another version. A Last-Modified left out is another
+/// version too, unless the same strong ETag came back (a 206 need not repeat Last-Modified, RFC 9110 15.3.7).
 public struct ResourceVersion: Sendable, Equatable, CustomStringConvertible {
     /// The strong ETag, as sent (nil when there was none or it was weak).
     public var etag: String?
@@ -57,9 +58,12 @@ public struct ResourceVersion: Sendable, Equatable, CustomStringConvertible {
             default: break
             }
         }
+        // RFC 9110 15.3.7: a 206 must repeat the ETag, not Last-Modified; the same strong ETag (a validator that
+        // changes with every byte of the representation) vouches for the bytes when Last-Modified is left out.
+        let vouched = etag != nil && response.etag == etag
         if let lastModified {
             switch response.lastModified {
-            case nil where !partial: return "the server no longer sends Last-Modified (\(lastModified))"
+            case nil where !partial && !vouched: return "the server no longer sends Last-Modified (\(lastModified))"
             case let other? where other != lastModified: return "Last-Modified is now \(other), not \(lastModified)"
             default: break
             }

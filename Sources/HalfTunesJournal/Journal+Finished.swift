@@ -50,7 +50,9 @@ extension Journal {
     /// event left to acknowledge (acknowledged events are deleted, so none of the task's remain), with their
     /// data-task bodies; the oldest first (`tasks_finished` index: finished rows newer than the cutoff are not
     /// read). Returns how many went, per state (the `finished_counts` triggers follow on their own).
-    public func deleteFinishedTasks(session: String, finishedBefore: Double, limit: Int) throws -> [TaskState: Int] {
+    /// `keeping`: ids never deleted (tasks the daemon still has in memory: a transfer still stopping, say).
+    public func deleteFinishedTasks(session: String, finishedBefore: Double, limit: Int,
+                                    keeping: Set<Int64> = []) throws -> [TaskState: Int] {
         try write { db in
             let rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT id, state FROM tasks INDEXED BY tasks_finished
@@ -60,7 +62,7 @@ extension Journal {
                 """), arguments: [session, finishedBefore, limit])
             var deleted: [TaskState: Int] = [:]
             let delete = try db.cachedStatement(sql: "DELETE FROM tasks WHERE id = ?")
-            for row in rows {
+            for row in rows where !keeping.contains(row["id"]) {
                 try delete.execute(arguments: [row["id"] as Int64])
                 if let state = TaskState(rawValue: row["state"]) { deleted[state, default: 0] += 1 }
             }

@@ -15,6 +15,8 @@ import Testing
 
     @Test func onlyTheExactRangeOfTheSameVersionIsWritten() {
         #expect(decide(206, [("Content-Range", "bytes 1000-1999/5000"), ("ETag", "\"v1\""), lastModified]) == .accept)
+        #expect(decide(206, [("Content-Range", "bytes 1000-1999/5000"), ("ETag", "\"v1\"")]) == .accept,
+                "a 206 need not repeat Last-Modified: the same strong ETag vouches")
         // A weak ETag kept is no validator: Last-Modified and the length decide.
         #expect(decide(206, [("Content-Range", "bytes 1000-1999/5000"), ("ETag", "W/\"v9\""), lastModified],
                        validators: Validators(etag: "W/\"v1\"", lastModified: lastModified.1)) == .accept)
@@ -31,7 +33,6 @@ import Testing
             // A validator left out, or a strong ETag come back weak: not the same version, If-Range or not
             // (a server that ignores If-Range answers 206 for any version).
             (206, [("Content-Range", "bytes 1000-1999/5000")]),
-            (206, [("Content-Range", "bytes 1000-1999/5000"), ("ETag", "\"v1\"")]),
             (206, [("Content-Range", "bytes 1000-1999/5000"), lastModified]),
             (206, [("Content-Range", "bytes 1000-1999/5000"), ("ETag", "W/\"v1\""), lastModified]),
             (206, [("Content-Range", "bytes 1000-1999/5000"), ("ETag", "\"v1\""), ("Last-Modified", "Sun, 23 Nov 2025 00:00:00 GMT")]),

@@ -89,8 +89,9 @@ struct LyingServerTests {
     }
 
     /// Each lie on the resumed response alone is another version: a strong ETag come back weak or missing, a
-    /// Last-Modified missing, a complete length in Content-Range that is not the file's. The file is whole.
-    @Test(arguments: ["weakETag", "omitETag", "omitLastModified", "contentRangeTotal"])
+    /// complete length in Content-Range that is not the file's. The file is whole. (A Last-Modified left out
+    /// beside the same strong ETag is no lie: a 206 need not repeat it, and the resume appends.)
+    @Test(arguments: ["weakETag", "omitETag", "contentRangeTotal", "omitLastModified"])
     func aResumeThatLiesStartsOver(lie: String) async throws {
         try await withDaemon { daemon, origin in
             let body = TestOrigin.randomBytes(count: 8 * MiB, seed: 2705)
@@ -116,6 +117,10 @@ struct LyingServerTests {
             let requests = origin.requests("/l.bin")
             let resumed = try #require(requests.dropFirst(b.faultsFromRequest).first)
             #expect(resumed.status == 206 && resumed.range != nil)
+            if lie == "omitLastModified" {
+                #expect(requests.count == b.faultsFromRequest + 1, "appended, no restart: \(requests.map(\.status))")
+                return
+            }
             // Then the whole file again from byte 0, without Range.
             #expect(requests.last?.range == nil && requests.last?.status == 200)
             try Self.expectRestart(client, task: task.id)
