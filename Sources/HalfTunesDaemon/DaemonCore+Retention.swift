@@ -1,6 +1,5 @@
 // Finished tasks leave the journal once their events are acknowledged and their session's retention has passed.
 import HalfTunesJournal
-import HalfTunesProtocol
 
 extension DaemonCore {
     /// Seconds between two sweeps (sooner while one left work behind, and right after an acknowledgement in a
@@ -23,25 +22,20 @@ extension DaemonCore {
         var budget = Self.retentionBatchesPerSweep
         var deletedAny = false
         var unfinishedWork = false
-        let sessions = only.map { [$0] } ?? Array(state.tasks.sessionsWithFinishedTasks)
-        for identifier in sessions {
+        for sweep in state.retentionSweeps(now: now, only: only) {
             guard budget > 0 else { unfinishedWork = true; break }
-            guard let s = state.sessions[identifier], !state.tasks.finishedCounts(session: identifier).isEmpty else { continue }
-            let keep = s.record.configuration.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
             while budget > 0 {
                 budget -= 1
-                // A finished task still in memory (its transfer still stopping) is left for a later sweep.
-                guard let deleted = try? journal.deleteFinishedTasks(session: identifier, finishedBefore: now - keep,
-                                                                      limit: Self.retentionBatch,
-                                                                      keeping: state.tasks.ids(session: identifier))
+                guard let deleted = try? journal.deleteFinishedTasks(session: sweep.session, finishedBefore: sweep.before,
+                                                                      limit: Self.retentionBatch, keeping: sweep.keeping)
                 else { break }
                 let count = deleted.values.reduce(0, +)
-                if count > 0 {
-                    deletedAny = true
-                    _ = try? feed(.finishedTasksDeleted(identifier, deleted))
-                    logger.debug("finished tasks deleted", metadata: ["session": "\(identifier)", "tasks": "\(count)"])
-                }
-                guard count > 0, count >= Self.retentionBatch - state.tasks.ids(session: identifier).count else { break }
+                guard count > 0 else { break }
+                deletedAny = true
+                _ = try? feed(.finishedTasksDeleted(sweep.session, deleted))
+                logger.debug("finished tasks deleted", metadata: ["session": "\(sweep.session)", "tasks": "\(count)"])
+                // A batch short of the limit (less what is kept) was the last one.
+                guard count >= Self.retentionBatch - sweep.keeping.count else { break }
                 if budget == 0 { unfinishedWork = true }
             }
         }

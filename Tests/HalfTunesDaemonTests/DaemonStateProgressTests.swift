@@ -216,4 +216,23 @@ struct DaemonStateProgressTests {
         _ = try state.handle(.shutdownBegan, now: 3)
         #expect(state.shuttingDown)
     }
+
+    /// A sweep covers the sessions that have finished tasks in the journal, each with its own retention as the
+    /// cutoff, and keeps the tasks still in memory.
+    @Test func retentionSweepsFollowEachSessionsRetention() throws {
+        var state = DaemonState()
+        for (name, keep) in [("day", nil), ("none", 0.0), ("idle", 60.0)] as [(String, Double?)] {
+            let record = SessionRecord(identifier: name, uid: 1, configuration: SessionConfiguration(finishedTaskRetention: keep),
+                                       state: .active, createdAt: 0)
+            _ = try state.handle(.sessionRestored(ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)), now: 0)
+        }
+        _ = try state.handle(.taskRestored(T.task(7, session: "none", owner: 1)), now: 0)
+        _ = try state.handle(.finishedTasksCounted(["day": [.completed: 2], "none": [.failed: 1]]), now: 0)
+        let sweeps = state.retentionSweeps(now: 100_000).sorted { $0.session < $1.session }
+        #expect(sweeps == [RetentionSweep(session: "day", before: 100_000 - 86_400, keeping: []),
+                           RetentionSweep(session: "none", before: 100_000, keeping: [7])])
+        #expect(state.retentionSweeps(now: 5, only: "idle").isEmpty, "no finished task: nothing to sweep")
+        _ = try state.handle(.finishedTasksDeleted("day", [.completed: 2]), now: 1)
+        #expect(state.retentionSweeps(now: 5).map(\.session) == ["none"])
+    }
 }
