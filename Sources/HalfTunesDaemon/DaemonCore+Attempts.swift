@@ -27,7 +27,8 @@ extension DaemonCore {
             request = .download(taskID: id, url: t.record.url, headers: headers, partialPath: t.record.partialPath,
                                 durable: durable, validators: validators, expectedLength: t.record.bytesExpected,
                                 requestTimeout: requestTimeout, checkpointInterval: configuration.checkpointInterval,
-                                maxConnections: maxConnections, freeSpaceFloor: configuration.minFreeSpace)
+                                maxConnections: maxConnections, freeSpaceFloor: configuration.minFreeSpace,
+                                diskAccount: diskLedger.account(uid: t.owner, path: t.record.partialPath))
         case .upload, .data:
             let method = t.record.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET")
             let upload = kind == .upload

@@ -14,6 +14,7 @@ extension DaemonCore {
         let location = t.record.location ?? t.record.destination
         let recovery = FilePublisher.recover(partialPath: t.record.partialPath, destination: location)
         if recovery == .published {
+            diskLedger.remove(t.record.partialPath)
             logger.info("completing a download whose publish was interrupted", metadata: ["task": "\(id)"])
         }
         let total = PartialFile.length(path: t.record.partialPath) ?? t.record.bytesDurable
@@ -156,6 +157,7 @@ extension DaemonCore {
     /// follows takes it), never the path opened again.
     private func moveEnded(_ id: Int64, attempt: Int, _ outcome: CompletionMachine.MoveOutcome, file: OpenPartial?) {
         if outcome == .destinationExists { verifiedPartials[id] = file }
+        if outcome == .published, let partial = state.tasks[id]?.record.partialPath { diskLedger.remove(partial) }
         completionInput(id, attempt: attempt, .moveEnded(outcome))
         verifiedPartials[id] = nil
     }

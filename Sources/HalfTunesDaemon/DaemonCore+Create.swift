@@ -122,13 +122,14 @@ extension DaemonCore {
         do {
             url = try Destination.validate(url: urlString)
         } catch {
-            if let resume { PartialFile.remove(path: resume.partialPath) }
+            if let resume { discardPartial(resume.partialPath) }
             throw error
         }
         if let exchange {
             return pendingCreate(exchangeTask(p, exchange, url: urlString, in: s), start: p.start == true,
                                  bytesExpectedToSend: exchange.fileBytes)
         }
+        if resume == nil { try checkDiskBudget(owner: s.record.uid) } // resume data brings bytes already counted
         let isReserved = { (path: String) in self.state.tasks.isReserved(path) || batch.destinations.contains(path) }
         let directory = s.record.configuration.destinationDirectory ?? downloadRoots.defaultDirectory(for: s.record.uid)
         var explicit = p.destination
@@ -161,7 +162,7 @@ extension DaemonCore {
         // No file named by the client: the first response may name it (Content-Disposition, a redirect).
         record.nameFromResponse = explicit?.isEmpty != false
         if let resume {
-            adoptResumeData(resume, into: &record)
+            adoptResumeData(resume, into: &record, owner: s.record.uid)
         }
         return pendingCreate(record, start: p.start == true)
     }
@@ -182,15 +183,16 @@ extension DaemonCore {
 
     /// Moves kept partial data into place for a task created from resume data; on any problem the task
     /// simply starts from zero (like URLSession when resume data cannot be used).
-    private func adoptResumeData(_ token: ResumeTokenRecord, into record: inout TaskRecord) {
+    private func adoptResumeData(_ token: ResumeTokenRecord, into record: inout TaskRecord, owner: UInt32) {
         guard let length = PartialFile.length(path: token.partialPath), length > 0,
               PartialFile.move(from: token.partialPath, to: record.partialPath)
         else {
             logger.notice("resume data's partial data is gone; starting from zero", metadata: ["url": "\(token.url)"])
-            PartialFile.remove(path: token.partialPath)
+            discardPartial(token.partialPath)
             return
         }
         record.durableRanges = token.ranges.clipped(to: length)
+        diskLedger.move(from: token.partialPath, to: record.partialPath, uid: owner)
         record.bytesExpected = token.bytesExpected
         record.etag = token.etag
         record.lastModified = token.lastModified

@@ -39,6 +39,9 @@ extension DaemonCore {
                     t.record.durableRanges = row.durableRanges.clipped(to: length)
                     t.bytesReceived = t.record.bytesDurable
                 }
+                if !row.state.isTerminal, row.bytesDurable > 0 {
+                    diskLedger.set(row.partialPath, uid: session.record.uid, bytes: t.record.bytesDurable)
+                }
                 let actions = (try? feed(.taskRestored(t))) ?? []
                 if !actions.isEmpty { resumed += 1 }
                 deferred.append(contentsOf: actions)
@@ -53,6 +56,7 @@ extension DaemonCore {
             finishInvalidationIfDone(identifier)
         }
         pruneResumeTokens()
+        chargeResumeDataPartials()
         // Sessions whose events wait with a launch unit: it is started (or its start stays due at its time).
         for (identifier, s) in state.sessions where s.record.configuration.launchUnit != nil {
             launches[identifier] = LaunchMachine(record: s.record.launch)
@@ -97,7 +101,7 @@ extension DaemonCore {
         lastTokenPrune = clock()
         let cutoff = clock() - configuration.resumeDataLifetime
         for token in (try? journal.resumeTokens(createdBefore: cutoff)) ?? [] {
-            PartialFile.remove(path: token.partialPath)
+            discardPartial(token.partialPath)
             try? journal.deleteResumeToken(token.token)
         }
     }

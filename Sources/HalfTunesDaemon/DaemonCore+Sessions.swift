@@ -117,11 +117,6 @@ extension DaemonCore {
         return config
     }
 
-    /// The retry policy of a session's tasks (the defaults when the session is gone or stored without one).
-    func backoff(forSession identifier: String) -> Backoff {
-        Backoff(state.sessions[identifier]?.record.configuration.retry)
-    }
-
     func validateHeaders(_ headers: [String: String]) throws(RPCError) {
         let reserved: Set<String> = ["range", "if-range", "accept-encoding", "host", "content-length",
                                      "transfer-encoding", "connection"]
@@ -170,7 +165,7 @@ extension DaemonCore {
         let stillStopping = state.tasks.stopping(session: identifier) > 0
         if stillStopping { return } // finished when the last transfer has stopped
         for token in (try? journal.resumeTokens(createdBefore: .infinity)) ?? [] where token.session == identifier {
-            PartialFile.remove(path: token.partialPath)
+            discardPartial(token.partialPath)
         }
         try journaled { try journal.deleteSession(identifier) }
         _ = try? feed(.sessionRemoved(identifier)) // with its tasks and unacknowledged events

@@ -69,7 +69,7 @@ extension DaemonCore {
         let ranges = (durable ?? r.durableRanges).clipped(to: PartialFile.length(path: r.partialPath) ?? 0)
         let bytes = ranges.count
         guard bytes > 0 else {
-            PartialFile.remove(path: r.partialPath)
+            discardPartial(r.partialPath)
             return nil
         }
         let token = ResumeData.newToken()
@@ -149,7 +149,7 @@ extension DaemonCore {
             case let .deliver(session, id, payload):
                 broadcast([Event(seq: nil, session: session, task: id, time: Timestamp.format(clock()), payload: payload)])
             case .removePartial(let path):
-                PartialFile.remove(path: path)
+                discardPartial(path)
             case .armRetryTimer(let at):
                 armRetryTimer(at: at)
             case let .computeDigest(id, attempt, path):

@@ -84,6 +84,8 @@ actor DaemonCore {
     /// The complete partial whose checksum was verified, held open for its move (the move publishes that very
     /// file, or fails if its path names another by then).
     var verifiedPartials: [Int64: OpenPartial] = [:]
+    /// The bytes each uid's partial files hold, against `max-disk-per-uid` (DaemonCore+Disk.swift).
+    let diskLedger: DiskLedger
     /// Cancels with resume data of each uid between their check of the cap and their token's insert.
     var resumeDataInFlight: [UInt32: Int] = [:]
     var rateMeter = RateMeter()
@@ -123,6 +125,7 @@ actor DaemonCore {
         self.clock = clock
         self.startedAt = clock()
         self.hostConnections = HostConnections()
+        self.diskLedger = Self.diskLedger(for: configuration)
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")
         }
@@ -265,11 +268,5 @@ actor DaemonCore {
         conditionsSerial = serial
         conditions = new
         feedAndRun(.conditionsChanged(new, slotLimits))
-    }
-
-    /// A one-line summary for logs and (later) the service manager's STATUS=.
-    func summary() -> String {
-        let s = status()
-        return "\(s.tasks["running"] ?? 0) running, \(s.tasks["queued"] ?? 0) queued, \(s.tasks["waiting"] ?? 0) waiting"
     }
 }

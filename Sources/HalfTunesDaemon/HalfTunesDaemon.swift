@@ -16,6 +16,9 @@ public struct DaemonConfiguration: Sendable {
     public var checkpointInterval: Double = 1.0
     /// The free space downloads leave on their file system (`min-free-space`).
     public var minFreeSpace = FreeSpaceFloor.automatic
+    /// The bytes each user's partial files (unfinished downloads, kept resume data) may hold, but the daemon's
+    /// own uid's and root's (`max-disk-per-uid`; a percentage is of the downloads directory's file system).
+    public var maxDiskPerUID = DiskLimit.standard
     /// How long shutdown waits for transfers to checkpoint.
     public var shutdownGrace: Double = 3.5
     /// A subscriber with more unsent output than this is disconnected.

@@ -166,7 +166,7 @@ public final class Attempt: Sendable {
         do {
             writer = try await PartialWriter.open(path: target.path, durable: target.durable,
                                                   label: "halftunesd.transfer.\(request.taskID)",
-                                                  floor: target.freeSpaceFloor)
+                                                  floor: target.freeSpaceFloor, account: target.diskAccount)
         } catch {
             let fileError = error as? FileIOError
                 ?? FileIOError(operation: "open", path: target.path, errno: 5 /* EIO */)

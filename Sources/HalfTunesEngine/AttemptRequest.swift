@@ -76,11 +76,13 @@ public struct AttemptRequest: Sendable {
                                 partialPath: String, durable: ByteRanges, validators: Validators? = nil,
                                 expectedLength: Int64? = nil, requestTimeout: Double = 60,
                                 checkpointInterval: Double = 1.0, progressInterval: Double = 0.25,
-                                maxConnections: Int = 1, freeSpaceFloor: FreeSpaceFloor = .automatic) -> AttemptRequest {
+                                maxConnections: Int = 1, freeSpaceFloor: FreeSpaceFloor = .automatic,
+                                diskAccount: DiskAccount? = nil) -> AttemptRequest {
         var target = PartialFileTarget(path: partialPath, durable: durable, validators: validators,
                                        expectedLength: expectedLength, checkpointInterval: checkpointInterval)
         target.maxConnections = maxConnections
         target.freeSpaceFloor = freeSpaceFloor
+        target.diskAccount = diskAccount
         return AttemptRequest(taskID: taskID, url: url, method: "GET", headers: headers, sink: .partialFile(target),
                               requestTimeout: requestTimeout, progressInterval: progressInterval)
     }
@@ -102,6 +104,8 @@ public struct PartialFileTarget: Sendable, Equatable {
     public var maxConnections = 1
     /// The free space no write or reservation of this download may take (`min-free-space`).
     public var freeSpaceFloor = FreeSpaceFloor.automatic
+    /// The partial's place in its uid's `max-disk-per-uid` (nil: not limited).
+    public var diskAccount: DiskAccount?
 
     public init(path: String, durable: ByteRanges, validators: Validators? = nil, expectedLength: Int64? = nil,
                 checkpointInterval: Double = 1.0) {

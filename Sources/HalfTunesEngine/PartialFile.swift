@@ -13,17 +13,24 @@ public struct FileIOError: Error, Sendable, Equatable, CustomStringConvertible {
     public var operation: String
     public var path: String
     public var errno: Int32
+    /// The task error code when it is not the errno's (`limitExceeded`: the uid's `max-disk-per-uid`).
+    public var code: String?
+    /// Said instead of the errno's words when set.
+    public var reason: String?
 
-    public init(operation: String, path: String, errno: Int32) {
+    public init(operation: String, path: String, errno: Int32, code: String? = nil, reason: String? = nil) {
         self.operation = operation
         self.path = path
         self.errno = errno
+        self.code = code
+        self.reason = reason
     }
 
-    public var description: String { "Cannot \(operation) '\(path)': \(POSIX.describe(errno))" }
+    public var description: String { "Cannot \(operation) '\(path)': \(reason ?? POSIX.describe(errno))" }
 
-    /// diskFull (ENOSPC, EDQUOT), fileTooLarge (EFBIG), otherwise ioError.
+    /// `code` when set; otherwise diskFull (ENOSPC, EDQUOT), fileTooLarge (EFBIG), or ioError.
     public var taskError: TaskError {
+        if let code { return TaskError(code: code, message: description) }
         let code: String
         switch errno {
         case ENOSPC, EDQUOT: code = TaskErrorCode.diskFull

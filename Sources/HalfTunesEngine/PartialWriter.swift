@@ -67,28 +67,40 @@ final class PartialWriter: Sendable {
     private nonisolated(unsafe) var writtenSinceSpaceCheck: Int64 = 0
     /// How many bytes are written between two looks at the free space (`fstatvfs`).
     static let spaceCheckInterval: Int64 = 4 << 20
+    /// The file's place in its uid's `max-disk-per-uid` (nil: not limited).
+    let account: DiskAccount?
+    /// The bytes the ledger lets this file hold (at least what it holds: written and reserved). Only the write
+    /// queue reads and writes it (and `open`, before any job).
+    private nonisolated(unsafe) var allowed: Int64 = 0
 
-    private init(path: String, fd: Int32, kept: ByteRanges, created: Bool, label: String, floor: FreeSpaceFloor) {
+    private init(path: String, fd: Int32, kept: ByteRanges, created: Bool, label: String, floor: FreeSpaceFloor,
+                 account: DiskAccount?) {
         self.path = path
         self.fd = fd
         self.floor = floor
+        self.account = account
         self.keptRanges = kept
         self.directoryNeedsSync = created
         self.writeQueue = DispatchQueue(label: "\(label).write")
         self.syncQueue = DispatchQueue(label: "\(label).sync")
         self.callbackQueue = DispatchQueue(label: "\(label).callbacks")
         self.state = NIOLockedValueBox(Snapshot(writtenRanges: kept, durableRanges: kept, error: nil))
+        if let account {
+            allowed = kept.count
+            account.set(allowed) // the bytes are there, whatever the limit says
+        }
     }
 
     /// Opens and prepares the partial off the caller's thread (`PartialFile.prepare`, keeping the fd open).
-    static func open(path: String, durable: ByteRanges, label: String,
-                     floor: FreeSpaceFloor = .automatic) async throws -> PartialWriter {
+    static func open(path: String, durable: ByteRanges, label: String, floor: FreeSpaceFloor = .automatic,
+                     account: DiskAccount? = nil) async throws -> PartialWriter {
         let result: Result<PartialWriter, Error> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(returning: Result {
                     let (fd, kept, created) = try PartialFile.openPrepared(path: path, durable: durable,
                                                                             deferNewFileSync: true)
-                    return PartialWriter(path: path, fd: fd, kept: kept, created: created, label: label, floor: floor)
+                    return PartialWriter(path: path, fd: fd, kept: kept, created: created, label: label, floor: floor,
+                                         account: account)
                 })
             }
         }
@@ -168,6 +180,10 @@ final class PartialWriter: Sendable {
             $0.writtenRanges = ByteRanges()
             $0.durableRanges = ByteRanges()
         }
+        if let account {
+            allowed = 0
+            account.set(0)
+        }
         if fsync(fd) != 0 {
             recordError("fsync", errno)
             return false
@@ -180,8 +196,13 @@ final class PartialWriter: Sendable {
     /// Where the filesystem cannot reserve (EOPNOTSUPP, ENOSYS, EINVAL), the transfer goes on without; no space
     /// (ENOSPC, EDQUOT), a length past the filesystem's limit (EFBIG) or EIO is the file error.
     private func reserve(after end: Int64) -> Bool {
+        let before = reservations
         guard let range = reservations.wrote(upTo: end) else { return true }
         guard keepsFloor(adding: Int64(range.count)) else { return false }
+        if account != nil, !mayHold(onDisk()) {
+            reservations = before // beyond the uid's budget: no reservation (the writes ask for themselves)
+            return true
+        }
         #if os(Linux)
         while htd_preallocate(fd, range.lowerBound, Int64(range.count)) != 0 {
             let e = errno
@@ -219,8 +240,13 @@ final class PartialWriter: Sendable {
     /// a hole punched over each such range inside the file (gaps between segments), and the blocks past its end
     /// freed by truncating it to its own size (ext4 punches no hole past the end; truncation frees them there).
     private func giveBackReservations() {
-        let unwritten = reservations.unwritten(state.withLockedValue { $0.writtenRanges })
+        let written = state.withLockedValue { $0.writtenRanges }
+        let unwritten = reservations.unwritten(written)
         reservations = ReservationPlan(limit: reservations.limit)
+        if let account {
+            allowed = written.count
+            account.set(allowed)
+        }
         guard !unwritten.isEmpty else { return }
         var st = stat()
         guard fstat(fd, &st) == 0 else { return }
@@ -231,6 +257,56 @@ final class PartialWriter: Sendable {
         }
         #endif
         if unwritten.contains(where: { $0.upperBound > size }) { _ = ftruncate(fd, off_t(size)) }
+    }
+
+    // MARK: - The uid's budget (max-disk-per-uid)
+
+    /// The bytes the file holds (written or reserved).
+    private func onDisk(adding range: Range<Int64>? = nil) -> Int64 {
+        var held = state.withLockedValue { $0.writtenRanges }.union(reservations.reserved)
+        if let range { held.insert(range) }
+        return held.count
+    }
+
+    /// Whether the file may hold `bytes`: past what it is allowed, the ledger is asked for them, and what it
+    /// grants is kept even when that is less (the write takes it; whatever the file does not hold goes back
+    /// when the transfer stops).
+    private func mayHold(_ bytes: Int64) -> Bool {
+        guard let account, bytes > allowed else { return true }
+        allowed = account.grow(to: bytes, partly: true)
+        return allowed >= bytes
+    }
+
+    /// How many of the bytes of a write over `range` the budget lets the file hold (all of them, or the first
+    /// ones: writes past the reservations add their bytes from the start of the range on).
+    private func budgetAllows(_ range: Range<Int64>) -> Int64 {
+        if reservations.reserved.contains(range) { return Int64(range.count) }
+        let needed = onDisk(adding: range)
+        if mayHold(needed) { return Int64(range.count) }
+        return max(0, Int64(range.count) - (needed - allowed))
+    }
+
+    private func recordOverBudget() {
+        guard let account else { return }
+        state.withLockedValue { s in
+            guard s.error == nil else { return }
+            s.error = FileIOError(
+                operation: "write", path: path, errno: EDQUOT, code: TaskErrorCode.limitExceeded,
+                reason: "uid \(account.uid)'s partial files (unfinished downloads and kept resume data) would hold "
+                    + "more than max-disk-per-uid allows (\(account.limit) bytes); the download goes on once some "
+                    + "of them finish or are canceled")
+        }
+    }
+
+    /// The first `count` bytes of `buffers`.
+    private static func prefix(_ buffers: [ByteBuffer], _ count: Int64) -> [ByteBuffer] {
+        var left = Int(count), out: [ByteBuffer] = []
+        for buffer in buffers where left > 0 {
+            let n = min(left, buffer.readableBytes)
+            out.append(buffer.getSlice(at: buffer.readerIndex, length: n)!)
+            left -= n
+        }
+        return out
     }
 
     /// fsync; returns the new durable ranges, or nil if the fsync failed (the error is recorded).
@@ -263,6 +339,18 @@ final class PartialWriter: Sendable {
     private func performWrite(_ buffers: [ByteBuffer], at start: Int64) -> Bool {
         guard state.withLockedValue({ $0.error == nil }) else { return false }
         if buffers.isEmpty { return true }
+        var buffers = buffers
+        var overBudget = false
+        if account != nil {
+            let length = Int64(buffers.reduce(0) { $0 + $1.readableBytes })
+            let fits = budgetAllows(start..<(start + length))
+            if fits < length {
+                buffers = Self.prefix(buffers, fits)
+                overBudget = true
+            }
+        }
+        defer { if overBudget { recordOverBudget() } }
+        if buffers.isEmpty { return false }
         var offset: Int64? = start
         var iovecs: [iovec] = []
         iovecs.reserveCapacity(buffers.count)
@@ -311,6 +399,7 @@ final class PartialWriter: Sendable {
             recordError("write", failure)
             return false
         }
+        if overBudget { return false }
         startWriteback(after: end - start)
         // The next window is reserved ahead of what arrived; past the reservations (a length not announced) the
         // free space is looked at every few MiB.

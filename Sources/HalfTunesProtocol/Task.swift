@@ -41,6 +41,9 @@ public enum TaskErrorCode {
     public static let tooManyRedirects = "tooManyRedirects"
     public static let resourceTimeout = "resourceTimeout"
     public static let diskFull = "diskFull"
+    /// The task's user holds as much in partial files (unfinished downloads and kept resume data) as
+    /// `max-disk-per-uid` allows: the download waits, and goes on once some of them finish or are canceled.
+    public static let limitExceeded = "limitExceeded"
     public static let fileTooLarge = "fileTooLarge"
     public static let ioError = "ioError"
     public static let destinationConflict = "destinationConflict"

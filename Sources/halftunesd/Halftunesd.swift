@@ -61,6 +61,12 @@ struct Halftunesd: AsyncParsableCommand {
         valueName: "size"))
     var minFreeSpace: String?
 
+    @Option(name: .customLong("max-disk-per-uid"), help: ArgumentHelp(
+        "Disk each user's unfinished downloads and kept resume data may hold under the system daemon (the "
+            + "daemon's own user and root: unlimited): unlimited, a size such as 50G, or a percentage of the "
+            + "downloads file system such as 20% (default).", valueName: "size"))
+    var maxDiskPerUID: String?
+
     @Option(name: .customLong("log-level"), help: ArgumentHelp(
         "trace, debug, info, notice, warning, error or critical (default: info).", valueName: "level"))
     var logLevel: String?
@@ -141,6 +147,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
             (.maxTasksPerUID, maxTasksPerUID), (.maxPendingEventsPerUID, maxPendingEventsPerUID),
             (.caFile, caFile), (.proxy, proxy), (.proxyBypass, proxyBypass), (.minFreeSpace, minFreeSpace),
+            (.maxDiskPerUID, maxDiskPerUID),
             (.maxResumeDataPerUID, maxResumeDataPerUID),
         ]
         var settings = DaemonSettings()

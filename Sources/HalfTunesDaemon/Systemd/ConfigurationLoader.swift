@@ -17,6 +17,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var exitWhenIdle: Double?
     public var checkpointInterval: Double
     public var minFreeSpace: FreeSpaceFloor
+    public var maxDiskPerUID: DiskLimit
     public var maxPendingOutput: Int
     public var clientTimeout: Double
     public var maxConnectionsPerUID: Int
@@ -56,6 +57,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         exitWhenIdle = s.exitWhenIdle.flatMap { $0 > 0 ? $0 : nil }
         checkpointInterval = s.checkpointInterval ?? Self.defaultCheckpointInterval
         minFreeSpace = s.minFreeSpace ?? .automatic
+        maxDiskPerUID = s.maxDiskPerUID ?? .standard
         maxPendingOutput = s.maxPendingOutput ?? Self.defaultMaxPendingOutput
         clientTimeout = s.clientTimeout ?? Self.defaultClientTimeout
         maxConnectionsPerUID = s.maxConnectionsPerUID ?? Self.defaultMaxConnectionsPerUID
@@ -76,6 +78,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.socketGroup = socketGroup.flatMap(SocketGroup.gid(of:))
         config.checkpointInterval = checkpointInterval
         config.minFreeSpace = minFreeSpace
+        config.maxDiskPerUID = maxDiskPerUID
         config.maxConnectionsPerHost = maxConnectionsPerHost
         config.bandwidthLimit = bandwidthLimit
         config.maxPendingOutputBytes = maxPendingOutput
@@ -106,6 +109,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.exitWhenIdle = exitWhenIdle ?? 0
         s.checkpointInterval = checkpointInterval
         s.minFreeSpace = minFreeSpace
+        s.maxDiskPerUID = maxDiskPerUID
         s.maxPendingOutput = maxPendingOutput
         s.clientTimeout = clientTimeout
         s.maxConnectionsPerUID = maxConnectionsPerUID

@@ -21,6 +21,8 @@ public struct DaemonSettings: Sendable, Equatable {
     public var checkpointInterval: Double?
     /// Free space downloads leave on their file system: `auto`, bytes or a percentage.
     public var minFreeSpace: FreeSpaceFloor?
+    /// Bytes each other user's partial files may hold: `unlimited`, bytes or a percentage.
+    public var maxDiskPerUID: DiskLimit?
     public var maxPendingOutput: Int?
     /// Seconds a client may leave the daemon's output unread before it is disconnected.
     public var clientTimeout: Double?
@@ -66,6 +68,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .exitWhenIdle: return exitWhenIdle.map { "\($0)" }
         case .checkpointInterval: return checkpointInterval.map { "\($0)" }
         case .minFreeSpace: return minFreeSpace?.description
+        case .maxDiskPerUID: return maxDiskPerUID?.description
         case .maxPendingOutput: return maxPendingOutput.map(String.init)
         case .clientTimeout: return clientTimeout.map { "\($0)" }
         case .maxConnectionsPerUID: return maxConnectionsPerUID.map(String.init)
@@ -100,6 +103,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case exitWhenIdle = "exit-when-idle"
     case checkpointInterval = "checkpoint-interval"
     case minFreeSpace = "min-free-space"
+    case maxDiskPerUID = "max-disk-per-uid"
     case maxPendingOutput = "max-pending-output"
     case clientTimeout = "client-timeout"
     case maxConnectionsPerUID = "max-connections-per-uid"
@@ -159,6 +163,13 @@ public enum SettingKey: String, CaseIterable, Sendable {
                     + "e.g. 10% (got '\(text)')\(Self.commentHint(text))")
             }
             settings.minFreeSpace = floor
+        case .maxDiskPerUID:
+            guard let limit = DiskLimit.parse(text) else {
+                throw SettingValueError(message: "must be unlimited, a size with an optional k, M, G or T suffix (powers "
+                    + "of 1024), e.g. 50G, or a percentage of the downloads file system up to 100, e.g. 20% (got "
+                    + "'\(text)')\(Self.commentHint(text))")
+            }
+            settings.maxDiskPerUID = limit
         case .maxPendingOutput: settings.maxPendingOutput = try Self.integer(text, in: 4096...(1 << 40))
         case .clientTimeout: settings.clientTimeout = try Self.seconds(text, allowZero: false, max: 24 * 3600)
         case .maxConnectionsPerUID: settings.maxConnectionsPerUID = try Self.integer(text, in: 1...100_000)
@@ -200,6 +211,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .exitWhenIdle: if let v = source.exitWhenIdle { target.exitWhenIdle = v }
         case .checkpointInterval: if let v = source.checkpointInterval { target.checkpointInterval = v }
         case .minFreeSpace: if let v = source.minFreeSpace { target.minFreeSpace = v }
+        case .maxDiskPerUID: if let v = source.maxDiskPerUID { target.maxDiskPerUID = v }
         case .maxPendingOutput: if let v = source.maxPendingOutput { target.maxPendingOutput = v }
         case .clientTimeout: if let v = source.clientTimeout { target.clientTimeout = v }
         case .maxConnectionsPerUID: if let v = source.maxConnectionsPerUID { target.maxConnectionsPerUID = v }
