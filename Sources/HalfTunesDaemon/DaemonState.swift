@@ -276,8 +276,6 @@ struct DaemonState {
                 if case .restored = input { break }
                 if case .conditionsAllow = input { break }
                 enqueue(&t)
-            case .dequeue, .cancelRetry:
-                break // `TaskTable` takes it out of the queue, or drops its retry time, with its state
             case .startTransfer:
                 startNow = true
                 t.record.attempts += 1 // journaled with the start, so a crash never loses an attempt's count

@@ -61,8 +61,8 @@ struct RPCRouter: Sendable {
         }
         route(.taskGet) { (p: TaskIDParams, ctx, core) in try core.getTask(p.id, caller: ctx.caller) }
         route(.taskList) { (p: TaskListParams, ctx, core) in try core.listTasks(p, caller: ctx.caller) }
-        route(.taskUpdate) { (p: TaskUpdateParams, ctx, core) in try await core.updateTask(p, caller: ctx.caller) }
-        route(.taskMove) { (p: TaskMoveParams, ctx, core) in try await core.moveTask(p, caller: ctx.caller) }
+        route(.taskUpdate) { (p: TaskUpdateParams, ctx, core) in try core.updateTask(p, caller: ctx.caller) }
+        route(.taskMove) { (p: TaskMoveParams, ctx, core) in try core.moveTask(p, caller: ctx.caller) }
         route(.daemonSetLimits) { (p: DaemonSetLimitsParams, ctx, core) in try core.setLimits(p, uid: ctx.uid) }
         route(.eventsAck) { (p: EventsAckParams, ctx, core) in try core.ack(p, caller: ctx.caller) }
         routes[RPCMethod.eventsSubscribe.rawValue] = { ctx, params in

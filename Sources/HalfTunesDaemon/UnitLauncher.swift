@@ -36,7 +36,7 @@ final class UnitLauncher: @unchecked Sendable {
             let r = htd_bus_start_unit(bus, unit, &message, message.count)
             if r < 0 {
                 if r == -ENOTCONN || r == -ECONNRESET || r == -EPIPE { self.disconnect() }
-                return done(String(cString: message))
+                return done(String(nulTerminated: message))
             }
             done(nil)
         }
@@ -81,7 +81,7 @@ final class UnitLauncher: @unchecked Sendable {
             disconnect()
             return nil
         }
-        return (String(cString: active), String(cString: result), job, exitStatus)
+        return (String(nulTerminated: active), String(nulTerminated: result), job, exitStatus)
     }
 
     private func connect() -> OpaquePointer? {
@@ -94,5 +94,12 @@ final class UnitLauncher: @unchecked Sendable {
     private func disconnect() {
         if let bus { htd_bus_close(bus) }
         bus = nil
+    }
+}
+
+private extension String {
+    /// The text of a C buffer up to its first NUL (all of it without one).
+    init(nulTerminated chars: [CChar]) {
+        self.init(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -51,11 +51,9 @@ public struct TaskStateMachine: Sendable, Equatable {
 
     public enum Action: Sendable, Equatable {
         case enqueue
-        case dequeue
         case startTransfer
         case stopTransfer
         case scheduleRetry(at: Double)
-        case cancelRetry
         case discardPartial
         case keepPartialForResumeData
         case emitStateChanged(from: TaskState?, to: TaskState, reason: TaskError?)
@@ -101,7 +99,7 @@ public struct TaskStateMachine: Sendable, Equatable {
         case (.suspended, .resume):
             return move(to: .queued, extra: [.enqueue])
         case (.waiting, .resume):
-            return move(to: .queued, extra: [.cancelRetry, .enqueue])
+            return move(to: .queued, extra: [.enqueue])
         case (.queued, .resume), (.running, .resume):
             return []
 
@@ -109,9 +107,9 @@ public struct TaskStateMachine: Sendable, Equatable {
         case (.running, .suspend):
             return move(to: .suspended, extra: [.stopTransfer])
         case (.queued, .suspend):
-            return move(to: .suspended, extra: [.dequeue])
+            return move(to: .suspended, extra: [])
         case (.waiting, .suspend):
-            return move(to: .suspended, extra: [.cancelRetry])
+            return move(to: .suspended, extra: [])
         case (.suspended, .suspend):
             return []
 
@@ -188,7 +186,7 @@ public struct TaskStateMachine: Sendable, Equatable {
         case (.queued, .conditionsBlock(let reason, let waits)):
             guard waits else { return fail(reason) }
             waitingReason = reason
-            return move(to: .waiting, extra: [.dequeue], reason: reason)
+            return move(to: .waiting, extra: [], reason: reason)
         case (.running, .conditionsBlock(let reason, let waits)):
             guard waits else { return [] }
             waitingReason = reason
@@ -222,26 +220,15 @@ public struct TaskStateMachine: Sendable, Equatable {
 
     private mutating func finishCanceled(keepPartial: Bool, error: TaskError) -> [Action] {
         let old = state
-        var actions: [Action] = []
-        switch old {
-        case .running: actions.append(.stopTransfer)
-        case .queued: actions.append(.dequeue)
-        case .waiting: actions.append(.cancelRetry)
-        default: break
-        }
+        var actions: [Action] = old == .running ? [.stopTransfer] : []
         actions.append(keepPartial ? .keepPartialForResumeData : .discardPartial)
         self.error = error
         return actions + move(to: .canceled, extra: [], reason: error) + [.emitComplete(error: error)]
     }
 
     private mutating func fail(_ err: TaskError) -> [Action] {
-        let old = state
-        var actions: [Action] = []
-        if old == .waiting { actions.append(.cancelRetry) }
-        if old == .queued { actions.append(.dequeue) }
-        actions.append(.discardPartial)
         error = err
-        return actions + move(to: .failed, extra: [], reason: err) + [.emitComplete(error: err)]
+        return [.discardPartial] + move(to: .failed, extra: [], reason: err) + [.emitComplete(error: err)]
     }
 
     static func name(of input: Input) -> String {

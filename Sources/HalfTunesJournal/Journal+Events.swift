@@ -31,12 +31,6 @@ extension Journal {
         }
     }
 
-    public func eventCount(session: String) throws -> Int {
-        try read { db in
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM events WHERE session = ?", arguments: [session]) ?? 0
-        }
-    }
-
     /// The highest seq ever journaled for the session (0 if none ever, or no such session). Kept in the
     /// session row, so it stays correct after `ack` pruned the events.
     public func lastEventSeq(session: String) throws -> Int64 {

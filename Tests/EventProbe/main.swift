@@ -33,7 +33,7 @@ func append(_ text: String, to path: String) {
         handle.write(data)
         try? handle.close()
     } else {
-        FileManager.default.createFile(atPath: path, contents: data)
+        _ = FileManager.default.createFile(atPath: path, contents: data)
     }
 }
 
@@ -44,7 +44,7 @@ guard let socket = option("--socket"), let session = option("--session"), let ou
 let recorder = Recorder()
 var header = "run \(getpid())\n"
 if let marker = option("--fail-first"), !FileManager.default.fileExists(atPath: marker) {
-    FileManager.default.createFile(atPath: marker, contents: nil)
+    _ = FileManager.default.createFile(atPath: marker, contents: nil)
     // Receive everything, as the real handler would, but never acknowledge.
     let s = try BackgroundSession.open(identifier: session, socketPath: socket)
     let stream = try s.events(after: 0)

@@ -27,11 +27,11 @@ struct ChecksumTests {
     @Test func digestsAFile() throws {
         let path = NSTemporaryDirectory() + "checksum-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: path) }
-        FileManager.default.createFile(atPath: path, contents: Data("abc".utf8))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("abc".utf8)))
         #expect(try Checksum.sha256(ofFile: path).hex == abc)
         // Larger than one read: 3 MiB + 5 bytes of a pattern, checked against a one-shot digest.
         let big = Data((0..<(3 << 20) + 5).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        FileManager.default.createFile(atPath: path, contents: big)
+        #expect(FileManager.default.createFile(atPath: path, contents: big))
         #expect(try Checksum.sha256(ofFile: path).hex == TestOrigin.sha256Hex(Array(big)))
         #expect(throws: FileIOError.self) { try Checksum.sha256(ofFile: path + ".missing") }
     }

@@ -61,7 +61,7 @@ import Testing
 
         var queued = M(state: .queued)
         #expect(try queued.handle(.conditionsBlock(Self.expensive, waits: true), now: 0)
-            == [.dequeue, .emitStateChanged(from: .queued, to: .waiting, reason: Self.expensive)])
+            == [.emitStateChanged(from: .queued, to: .waiting, reason: Self.expensive)])
         #expect(try queued.handle(.resume, now: 1).contains(.enqueue), "resume still queues it (the daemon gates it again)")
     }
 
@@ -72,7 +72,7 @@ import Testing
         var queued = M(state: .queued)
         let actions = try queued.handle(.conditionsBlock(Self.offlineError, waits: false), now: 0)
         #expect(queued.state == .failed && queued.error == Self.offlineError)
-        #expect(actions.contains(.dequeue) && actions.contains(.emitComplete(error: Self.offlineError)))
+        #expect(!actions.contains(.stopTransfer) && actions.contains(.emitComplete(error: Self.offlineError)))
         var running = M(state: .running)
         #expect(try running.handle(.conditionsBlock(Self.offlineError, waits: false), now: 0) == [])
         var waiting = M(state: .queued)

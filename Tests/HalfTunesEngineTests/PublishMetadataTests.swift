@@ -22,7 +22,7 @@ import Testing
     @Test func applySetsTheAttributesAndTheMtimeThroughTheDescriptor() throws {
         let dir = try TempDir()
         let path = dir.path("file.partial")
-        FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("x".utf8)))
         let file = try OpenPartial.open(path)
         let problems = PublishMetadata(originURL: "https://h/f", referrerURL: nil, modificationTime: 784_111_777.5).apply(to: file)
         #expect(problems.isEmpty, "\(problems)")
@@ -40,8 +40,8 @@ import Testing
     @Test func aSymlinkSwappedInAfterTheOpenIsNotFollowed() throws {
         let dir = try TempDir()
         let path = dir.path("file.partial"), victim = dir.path("victim")
-        FileManager.default.createFile(atPath: path, contents: Data("mine".utf8))
-        FileManager.default.createFile(atPath: victim, contents: Data("theirs".utf8))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("mine".utf8)))
+        #expect(FileManager.default.createFile(atPath: victim, contents: Data("theirs".utf8)))
         var before = stat()
         #expect(stat(victim, &before) == 0)
         let file = try OpenPartial.open(path)

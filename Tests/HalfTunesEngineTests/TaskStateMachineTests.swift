@@ -35,9 +35,9 @@ struct TaskStateMachineTests {
         #expect(try running.handle(.suspend, now: 0).first == .stopTransfer)
         #expect(running.state == .suspended)
         var queued = machine(.queued)
-        #expect(try queued.handle(.suspend, now: 0).first == .dequeue)
+        #expect(try queued.handle(.suspend, now: 0) == [.emitStateChanged(from: .queued, to: .suspended, reason: nil)])
         var waiting = machine(.waiting)
-        #expect(try waiting.handle(.suspend, now: 0).first == .cancelRetry)
+        #expect(try waiting.handle(.suspend, now: 0) == [.emitStateChanged(from: .waiting, to: .suspended, reason: nil)])
         var suspended = machine(.suspended)
         #expect(try suspended.handle(.suspend, now: 0) == [])
     }
@@ -138,7 +138,7 @@ struct TaskStateMachineTests {
 
     @Test func resumeOfWaitingRetriesNow() throws {
         var m = M(state: .waiting, waitingReason: boom, nextAttemptAt: 50)
-        #expect(try m.handle(.resume, now: 0) == [.cancelRetry, .enqueue, .emitStateChanged(from: .waiting, to: .queued, reason: nil)])
+        #expect(try m.handle(.resume, now: 0) == [.enqueue, .emitStateChanged(from: .waiting, to: .queued, reason: nil)])
         #expect(m.waitingReason == nil && m.nextAttemptAt == nil)
     }
 
@@ -166,7 +166,7 @@ struct TaskStateMachineTests {
         let actions = try m.handle(.sessionInvalidated, now: 0)
         #expect(m.state == .canceled)
         #expect(m.error?.code == TaskErrorCode.sessionInvalidated)
-        #expect(actions.first == .dequeue)
+        #expect(actions.first == .discardPartial && !actions.contains(.stopTransfer))
     }
 
     @Test func resourceDeadlineEndsPendingTasksButNotSuspendedOnes() throws {
@@ -177,7 +177,7 @@ struct TaskStateMachineTests {
         #expect(actions.contains(.discardPartial))
         #expect(running.state == .failed && running.error?.code == TaskErrorCode.resourceTimeout)
         var queued = machine(.queued, deadline: 10)
-        #expect(try queued.handle(.resourceDeadlinePassed, now: 11).first == .dequeue)
+        #expect(try queued.handle(.resourceDeadlinePassed, now: 11).first == .discardPartial)
         var suspended = machine(.suspended, deadline: 10)
         #expect(try suspended.handle(.resourceDeadlinePassed, now: 11) == [])
         #expect(suspended.state == .suspended)

@@ -83,7 +83,7 @@ final class DaemonProcess: @unchecked Sendable {
         for (k, v) in environment { env[k] = v }
         p.environment = env
         if !FileManager.default.fileExists(atPath: logPath) {
-            FileManager.default.createFile(atPath: logPath, contents: nil)
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()

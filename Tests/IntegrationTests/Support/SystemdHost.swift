@@ -46,8 +46,8 @@ func runCommand(_ executable: String, _ arguments: [String], environment: [Strin
     let scratch = try ScratchDirectory()
     defer { scratch.remove() }
     let outPath = scratch.path + "/stdout", errPath = scratch.path + "/stderr"
-    FileManager.default.createFile(atPath: outPath, contents: nil)
-    FileManager.default.createFile(atPath: errPath, contents: nil)
+    _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
     let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
     let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
     defer { try? out.close(); try? err.close() }

@@ -90,7 +90,7 @@ final class SystemdUserManager: @unchecked Sendable {
                 throw TestFailure("cannot create cgroup \(cg): \(String(cString: strerror(errno)))")
             }
         }
-        FileManager.default.createFile(atPath: launcherLog, contents: nil)
+        _ = FileManager.default.createFile(atPath: launcherLog, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: launcherLog))
         defer { try? log.close() }
         let p = Process()

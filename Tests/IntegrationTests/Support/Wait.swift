@@ -4,6 +4,7 @@ import HalfTunesProtocol
 
 /// Polls `body` until it returns a value (a condition wait with a deadline, not a timing guess). Other
 /// errors are retried; a `TestFailure` from `body` means the wait is hopeless and ends it at once.
+@discardableResult
 func eventually<T>(_ what: String, timeout: Double = 60, _ body: () throws -> T?) throws -> T {
     let deadline = Date().addingTimeInterval(timeout)
     var lastError: Error?
