@@ -46,14 +46,14 @@ extension DaemonCore {
                 counted = (r.session, max(r.lastSeq, seq), r.count + 1)
             } else {
                 if let r = counted {
-                    _ = try? feed(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count))
+                    feedAndRun(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count))
                     launchIfUnattended(r.session)
                 }
                 counted = (event.session, seq, 1)
             }
         }
         if let r = counted {
-            _ = try? feed(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count))
+            feedAndRun(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count))
             launchIfUnattended(r.session)
         }
         for event in events {
@@ -107,7 +107,7 @@ extension DaemonCore {
             throw RPCError.invalidParams("through (\(p.through)) is beyond the session's last event (\(s.lastEventSeq))")
         }
         let (pruned, droppedBodies) = try journaled { try journal.ack(session: p.session, through: p.through) }
-        _ = try? feed(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
+        feedAndRun(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
                                           droppedBodies: droppedBodies))
         feedLaunch(p.session, .acknowledged(all: !hasPendingEvents(p.session)))
         // A session that keeps nothing once acknowledged loses its finished tasks now. A large acknowledgement

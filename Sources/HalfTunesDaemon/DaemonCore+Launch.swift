@@ -34,7 +34,7 @@ extension DaemonCore {
         for action in actions {
             switch action {
             case .journal:
-                _ = try? feed(.sessionLaunchRecorded(identifier, machine.record))
+                feedAndRun(.sessionLaunchRecorded(identifier, machine.record))
                 do {
                     try journal.setSessionLaunch(identifier, machine.record)
                 } catch {
@@ -93,7 +93,7 @@ extension DaemonCore {
         guard now != before else { return }
         launches[identifier] = nil
         if state.sessions[identifier]?.record.launch != nil {
-            _ = try? feed(.sessionLaunchRecorded(identifier, nil))
+            feedAndRun(.sessionLaunchRecorded(identifier, nil))
             try? journal.setSessionLaunch(identifier, nil)
         }
         launchIfUnattended(identifier)

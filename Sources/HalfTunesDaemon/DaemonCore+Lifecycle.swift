@@ -15,7 +15,7 @@ extension DaemonCore {
         for row in try journal.loadSessions() {
             let s = ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier),
                                    pendingEvents: pending[row.identifier] ?? 0)
-            _ = try? feed(.sessionRestored(s))
+            feedAndRun(.sessionRestored(s))
         }
         // The tasks table is read on a thread of its own while the state is rebuilt from what it has read: the
         // two take about as long. What the restored tasks ask for (journal writes, the retry timer, finishing
@@ -42,14 +42,14 @@ extension DaemonCore {
                 if !row.state.isTerminal, row.bytesDurable > 0 {
                     diskLedger.set(row.partialPath, uid: session.record.uid, bytes: t.record.bytesDurable)
                 }
-                let actions = (try? feed(.taskRestored(t))) ?? []
+                let actions = feed(.taskRestored(t))
                 if !actions.isEmpty { resumed += 1 }
                 deferred.append(contentsOf: actions)
                 if row.phase == .publishing { publishing.append(id) }
             }
         }
         let read = ContinuousClock.now
-        _ = try? feed(.finishedTasksCounted(scan.finishedCounts))
+        feedAndRun(.finishedTasksCounted(scan.finishedCounts))
         run(deferred)
         for id in publishing { recoverCompletion(id) }
         for (identifier, s) in state.sessions where s.record.state == .invalidating {
@@ -109,7 +109,7 @@ extension DaemonCore {
     /// Stops every transfer with a checkpoint, leaving tasks in their journaled states so they continue
     /// on the next start. Returns within the configured grace period.
     func shutdown() async {
-        _ = try? feed(.shutdownBegan)
+        feedAndRun(.shutdownBegan)
         launcher.close()
         housekeeping?.cancel()
         retryWake?.task.cancel()

@@ -23,16 +23,7 @@ extension DaemonCore {
         guard [.queued, .suspended, .waiting].contains(t.machine.state) else {
             throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "move")
         }
-        let order: Int64
-        switch p.to {
-        case .front:
-            let lowest = state.tasks.queue.lowestOrder(priority: t.record.priority, excluding: p.id)
-            order = QueuePlanner.frontOrder(among: lowest.map { [$0] } ?? [])
-        case .back:
-            order = takeQueueOrder()
-        }
-        let actions = (try? feed(.edited(p.id, { $0.queueOrder = order }, slotLimits))) ?? []
-        try saveRow(p.id)
+        let actions = feed(.edited(p.id, DaemonState.TaskEdit(move: p.to), slotLimits))
         logger.info("task moved", metadata: ["task": "\(p.id)", "to": "\(p.to.rawValue)"])
         run(actions)
         return info(try task(p.id, for: caller))

@@ -32,7 +32,7 @@ extension DaemonCore {
                 let count = deleted.values.reduce(0, +)
                 guard count > 0 else { break }
                 deletedAny = true
-                _ = try? feed(.finishedTasksDeleted(sweep.session, deleted))
+                feedAndRun(.finishedTasksDeleted(sweep.session, deleted))
                 logger.debug("finished tasks deleted", metadata: ["session": "\(sweep.session)", "tasks": "\(count)"])
                 // A batch short of the limit (less what is kept) was the last one.
                 guard count >= Self.retentionBatch - sweep.keeping.count else { break }

@@ -36,7 +36,7 @@ extension DaemonCore {
         let record = SessionRecord(identifier: id, uid: owner, configuration: config, state: .active, createdAt: clock())
         try journaled { try journal.upsertSession(record) }
         let s = ManagedSession(record: record, lastEventSeq: (try? journal.lastEventSeq(session: id)) ?? 0, pendingEvents: 0)
-        _ = try? feed(.sessionOpened(s))
+        feedAndRun(.sessionOpened(s))
         logger.info("session opened", metadata: ["session": "\(id)"])
         return SessionOpenResult(session: sessionInfo(s), reattached: false)
     }
@@ -168,7 +168,7 @@ extension DaemonCore {
             discardPartial(token.partialPath)
         }
         try journaled { try journal.deleteSession(identifier) }
-        _ = try? feed(.sessionRemoved(identifier)) // with its tasks and unacknowledged events
+        feedAndRun(.sessionRemoved(identifier)) // with its tasks and unacknowledged events
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
         for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }
         subscribers[identifier] = nil

@@ -12,11 +12,8 @@ extension DaemonCore {
         if let limit = p.bandwidthLimit, let problem = ByteRate.problem(with: limit) {
             throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
         }
-        let actions = (try? feed(.edited(p.id, { record in
-            if let priority = p.priority { record.priority = priority }
-            if let limit = p.bandwidthLimit { record.bandwidthLimit = limit > 0 ? limit : nil }
-        }, slotLimits))) ?? []
-        try saveRow(p.id)
+        let actions = feed(.edited(p.id, DaemonState.TaskEdit(priority: p.priority, bandwidthLimit: p.bandwidthLimit),
+                                   slotLimits))
         let limit = state.tasks[p.id]?.record.bandwidthLimit
         // A running transfer follows its new limit within RateLimiter.maximumWaitSlice.
         if p.bandwidthLimit != nil { attempts[p.id]?.bandwidth.setRate(limit ?? 0) }
@@ -24,12 +21,5 @@ extension DaemonCore {
                                                "bandwidthLimit": "\(limit ?? 0)"])
         run(actions)
         return info(try task(p.id, for: caller))
-    }
-
-    /// Journals a task's row outside a state change (`writeRow`: while an attempt is in flight, with its
-    /// durable length held still).
-    func saveRow(_ id: Int64) throws(RPCError) {
-        guard let t = state.tasks[id] else { throw RPCError.unknownTask(id) }
-        _ = try journaled { try writeRow(t.record, events: []) }
     }
 }

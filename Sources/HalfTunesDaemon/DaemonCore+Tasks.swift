@@ -1,3 +1,4 @@
+// The task methods of the RPC surface: resume, suspend, cancel (with resume data), get and list.
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
@@ -8,7 +9,6 @@ extension DaemonCore {
         guard !state.shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
         _ = try task(id, for: caller) // only the owner (or root) may
         try apply(.resume, to: id)
-        pump()
         return info(try task(id, for: caller))
     }
 
@@ -18,7 +18,6 @@ extension DaemonCore {
         _ = try task(id, for: caller) // only the owner (or root) may
         await waitUntilMoved(id)
         try apply(.suspend, to: id)
-        pump()
         if let runtime = attempts[id]?.runtime { _ = await runtime.outcome() } // stopping: wait for its end
         return info(try task(id, for: caller))
     }
@@ -47,7 +46,6 @@ extension DaemonCore {
             }
         }
         try apply(.cancel(keepPartial: canKeep), to: id)
-        pump()
         var resumeData: String?
         if canKeep {
             // Wait for the transfer to stop so the durable ranges are final. The runtime has them at once;
@@ -111,84 +109,5 @@ extension DaemonCore {
         let more = ids.count > limit
         return TaskListResult(tasks: infos(page).map(\.withoutResponseBody),
                               nextCursor: more ? ids.prefix(limit).last.map(String.init) : nil)
-    }
-
-    // MARK: - Applying lifecycle inputs
-
-    /// Feeds an input to a task's state machine (through `DaemonState`) and carries out the actions: its row
-    /// is journaled with its events in one transaction. `extra` events go just before `didComplete`.
-    func apply(_ input: TaskStateMachine.Input, to id: Int64, extra: [EventPayload] = [],
-               update: ((inout TaskRecord) -> Void)? = nil) throws(RPCError) {
-        guard state.tasks[id] != nil else {
-            // A finished task lives in the journal only: it refuses every input as its state machine would.
-            guard var finished = finishedTask(id)?.machine else { throw RPCError.unknownTask(id) }
-            do {
-                _ = try finished.handle(input, now: clock())
-            } catch {
-                throw RPCError.illegalStateChange(task: id, from: error.state, action: error.input)
-            }
-            return // an input a finished task ignores
-        }
-        do {
-            run(try feed(.task(id, input, extra: extra, update: update)))
-        } catch {
-            throw RPCError.illegalStateChange(task: id, from: error.transition.state, action: error.transition.input)
-        }
-    }
-
-    /// Carries out the state's actions, in order.
-    func run(_ actions: [DaemonState.Action]) {
-        for action in actions {
-            switch action {
-            case let .journal(record, payloads):
-                commit(record, payloads)
-            case .startAttempt(let id):
-                startTransfer(id)
-            case .stopAttempt(let id):
-                attempts[id]?.runtime.stop()
-            case let .deliver(session, id, payload):
-                broadcast([Event(seq: nil, session: session, task: id, time: Timestamp.format(clock()), payload: payload)])
-            case .removePartial(let path):
-                discardPartial(path)
-            case .armRetryTimer(let at):
-                armRetryTimer(at: at)
-            case let .computeDigest(id, attempt, path):
-                computeDigest(id, attempt: attempt, path: path)
-            case let .chooseName(id, attempt, avoiding):
-                chooseNameAndGoOn(id, attempt: attempt, avoiding: avoiding)
-            case let .move(id, attempt, partial, location, replacing, durable):
-                move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable)
-            case let .completionEnded(id, location, error):
-                completionEnded(id, location: location, error: error)
-            case .checkInvalidation(let session):
-                finishInvalidationIfDone(session)
-            }
-        }
-    }
-
-    /// Makes the retry timer wake at `at`, the earliest retry time of any waiting task (one timer for all of
-    /// them, however many wait). A timer already set for that time or earlier stays: it re-arms when it fires.
-    func armRetryTimer(at: Double) {
-        guard !state.shuttingDown else { return }
-        if let wake = retryWake, wake.at <= at { return }
-        retryWake?.task.cancel()
-        let delay = max(0, at - clock())
-        retryWake = (at, Task { [weak self] in
-            try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
-            guard !Task.isCancelled else { return }
-            await self?.retriesDue()
-        })
-    }
-
-    /// The retry timer fired: every waiting task whose time has come retries, then the timer waits for the next.
-    private func retriesDue() {
-        retryWake = nil
-        feedAndRun(.retryTimerFired(slotLimits))
-    }
-
-    /// The daemon-wide limits slots are granted within.
-    var slotLimits: DaemonState.SlotLimits {
-        DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
-                               maxConnectionsPerHost: configuration.maxConnectionsPerHost)
     }
 }

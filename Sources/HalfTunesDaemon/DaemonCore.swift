@@ -88,9 +88,9 @@ actor DaemonCore {
     let diskLedger: DiskLedger
     /// Cancels with resume data of each uid between their check of the cap and their token's insert.
     var resumeDataInFlight: [UInt32: Int] = [:]
-    var rateMeter = RateMeter()
+    var rateMeter = ThroughputMeter()
     /// Upload request bodies sent (`DaemonStatus.uploadRate`).
-    var uploadRateMeter = RateMeter()
+    var uploadRateMeter = ThroughputMeter()
     var housekeeping: Task<Void, Never>?
     /// The one timer for every retry: it wakes at the earliest retry time `TaskTable` holds (`armRetryTimer`).
     var retryWake: (at: Double, task: Task<Void, Never>)?
@@ -137,9 +137,9 @@ actor DaemonCore {
     // MARK: - The state's inputs (the only writes of `state`)
 
     /// Feeds an input to the state at the current time; returns the actions to carry out (`run`).
-    func feed(_ input: DaemonState.Input) throws(DaemonState.Refused) -> [DaemonState.Action] {
+    func feed(_ input: DaemonState.Input) -> [DaemonState.Action] {
         defer { updateHostAllowances() }
-        return try state.handle(input, now: clock())
+        return state.handle(input, now: clock())
     }
 
     /// Gives every host whose running or queued tasks changed its new allowance of extra connections (after
@@ -153,9 +153,9 @@ actor DaemonCore {
         }
     }
 
-    /// Feeds an input and carries its actions out; an input the state refuses changes nothing.
+    /// Feeds an input and carries its actions out.
     func feedAndRun(_ input: DaemonState.Input) {
-        run((try? feed(input)) ?? [])
+        run(feed(input))
     }
 
     /// A place at the back of the queue (for a task created queued or moved to the back).

@@ -42,9 +42,9 @@ struct DaemonState {
         /// Tasks were journaled as created (suspended, or queued with their place): they join the state and
         /// the queued ones may start.
         case created([ManagedTask], SlotLimits)
-        /// A lifecycle input for one task. `extra` events go just before `didComplete`; `update` changes the
-        /// task's row with the same transaction (a response to keep, the published location).
-        case task(Int64, TaskStateMachine.Input, extra: [EventPayload] = [], update: ((inout TaskRecord) -> Void)? = nil)
+        /// A lifecycle input for one task (`task.resume`, `task.suspend`, `task.cancel`). `extra` events go just
+        /// before `didComplete`. Its state machine may refuse it: then the only action is `refused`.
+        case task(Int64, TaskStateMachine.Input, extra: [EventPayload] = [])
         /// Slots may be free: start queued tasks while the limits allow, fairly between users.
         case grantSlots(SlotLimits)
         /// The retry timer fired: every waiting task whose time has come retries.
@@ -60,8 +60,8 @@ struct DaemonState {
         case attemptEnded(Int64, AttemptOutcome, jitterSample: Double, SlotLimits)
         /// What a task's attempt in flight reports (DaemonState+Progress.swift).
         case attemptProgress(Int64, Progress)
-        /// A task's row changed outside its lifecycle (`task.move`, `task.update`); the runner journals it.
-        case edited(Int64, (inout TaskRecord) -> Void, SlotLimits)
+        /// A task's row changed outside its lifecycle (`task.move`, `task.update`): journaled, and slots granted.
+        case edited(Int64, TaskEdit, SlotLimits)
         /// A new session was journaled.
         case sessionOpened(ManagedSession)
         /// A session's configuration changed (journaled): a new `maxConcurrent` applies at once.
@@ -110,6 +110,8 @@ struct DaemonState {
     }
 
     enum Action: Equatable {
+        /// The task's state machine refused the `task` input: nothing changed (the caller answers with it).
+        case refused(Refused)
         /// Journal the task's row with these events in one transaction, then deliver them live. While the
         /// task's attempt is in flight and the task unfinished, the row carries the attempt's durable length,
         /// which only the runner knows (checkpoints raise it off the core).
@@ -138,14 +140,24 @@ struct DaemonState {
         case checkInvalidation(session: String)
     }
 
+    /// What `task.update` and `task.move` change in a task's row (nil: unchanged).
+    struct TaskEdit: Equatable, Sendable {
+        var priority: TaskPriority?
+        /// Bytes per second; 0 removes the task's own limit.
+        var bandwidthLimit: Int64?
+        /// Before every other task of its priority, or behind all of them.
+        var move: TaskMoveParams.Position?
+    }
+
     /// An input a task's state machine refuses in its state.
     struct Refused: Error, Equatable {
         let task: Int64
         let transition: TaskStateMachine.IllegalTransition
     }
 
-    /// Feeds an input; returns what the runner must do, in order. A refused task input changes nothing.
-    mutating func handle(_ input: Input, now: Double) throws(Refused) -> [Action] {
+    /// Feeds an input; returns what the runner must do, in order. A refused task input changes nothing and
+    /// returns `refused` alone.
+    mutating func handle(_ input: Input, now: Double) -> [Action] {
         var actions: [Action] = []
         switch input {
         case let .created(created, limits):
@@ -155,8 +167,12 @@ struct DaemonState {
                 if t.machine.state == .queued, !mayTransfer(session: t.record.session) { regate(t.id, now: now, into: &actions) }
             }
             grantSlots(limits, now: now, into: &actions)
-        case let .task(id, taskInput, extra, update):
-            _ = try apply(taskInput, to: id, extra: extra, update: update, now: now, into: &actions)
+        case let .task(id, taskInput, extra):
+            do {
+                try apply(taskInput, to: id, extra: extra, now: now, into: &actions)
+            } catch {
+                return [.refused(error)]
+            }
         case .grantSlots(let limits):
             grantSlots(limits, now: now, into: &actions)
         case .retryTimerFired(let limits):
@@ -189,10 +205,21 @@ struct DaemonState {
             sent(id, delta: delta, total: total, expected: expected, into: &actions)
         case let .edited(id, edit, limits):
             guard var t = tasks[id] else { break }
-            edit(&t.record)
+            if let priority = edit.priority { t.record.priority = priority }
+            if let limit = edit.bandwidthLimit { t.record.bandwidthLimit = limit > 0 ? limit : nil }
+            switch edit.move {
+            case .front?:
+                let lowest = tasks.queue.lowestOrder(priority: t.record.priority, excluding: id)
+                t.record.queueOrder = QueuePlanner.frontOrder(among: lowest.map { [$0] } ?? [])
+            case .back?:
+                t.record.queueOrder = takeQueueOrder()
+            case nil:
+                break
+            }
             t.record.updatedAt = now
             Self.deferIfEarly(&t, now: now)
             tasks[id] = t // one write: the table re-indexes the task once
+            actions.append(.journal(t.record, []))
             if !mayTransfer(session: t.record.session) { regate(id, now: now, into: &actions) }
             grantSlots(limits, now: now, into: &actions)
         case .sessionOpened(let s):

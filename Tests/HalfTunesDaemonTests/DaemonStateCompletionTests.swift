@@ -28,7 +28,7 @@ struct DaemonStateCompletionTests {
 
     @Test func aCompleteTransferIsNamedRecordedMovedThenCompletedAndFreesItsSlot() throws {
         var state = try Self.running()
-        var actions = try state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
+        var actions = state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
                                                      jitterSample: 0.5, Self.one), now: 10)
         // No checksum: no journal write yet (the intent records the length). Still running, publishing, but
         // its transfer slot goes to task 2 at once.
@@ -39,17 +39,17 @@ struct DaemonStateCompletionTests {
         #expect(state.completionPhase(1) == .publishing && state.tasks.running == [2])
         #expect(state.tasks.count(in: .running) == 2)
 
-        actions = try state.handle(.completion(1, attempt: 1, .nameChosen("/d/1")), now: 11)
+        actions = state.handle(.completion(1, attempt: 1, .nameChosen("/d/1")), now: 11)
         let row = try #require(Self.intent(actions))
         #expect(row.location == "/d/1" && row.bytesDurable == 100 && row.bytesExpected == 100)
         #expect(actions.last == .move(1, attempt: 1, partial: "/d/.1.partial", location: "/d/1", replacing: false,
                                       partialIsDurable: true))
         #expect(state.isMoving(1))
         // While the file moves, lifecycle inputs are not taken (suspend waits for the move in the runner).
-        #expect(try state.handle(.task(1, .suspend), now: 12).isEmpty)
-        #expect(try state.handle(.clockTick(Self.one), now: 1e12).isEmpty)
+        #expect(state.handle(.task(1, .suspend), now: 12).isEmpty)
+        #expect(state.handle(.clockTick(Self.one), now: 1e12).isEmpty)
 
-        actions = try state.handle(.completion(1, attempt: 1, .moveEnded(.published)), now: 13)
+        actions = state.handle(.completion(1, attempt: 1, .moveEnded(.published)), now: 13)
         #expect(S.journaled(actions, 1) == [.stateChanged(state: .completed, previous: .running, reason: nil),
                                             .didFinishDownloading(location: "/d/1"), .didComplete(error: nil)])
         #expect(actions.contains(.completionEnded(1, location: "/d/1", error: nil)))
@@ -62,14 +62,14 @@ struct DaemonStateCompletionTests {
     /// A name taken between the choice and the move: choose again avoiding it (the intent is recorded again).
     @Test func aNameTakenMeanwhileIsChosenAgain() throws {
         var state = try Self.running()
-        _ = try state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
+        _ = state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
                                            jitterSample: 0.5, Self.one), now: 10)
-        _ = try state.handle(.completion(1, attempt: 1, .nameChosen("/d/1")), now: 11)
-        var actions = try state.handle(.completion(1, attempt: 1, .moveEnded(.destinationExists)), now: 12)
+        _ = state.handle(.completion(1, attempt: 1, .nameChosen("/d/1")), now: 11)
+        var actions = state.handle(.completion(1, attempt: 1, .moveEnded(.destinationExists)), now: 12)
         #expect(actions == [.chooseName(1, attempt: 1, avoiding: ["/d/1"])] && !state.isMoving(1))
-        actions = try state.handle(.completion(1, attempt: 1, .nameChosen("/d/1 (1)")), now: 13)
+        actions = state.handle(.completion(1, attempt: 1, .nameChosen("/d/1 (1)")), now: 13)
         #expect(Self.intent(actions)?.location == "/d/1 (1)" && state.isMoving(1))
-        actions = try state.handle(.completion(1, attempt: 1, .moveEnded(.failed("EIO"))), now: 14)
+        actions = state.handle(.completion(1, attempt: 1, .moveEnded(.failed("EIO"))), now: 14)
         let error = try #require(S.completionError(actions, 1))
         #expect(error.code == TaskErrorCode.ioError)
         #expect(actions.contains(.completionEnded(1, location: nil, error: error)) && S.started(actions).isEmpty)
@@ -87,7 +87,7 @@ struct DaemonStateCompletionTests {
     @Test func verificationJournalsTheLengthFirstAndAMismatchFails() throws {
         let good = Checksum(hex: String(repeating: "ab", count: 32))
         var state = try Self.running(checksum: good.description)
-        var actions = try state.handle(.attemptEnded(1, .completed(totalBytes: 3, validators: Self.validators),
+        var actions = state.handle(.attemptEnded(1, .completed(totalBytes: 3, validators: Self.validators),
                                                      jitterSample: 0.5, Self.one), now: 10)
         guard case let .journal(row, [])? = actions.first else {
             Issue.record("the length was not journaled first: \(actions)")
@@ -97,19 +97,19 @@ struct DaemonStateCompletionTests {
         #expect(actions[1] == .computeDigest(1, attempt: 1, path: "/d/.1.partial") && S.started(actions) == [2])
         #expect(state.completionPhase(1) == .verifying)
 
-        actions = try state.handle(.completion(1, attempt: 1, .digestComputed(.success(Checksum(hex: String(repeating: "cd", count: 32))))),
+        actions = state.handle(.completion(1, attempt: 1, .digestComputed(.success(Checksum(hex: String(repeating: "cd", count: 32))))),
                                    now: 11)
         #expect(S.completionError(actions, 1)?.code == TaskErrorCode.checksumMismatch)
         #expect(actions.contains(.removePartial(path: "/d/.1.partial")) && S.started(actions).isEmpty)
 
         // Task 2 completes its transfer, is suspended while verifying: the late digest changes nothing.
-        actions = try state.handle(.attemptEnded(2, .completed(totalBytes: 3, validators: Self.validators),
+        actions = state.handle(.attemptEnded(2, .completed(totalBytes: 3, validators: Self.validators),
                                                  jitterSample: 0.5, Self.one), now: 12)
         #expect(actions == [.chooseName(2, attempt: 1, avoiding: [])]) // no checksum on task 2
-        _ = try state.handle(.task(2, .suspend), now: 13)
+        _ = state.handle(.task(2, .suspend), now: 13)
         #expect(state.completions[2] == nil && state.tasks[2]?.machine.state == .suspended)
         #expect(state.tasks[2]?.completing == false) // resumed later, it takes a slot again
-        #expect(try state.handle(.completion(2, attempt: 1, .nameChosen("/d/2")), now: 14).isEmpty)
+        #expect(state.handle(.completion(2, attempt: 1, .nameChosen("/d/2")), now: 14).isEmpty)
     }
 
     /// Recovery of a journaled intent: published → completed; the file gone → failed; still to publish → named.
@@ -121,8 +121,8 @@ struct DaemonStateCompletionTests {
         t.record.state = .running
         t.record.phase = .publishing
         t.record.location = "/d/1"
-        _ = try state.handle(.created([t], Self.one), now: 0)
-        let actions = try state.handle(.recoveredCompletion(1, recovery, totalBytes: 5), now: 1)
+        _ = state.handle(.created([t], Self.one), now: 0)
+        let actions = state.handle(.recoveredCompletion(1, recovery, totalBytes: 5), now: 1)
         switch recovery {
         case .published:
             #expect(actions.contains(.completionEnded(1, location: "/d/1", error: nil)) && state.tasks.count(in: .completed) == 1)

@@ -32,23 +32,23 @@ struct DaemonStateProgressTests {
         #expect(state.tasks.isStopping(1)) // a new attempt never starts before this one has ended
 
         // Task 1 resumes at its offset: told with the row; task 2 starts fresh: nothing to journal.
-        var actions = try state.handle(.attemptProgress(1, .started(Self.start(300))), now: 1)
+        var actions = state.handle(.attemptProgress(1, .started(Self.start(300))), now: 1)
         #expect(T.journaled(actions, 1) == [.didResumeAtOffset(offset: 300, expectedTotalBytes: 1000, discardedBytes: nil, reason: nil)])
         #expect(state.tasks[1]?.record.etag == "\"v1\"" && state.tasks[1]?.record.currentURL == "http://127.0.0.1:9/final")
-        #expect(try state.handle(.attemptProgress(2, .started(Self.start(0))), now: 1).isEmpty)
+        #expect(state.handle(.attemptProgress(2, .started(Self.start(0))), now: 1).isEmpty)
         #expect(state.tasks[2]?.record.bytesExpected == 1000)
 
-        actions = try state.handle(.attemptProgress(1, .received(delta: 200, total: 500, expected: 1000)), now: 2)
+        actions = state.handle(.attemptProgress(1, .received(delta: 200, total: 500, expected: 1000)), now: 2)
         #expect(Self.delivered(actions) == [.didWriteData(bytesWritten: 200, totalBytesWritten: 500, totalBytesExpectedToWrite: 1000)])
         #expect(state.tasks[1]?.bytesReceived == 500)
         // A body that ends with no new byte tells nothing.
-        #expect(try state.handle(.attemptProgress(1, .received(delta: 0, total: 500, expected: 1000)), now: 2).isEmpty)
+        #expect(state.handle(.attemptProgress(1, .received(delta: 0, total: 500, expected: 1000)), now: 2).isEmpty)
 
         // The attempt ended; a report that was still on its way is stale and changes nothing.
-        _ = try state.handle(.task(1, .suspend), now: 3)
-        _ = try state.handle(.attemptEnded(1, .stopped(durableBytes: 500), jitterSample: 0, Self.limits), now: 3)
+        _ = state.handle(.task(1, .suspend), now: 3)
+        _ = state.handle(.attemptEnded(1, .stopped(durableBytes: 500), jitterSample: 0, Self.limits), now: 3)
         #expect(state.tasks[1]?.attemptInFlight == false && state.tasks[1]?.record.bytesDurable == 500)
-        #expect(try state.handle(.attemptProgress(1, .received(delta: 100, total: 600, expected: 1000)), now: 4).isEmpty)
+        #expect(state.handle(.attemptProgress(1, .received(delta: 100, total: 600, expected: 1000)), now: 4).isEmpty)
         #expect(state.tasks[1]?.bytesReceived == 500)
     }
 
@@ -59,7 +59,7 @@ struct DaemonStateProgressTests {
         var t = T.task(1, session: "a", owner: 1)
         t.record.bytesDurable = 300
         _ = try T.resumeAll(&state, [t])
-        let actions = try state.handle(.attemptProgress(1, .started(Self.start(0, discarded: 300, reason: "resourceChanged"))), now: 1)
+        let actions = state.handle(.attemptProgress(1, .started(Self.start(0, discarded: 300, reason: "resourceChanged"))), now: 1)
         #expect(T.journaled(actions, 1) == [.didResumeAtOffset(offset: 0, expectedTotalBytes: 1000, discardedBytes: 300, reason: "resourceChanged")])
         #expect(state.tasks[1]?.bytesReceived == 0)
     }
@@ -74,7 +74,7 @@ struct DaemonStateProgressTests {
         #expect(state.tasks[1]?.bytesReceived == 500)
         var start = Self.start(300)
         start.keptBytes = 500
-        let actions = try state.handle(.attemptProgress(1, .started(start)), now: 1)
+        let actions = state.handle(.attemptProgress(1, .started(start)), now: 1)
         #expect(T.journaled(actions, 1) == [.didResumeAtOffset(offset: 500, expectedTotalBytes: 1000, discardedBytes: nil, reason: nil)])
         #expect(state.tasks[1]?.bytesReceived == 500)
     }
@@ -83,11 +83,11 @@ struct DaemonStateProgressTests {
     @Test func receivedBytesResetTheFailureCount() throws {
         var state = T.state()
         _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1)])
-        _ = try state.handle(.attemptEnded(1, T.transient(), jitterSample: 0, Self.limits), now: 1)
+        _ = state.handle(.attemptEnded(1, T.transient(), jitterSample: 0, Self.limits), now: 1)
         #expect(state.tasks[1]?.machine.consecutiveFailures == 1)
         let at = try #require(state.tasks[1]?.machine.nextAttemptAt)
-        #expect(T.started(try state.handle(.retryTimerFired(Self.limits), now: at)) == [1])
-        _ = try state.handle(.attemptProgress(1, .received(delta: 10, total: 10, expected: nil)), now: at + 1)
+        #expect(T.started(state.handle(.retryTimerFired(Self.limits), now: at)) == [1])
+        _ = state.handle(.attemptProgress(1, .received(delta: 10, total: 10, expected: nil)), now: at + 1)
         #expect(state.tasks[1]?.machine.consecutiveFailures == 0)
     }
 
@@ -101,11 +101,11 @@ struct DaemonStateProgressTests {
         data.record.bytesDurable = 77 // never an offset for a data task: it starts from byte 0
         _ = try T.resumeAll(&state, [upload, data])
         #expect(state.tasks[1]?.bytesSent == 0 && state.tasks[2]?.bytesReceived == 0)
-        #expect(try state.handle(.attemptProgress(1, .bodyOpened(bytes: 4096)), now: 1).isEmpty)
+        #expect(state.handle(.attemptProgress(1, .bodyOpened(bytes: 4096)), now: 1).isEmpty)
         #expect(state.tasks[1]?.bytesExpectedToSend == 4096)
-        let actions = try state.handle(.attemptProgress(1, .sent(delta: 1024, total: 1024, expected: nil)), now: 1)
+        let actions = state.handle(.attemptProgress(1, .sent(delta: 1024, total: 1024, expected: nil)), now: 1)
         #expect(Self.delivered(actions) == [.didSendBodyData(bytesSent: 1024, totalBytesSent: 1024, totalBytesExpectedToSend: 4096)])
-        #expect(try state.handle(.attemptProgress(2, .received(delta: 50, total: 50, expected: 90)), now: 1).isEmpty)
+        #expect(state.handle(.attemptProgress(2, .received(delta: 50, total: 50, expected: 90)), now: 1).isEmpty)
         #expect(state.tasks[2]?.bytesReceived == 50 && state.tasks[2]?.record.bytesExpected == 90)
     }
 
@@ -114,18 +114,18 @@ struct DaemonStateProgressTests {
     @Test func invalidationCancelsWhatItMustAndRemovalForgetsTheSession() throws {
         for cancelAll in [false, true] {
             var state = T.state()
-            _ = try state.handle(.created([T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
+            _ = state.handle(.created([T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
                                            T.task(3, session: "b", owner: 2)], Self.limits), now: 0)
-            _ = try state.handle(.task(2, .resume), now: 0)
-            _ = try state.handle(.eventsJournaled(session: "a", lastSeq: 9, count: 3), now: 0)
-            let actions = try state.handle(.sessionInvalidating("a", cancelTasks: cancelAll, Self.limits), now: 1)
+            _ = state.handle(.task(2, .resume), now: 0)
+            _ = state.handle(.eventsJournaled(session: "a", lastSeq: 9, count: 3), now: 0)
+            let actions = state.handle(.sessionInvalidating("a", cancelTasks: cancelAll, Self.limits), now: 1)
             #expect(state.sessions["a"]?.record.state == .invalidating)
             #expect(T.completionError(actions, 1)?.code == TaskErrorCode.sessionInvalidated)
             #expect(state.tasks.unfinished(session: "a") == (cancelAll ? 0 : 1))
             if !cancelAll { #expect(state.tasks[2]?.machine.state == .running) } // started, and it finishes
             #expect(state.tasks[3]?.machine.state == .suspended) // another session's task is left alone
 
-            _ = try state.handle(.sessionRemoved("a"), now: 2)
+            _ = state.handle(.sessionRemoved("a"), now: 2)
             #expect(state.sessions["a"] == nil && state.tasks.ids(session: "a").isEmpty)
             #expect(state.tasks.counts(session: "a").isEmpty && state.pendingEventsByUID[1] == nil)
             #expect(state.sessions["b"] != nil && state.tasks[3] != nil)
@@ -138,20 +138,20 @@ struct DaemonStateProgressTests {
         var state = T.state()
         var data = T.task(1, session: "a", owner: 1)
         data.record.response = TaskResponse(status: 200, body: "aGk=", bodyBytes: 2, truncated: false)
-        _ = try state.handle(.created([data], Self.limits), now: 0)
-        _ = try state.handle(.eventsJournaled(session: "a", lastSeq: 5, count: 1), now: 0)
-        _ = try state.handle(.eventsJournaled(session: "a", lastSeq: 7, count: 2), now: 0)
-        _ = try state.handle(.eventsJournaled(session: "b", lastSeq: 2, count: 1), now: 0)
+        _ = state.handle(.created([data], Self.limits), now: 0)
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 5, count: 1), now: 0)
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 7, count: 2), now: 0)
+        _ = state.handle(.eventsJournaled(session: "b", lastSeq: 2, count: 1), now: 0)
         #expect(state.sessions["a"]?.lastEventSeq == 7 && state.sessions["a"]?.pendingEvents == 3)
         #expect(state.pendingEventsByUID[1] == 3 && state.pendingEventsByUID[2] == 1)
 
-        _ = try state.handle(.eventsAcknowledged(session: "a", through: 6, pruned: 2, droppedBodies: [1]), now: 1)
+        _ = state.handle(.eventsAcknowledged(session: "a", through: 6, pruned: 2, droppedBodies: [1]), now: 1)
         #expect(state.sessions["a"]?.record.ackedThrough == 6 && state.sessions["a"]?.pendingEvents == 1)
         #expect(state.pendingEventsByUID[1] == 1 && state.tasks[1]?.record.response?.body == nil)
         // An older acknowledgement never moves the mark back.
-        _ = try state.handle(.eventsAcknowledged(session: "a", through: 3, pruned: 0, droppedBodies: []), now: 1)
+        _ = state.handle(.eventsAcknowledged(session: "a", through: 3, pruned: 0, droppedBodies: []), now: 1)
         #expect(state.sessions["a"]?.record.ackedThrough == 6)
-        _ = try state.handle(.eventsAcknowledged(session: "a", through: 7, pruned: 1, droppedBodies: []), now: 1)
+        _ = state.handle(.eventsAcknowledged(session: "a", through: 7, pruned: 1, droppedBodies: []), now: 1)
         #expect(state.pendingEventsByUID[1] == nil)
     }
 
@@ -159,11 +159,11 @@ struct DaemonStateProgressTests {
     @Test func aSessionsNewConfigurationAppliesAtOnce() throws {
         var state = DaemonState()
         let one = SessionConfiguration(maxConcurrent: 1)
-        _ = try state.handle(.sessionOpened(ManagedSession(
+        _ = state.handle(.sessionOpened(ManagedSession(
             record: SessionRecord(identifier: "a", uid: 1, configuration: one, state: .active, createdAt: 0),
             lastEventSeq: 0, pendingEvents: 0)), now: 0)
         #expect(try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1)]) == [1])
-        let actions = try state.handle(.sessionConfigured("a", SessionConfiguration(maxConcurrent: 2), Self.limits), now: 1)
+        let actions = state.handle(.sessionConfigured("a", SessionConfiguration(maxConcurrent: 2), Self.limits), now: 1)
         #expect(T.started(actions) == [2])
     }
 
@@ -173,11 +173,25 @@ struct DaemonStateProgressTests {
         let limits = DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)
         _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
                                      T.task(3, session: "a", owner: 1)], limits: limits)
-        _ = try state.handle(.edited(3, { $0.priority = .high }, limits), now: 5)
+        let edited = state.handle(.edited(3, DaemonState.TaskEdit(priority: .high), limits), now: 5)
         #expect(state.tasks[3]?.record.priority == .high && state.tasks[3]?.record.updatedAt == 5)
-        _ = try state.handle(.task(1, .suspend), now: 6)
-        let actions = try state.handle(.attemptEnded(1, .stopped(durableBytes: 0), jitterSample: 0, limits), now: 6)
+        #expect(edited == [.journal(state.tasks[3]!.record, [])], "the edited row is journaled; no slot is free")
+        _ = state.handle(.task(1, .suspend), now: 6)
+        let actions = state.handle(.attemptEnded(1, .stopped(durableBytes: 0), jitterSample: 0, limits), now: 6)
         #expect(T.started(actions) == [3]) // the higher priority goes first
+    }
+
+    /// `task.move`: the state chooses the new place, before every task of its priority or behind all of them.
+    @Test func aMoveTakesThePlaceTheStateChooses() throws {
+        var state = T.state()
+        let none = DaemonState.SlotLimits(maxConcurrent: 0, maxConnectionsPerHost: 8)
+        _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
+                                     T.task(3, session: "a", owner: 1)], limits: none)
+        #expect(state.tasks.queue.position(of: 3, running: [:], lastServed: [:]) == 3)
+        _ = state.handle(.edited(3, DaemonState.TaskEdit(move: .front), none), now: 1)
+        #expect(state.tasks.queue.position(of: 3, running: [:], lastServed: [:]) == 1 && state.tasks[3]!.record.queueOrder < 0)
+        _ = state.handle(.edited(1, DaemonState.TaskEdit(move: .back), none), now: 2)
+        #expect([3, 2, 1].map { state.tasks.queue.position(of: $0, running: [:], lastServed: [:]) } == [1, 2, 3])
     }
 
     /// Recovery puts tasks back in the queue at their journaled places, whatever order they are fed in, and
@@ -187,7 +201,7 @@ struct DaemonStateProgressTests {
         var state = DaemonState()
         let session = ManagedSession(record: SessionRecord(identifier: "a", uid: 1, configuration: .init(), state: .active,
                                                            createdAt: 0), lastEventSeq: 4, pendingEvents: 2)
-        _ = try state.handle(.sessionRestored(session), now: 0)
+        _ = state.handle(.sessionRestored(session), now: 0)
         #expect(state.pendingEventsByUID[1] == 2)
         func row(_ id: Int64, _ taskState: TaskState, order: Int64) -> ManagedTask {
             var t = T.task(id, session: "a", owner: 1)
@@ -201,19 +215,19 @@ struct DaemonStateProgressTests {
         // Fed out of order: the running task (20) was queued after the queued one (10).
         let rows = [row(2, .running, order: 20), row(3, .suspended, order: 40), publishing, row(1, .queued, order: 10)]
         var restarted = 0
-        for t in rows where !(try state.handle(.taskRestored(t), now: 1)).isEmpty { restarted += 1 }
+        for t in rows where !(state.handle(.taskRestored(t), now: 1)).isEmpty { restarted += 1 }
         // Only the running one has something to do (it is queued again, and journaled so).
         #expect(restarted == 1)
         #expect(state.tasks[1]?.record.queueOrder == 10 && state.tasks[2]?.record.queueOrder == 20)
         #expect(state.tasks[2]?.machine.state == .queued)
         #expect(state.takeQueueOrder() == 41)
         #expect(state.tasks[3]?.machine.state == .suspended && state.tasks[4]?.machine.state == .running)
-        _ = try state.handle(.finishedTasksCounted(["a": [.completed: 3], "gone": [.failed: 2]]), now: 1)
+        _ = state.handle(.finishedTasksCounted(["a": [.completed: 3], "gone": [.failed: 2]]), now: 1)
         #expect(state.tasks.count(in: .completed) == 3 && state.tasks.count(in: .failed) == 0)
         // (Task 4, still `running` until its publish is finished, holds a slot until recovery finishes it.)
         let three = DaemonState.SlotLimits(maxConcurrent: 3, maxConnectionsPerHost: 8)
-        #expect(T.started(try state.handle(.grantSlots(three), now: 2)) == [1, 2])
-        _ = try state.handle(.shutdownBegan, now: 3)
+        #expect(T.started(state.handle(.grantSlots(three), now: 2)) == [1, 2])
+        _ = state.handle(.shutdownBegan, now: 3)
         #expect(state.shuttingDown)
     }
 
@@ -224,15 +238,15 @@ struct DaemonStateProgressTests {
         for (name, keep) in [("day", nil), ("none", 0.0), ("idle", 60.0)] as [(String, Double?)] {
             let record = SessionRecord(identifier: name, uid: 1, configuration: SessionConfiguration(finishedTaskRetention: keep),
                                        state: .active, createdAt: 0)
-            _ = try state.handle(.sessionRestored(ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)), now: 0)
+            _ = state.handle(.sessionRestored(ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)), now: 0)
         }
-        _ = try state.handle(.taskRestored(T.task(7, session: "none", owner: 1)), now: 0)
-        _ = try state.handle(.finishedTasksCounted(["day": [.completed: 2], "none": [.failed: 1]]), now: 0)
+        _ = state.handle(.taskRestored(T.task(7, session: "none", owner: 1)), now: 0)
+        _ = state.handle(.finishedTasksCounted(["day": [.completed: 2], "none": [.failed: 1]]), now: 0)
         let sweeps = state.retentionSweeps(now: 100_000).sorted { $0.session < $1.session }
         #expect(sweeps == [RetentionSweep(session: "day", before: 100_000 - 86_400, keeping: []),
                            RetentionSweep(session: "none", before: 100_000, keeping: [7])])
         #expect(state.retentionSweeps(now: 5, only: "idle").isEmpty, "no finished task: nothing to sweep")
-        _ = try state.handle(.finishedTasksDeleted("day", [.completed: 2]), now: 1)
+        _ = state.handle(.finishedTasksDeleted("day", [.completed: 2]), now: 1)
         #expect(state.retentionSweeps(now: 5).map(\.session) == ["none"])
     }
 }

@@ -61,11 +61,11 @@ struct DaemonStateTests {
     /// Creates suspended tasks and resumes them in order (as `task.resume` does: the input, then slots).
     static func resumeAll(_ state: inout DaemonState, _ tasks: [ManagedTask], limits: DaemonState.SlotLimits = limits,
                           now: Double = 0) throws -> [Int64] {
-        _ = try state.handle(.created(tasks, limits), now: now)
+        _ = state.handle(.created(tasks, limits), now: now)
         var ids: [Int64] = []
         for t in tasks {
-            ids += started(try state.handle(.task(t.id, .resume), now: now))
-            ids += started(try state.handle(.grantSlots(limits), now: now))
+            ids += started(state.handle(.task(t.id, .resume), now: now))
+            ids += started(state.handle(.grantSlots(limits), now: now))
         }
         return ids
     }
@@ -81,7 +81,7 @@ struct DaemonStateTests {
         // Each start counts the attempt in the row it journals with its stateChanged event, before the attempt
         // begins (a crash never loses it).
         #expect(state.tasks[1]?.record.attempts == 1 && state.tasks[3]?.record.attempts == 0)
-        let actions = try state.handle(.task(3, .suspend), now: 1)
+        let actions = state.handle(.task(3, .suspend), now: 1)
         #expect(Self.journaled(actions, 3) == [.stateChanged(state: .suspended, previous: .queued, reason: nil)])
         #expect(state.tasks.queue.count == 1)
     }
@@ -92,18 +92,18 @@ struct DaemonStateTests {
         var state = Self.state()
         let first = try Self.resumeAll(&state, (1...4).map { Self.task($0, session: "a", owner: 1) })
         #expect(first == [1, 2])
-        _ = try state.handle(.created([Self.task(10, session: "b", owner: 2), Self.task(11, session: "b", owner: 2)],
+        _ = state.handle(.created([Self.task(10, session: "b", owner: 2), Self.task(11, session: "b", owner: 2)],
                                       Self.limits), now: 0)
-        _ = try state.handle(.task(10, .resume), now: 0)
-        _ = try state.handle(.task(11, .resume), now: 0)
+        _ = state.handle(.task(10, .resume), now: 0)
+        _ = state.handle(.task(11, .resume), now: 0)
         // Task 1's attempt fails for a while: its slot goes to user 2 (0 running) before user 1's task 3.
-        let next = try state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: 1)
+        let next = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: 1)
         #expect(Self.started(next) == [10])
         #expect(state.tasks[1]?.machine.state == .waiting)
         // User 2 suspends its task: user 2 runs none again, so its next task goes before user 1's.
-        let after = try state.handle(.task(10, .suspend), now: 2)
+        let after = state.handle(.task(10, .suspend), now: 2)
         #expect(after.contains(.stopAttempt(10)))
-        let freed = try state.handle(.attemptEnded(10, .stopped(durableBytes: 0), jitterSample: 0.5, Self.limits), now: 2)
+        let freed = state.handle(.attemptEnded(10, .stopped(durableBytes: 0), jitterSample: 0.5, Self.limits), now: 2)
         #expect(Self.started(freed) == [11])
         #expect(state.tasks.runningByOwner == [1: 1, 2: 1])
     }
@@ -118,7 +118,7 @@ struct DaemonStateTests {
         #expect(try Self.resumeAll(&state, tasks, limits: one) == [1])
         var order: [Int64] = [1]
         for now in 1...3 {
-            let ended = try state.handle(.attemptEnded(order.last!, Self.permanent, jitterSample: 0.5, one), now: Double(now))
+            let ended = state.handle(.attemptEnded(order.last!, Self.permanent, jitterSample: 0.5, one), now: Double(now))
             order += Self.started(ended)
         }
         #expect(order == [1, 3, 2, 4])
@@ -134,7 +134,7 @@ struct DaemonStateTests {
         #expect(started == [1, 4])
         #expect(state.tasks.runningByHost["http://h1:80"] == 1 && state.tasks.runningBySession["a"] == 1)
         // Task 1 ends for good (a permanent failure): both 2 (session free) and 3 (host free) may start.
-        let next = try state.handle(.attemptEnded(1, Self.permanent, jitterSample: 0.5, limits), now: 1)
+        let next = state.handle(.attemptEnded(1, Self.permanent, jitterSample: 0.5, limits), now: 1)
         #expect(Set(Self.started(next)) == [2, 3])
         #expect(state.tasks[1] == nil) // failed: evicted, it lives in the journal only
         #expect(state.tasks.count(in: .failed) == 1)
@@ -147,23 +147,23 @@ struct DaemonStateTests {
         var state = Self.state(sessions: [("a", 1, SessionConfiguration(retry: retry))])
         #expect(try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1)]) == [1])
 
-        var actions = try state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.9, Self.limits), now: 100)
+        var actions = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.9, Self.limits), now: 100)
         #expect(state.tasks[1]?.machine.state == .waiting && state.tasks[1]?.machine.nextAttemptAt == 110)
         #expect(actions.contains(.armRetryTimer(at: 110)))
         #expect(Self.journaled(actions, 1).contains(.stateChanged(state: .waiting, previous: .running,
                                                                    reason: TaskError(code: TaskErrorCode.connectionLost, message: "connection refused"))))
         // Early: nothing retries, the timer is armed again for the same time.
-        actions = try state.handle(.retryTimerFired(Self.limits), now: 109.9)
+        actions = state.handle(.retryTimerFired(Self.limits), now: 109.9)
         #expect(Self.started(actions).isEmpty && actions == [.armRetryTimer(at: 110)])
-        actions = try state.handle(.retryTimerFired(Self.limits), now: 110)
+        actions = state.handle(.retryTimerFired(Self.limits), now: 110)
         #expect(Self.started(actions) == [1] && state.tasks[1]?.machine.state == .running)
 
         // The second failure waits twice as long; a longer Retry-After wins.
-        actions = try state.handle(.attemptEnded(1, Self.transient(retryAfter: 50), jitterSample: 0.5, Self.limits), now: 200)
+        actions = state.handle(.attemptEnded(1, Self.transient(retryAfter: 50), jitterSample: 0.5, Self.limits), now: 200)
         #expect(state.tasks[1]?.machine.nextAttemptAt == 250 && actions.contains(.armRetryTimer(at: 250)))
-        #expect(Self.started(try state.handle(.retryTimerFired(Self.limits), now: 250)) == [1])
+        #expect(Self.started(state.handle(.retryTimerFired(Self.limits), now: 250)) == [1])
         // The third in a row without progress is the last (maxAttempts 3): the task fails with the reason.
-        actions = try state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: 300)
+        actions = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: 300)
         #expect(state.tasks[1] == nil && state.tasks.count(in: .failed) == 1)
         let error = try #require(Self.completionError(actions, 1))
         #expect(error.message.hasPrefix("Gave up after 3 attempts in a row"))
@@ -178,11 +178,11 @@ struct DaemonStateTests {
         var now = 0.0
         for _ in 0..<5 {
             now += 1
-            _ = try state.handle(.task(1, .madeProgress), now: now)
-            let actions = try state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: now)
+            _ = state.handle(.task(1, .madeProgress), now: now)
+            let actions = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: now)
             #expect(actions.contains(.armRetryTimer(at: now + 10)))
             now += 10
-            #expect(Self.started(try state.handle(.retryTimerFired(Self.limits), now: now)) == [1])
+            #expect(Self.started(state.handle(.retryTimerFired(Self.limits), now: now)) == [1])
         }
         #expect(state.tasks[1]?.machine.state == .running)
     }
@@ -195,9 +195,9 @@ struct DaemonStateTests {
         let tasks = [Self.task(1, session: "a", owner: 1, deadline: 50), Self.task(2, session: "a", owner: 1, deadline: 500),
                      Self.task(3, session: "a", owner: 1, deadline: 60)]
         #expect(try Self.resumeAll(&state, tasks, limits: limits) == [1])
-        _ = try state.handle(.task(3, .suspend), now: 1)
-        #expect(try state.handle(.clockTick(limits), now: 49.5).isEmpty)
-        let actions = try state.handle(.clockTick(limits), now: 70)
+        _ = state.handle(.task(3, .suspend), now: 1)
+        #expect(state.handle(.clockTick(limits), now: 49.5).isEmpty)
+        let actions = state.handle(.clockTick(limits), now: 70)
         #expect(actions.contains(.stopAttempt(1)))
         let error = try #require(Self.completionError(actions, 1))
         #expect(error.code == TaskErrorCode.resourceTimeout)
@@ -212,36 +212,38 @@ struct DaemonStateTests {
         _ = try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1),
                                         Self.task(3, session: "a", owner: 1)])
         // Queued: no attempt, so the partial goes at once and the task leaves memory.
-        var actions = try state.handle(.task(3, .cancel(keepPartial: false)), now: 1)
+        var actions = state.handle(.task(3, .cancel(keepPartial: false)), now: 1)
         #expect(actions.contains(.removePartial(path: "/d/.3.partial")) && state.tasks[3] == nil)
         #expect(Self.journaled(actions, 3).last == .didComplete(error: TaskError(code: TaskErrorCode.canceled, message: "The task was canceled")))
         // Cancelled for resume data: the partial stays.
-        actions = try state.handle(.task(2, .cancel(keepPartial: true)), now: 1)
+        actions = state.handle(.task(2, .cancel(keepPartial: true)), now: 1)
         #expect(actions.contains(.stopAttempt(2)) && !actions.contains(where: { if case .removePartial = $0 { true } else { false } }))
     }
 
     @Test func refusedInputsChangeNothing() throws {
         var state = Self.state()
-        _ = try state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
-        #expect(throws: DaemonState.Refused.self) { try state.handle(.task(1, .completed), now: 1) }
+        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
+        let refused = state.handle(.task(1, .completed), now: 1)
+        #expect(refused.count == 1 && refused.first.map { if case .refused(let r) = $0 { r.task == 1 } else { false } } == true,
+                "\(refused)")
         #expect(state.tasks[1]?.machine.state == .suspended && state.tasks[1]?.record.updatedAt == 0)
     }
 
     @Test func nothingStartsOrRetriesWhileShuttingDown() throws {
         var state = Self.state()
-        _ = try state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
-        _ = try state.handle(.task(1, .resume), now: 0)
-        _ = try state.handle(.shutdownBegan, now: 0)
-        #expect(try state.handle(.grantSlots(Self.limits), now: 0).isEmpty && state.tasks[1]?.machine.state == .queued)
-        #expect(try state.handle(.clockTick(Self.limits), now: 1e9).isEmpty)
+        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
+        _ = state.handle(.task(1, .resume), now: 0)
+        _ = state.handle(.shutdownBegan, now: 0)
+        #expect(state.handle(.grantSlots(Self.limits), now: 0).isEmpty && state.tasks[1]?.machine.state == .queued)
+        #expect(state.handle(.clockTick(Self.limits), now: 1e9).isEmpty)
     }
 
     /// A finished task of an invalidating session tells the runner the session may be done.
     @Test func aFinishedTaskOfAnInvalidatingSessionChecksTheSession() throws {
         var state = Self.state()
-        _ = try state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
+        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
         state.sessions["a"]?.record.state = .invalidating
-        let actions = try state.handle(.task(1, .sessionInvalidated), now: 1)
+        let actions = state.handle(.task(1, .sessionInvalidated), now: 1)
         #expect(actions.last == .checkInvalidation(session: "a"))
     }
 }

@@ -122,7 +122,7 @@ struct DestinationTests {
 @Suite("Rate meter")
 struct RateMeterTests {
     @Test func averagesOverTheWindowAndForgetsOldSamples() {
-        var m = RateMeter(window: 2)
+        var m = ThroughputMeter(window: 2)
         m.add(1000, at: 10)
         m.add(1000, at: 11)
         #expect(m.rate(now: 11) == 1000)

@@ -1,4 +1,4 @@
-// Expected checksums and bandwidth limits: checked at task.create (verified by DaemonCore+Completion).
+// A new task's controls (expected checksum, bandwidth limit, priority, begin date): checked and applied at task.create.
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal

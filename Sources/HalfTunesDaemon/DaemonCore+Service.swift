@@ -1,3 +1,4 @@
+// What the service manager asks of the core: idleness (exit-when-idle), the watchdog's heartbeat, the STATUS= line.
 import HalfTunesJournal
 import HalfTunesProtocol
 

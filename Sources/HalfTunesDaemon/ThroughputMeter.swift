@@ -1,5 +1,5 @@
 /// Aggregate transfer rate over a sliding window, fed with byte deltas.
-struct RateMeter {
+struct ThroughputMeter {
     private var samples: [(time: Double, bytes: Int64)] = []
     let window: Double
 

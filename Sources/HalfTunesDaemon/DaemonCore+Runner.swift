@@ -1,0 +1,89 @@
+// The runner: feeds the state's inputs and carries out every action it returns, in order; it decides nothing.
+import Foundation
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonCore {
+    // MARK: - Applying lifecycle inputs
+
+    /// Feeds an input to a task's state machine (through `DaemonState`) and carries out the actions: its row
+    /// is journaled with its events in one transaction. A refusal is the caller's answer (`illegalStateChange`).
+    func apply(_ input: TaskStateMachine.Input, to id: Int64) throws(RPCError) {
+        guard state.tasks[id] != nil else {
+            // A finished task lives in the journal only: it refuses every input as its state machine would.
+            guard var finished = finishedTask(id)?.machine else { throw RPCError.unknownTask(id) }
+            do {
+                _ = try finished.handle(input, now: clock())
+            } catch {
+                throw RPCError.illegalStateChange(task: id, from: error.state, action: error.input)
+            }
+            return // an input a finished task ignores
+        }
+        let actions = feed(.task(id, input))
+        if case .refused(let refusal)? = actions.first {
+            throw RPCError.illegalStateChange(task: id, from: refusal.transition.state, action: refusal.transition.input)
+        }
+        run(actions)
+        pump()
+    }
+
+    /// Carries out the state's actions, in order.
+    func run(_ actions: [DaemonState.Action]) {
+        for action in actions {
+            switch action {
+            case .refused(let refusal):
+                // Only `apply` feeds task inputs, and it answers a refusal before running anything.
+                logger.debug("task input refused", metadata: ["task": "\(refusal.task)", "input": "\(refusal.transition.input)"])
+            case let .journal(record, payloads):
+                commit(record, payloads)
+            case .startAttempt(let id):
+                startTransfer(id)
+            case .stopAttempt(let id):
+                attempts[id]?.runtime.stop()
+            case let .deliver(session, id, payload):
+                broadcast([Event(seq: nil, session: session, task: id, time: Timestamp.format(clock()), payload: payload)])
+            case .removePartial(let path):
+                discardPartial(path)
+            case .armRetryTimer(let at):
+                armRetryTimer(at: at)
+            case let .computeDigest(id, attempt, path):
+                computeDigest(id, attempt: attempt, path: path)
+            case let .chooseName(id, attempt, avoiding):
+                chooseNameAndGoOn(id, attempt: attempt, avoiding: avoiding)
+            case let .move(id, attempt, partial, location, replacing, durable):
+                move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable)
+            case let .completionEnded(id, location, error):
+                completionEnded(id, location: location, error: error)
+            case .checkInvalidation(let session):
+                finishInvalidationIfDone(session)
+            }
+        }
+    }
+
+    /// Makes the retry timer wake at `at`, the earliest retry time of any waiting task (one timer for all of
+    /// them, however many wait). A timer already set for that time or earlier stays: it re-arms when it fires.
+    func armRetryTimer(at: Double) {
+        guard !state.shuttingDown else { return }
+        if let wake = retryWake, wake.at <= at { return }
+        retryWake?.task.cancel()
+        let delay = max(0, at - clock())
+        retryWake = (at, Task { [weak self] in
+            try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+            guard !Task.isCancelled else { return }
+            await self?.retriesDue()
+        })
+    }
+
+    /// The retry timer fired: every waiting task whose time has come retries, then the timer waits for the next.
+    private func retriesDue() {
+        retryWake = nil
+        feedAndRun(.retryTimerFired(slotLimits))
+    }
+
+    /// The daemon-wide limits slots are granted within.
+    var slotLimits: DaemonState.SlotLimits {
+        DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
+                               maxConnectionsPerHost: configuration.maxConnectionsPerHost)
+    }
+}
