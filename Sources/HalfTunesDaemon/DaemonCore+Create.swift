@@ -58,7 +58,11 @@ extension DaemonCore {
         do throws(RPCError) {
             stored = try journaled { try journal.insertTasks(pending.map { ($0.create.record, $0.create.events) }) }
         } catch {
-            for (index, _) in pending { results[index] = .failure(error) }
+            for (index, create) in pending {
+                results[index] = .failure(error)
+                // Resume data already used up and its partial moved here: no task or token will ever name it.
+                if !create.record.durableRanges.isEmpty { discardPartial(create.record.partialPath) }
+            }
             return results
         }
         var ids: [(index: Int, id: Int64)] = []
@@ -148,7 +152,9 @@ extension DaemonCore {
                                                   isReserved: isReserved, overwrite: p.overwrite == true)
             try downloadRoots.confine((destination as NSString).deletingLastPathComponent, uid: s.record.uid)
         } catch {
-            if let resume { try? journal.insertResumeToken(resume) } // not used up by a refused request
+            if let resume { // not used up by a refused request
+                do { try journal.insertResumeToken(resume) } catch { discardPartial(resume.partialPath) }
+            }
             throw error
         }
         let now = clock()

@@ -16,7 +16,9 @@ extension DaemonCore {
             if path.isEmpty { path = "/" }
         }
         let size = Int64(fs.f_blocks) * Int64(fs.f_frsize > 0 ? fs.f_frsize : fs.f_bsize)
-        return DiskLedger(limit: configuration.maxDiskPerUID.bytes(ofFileSystemSize: size), exempt: [0, geteuid()])
+        var limit = configuration.maxDiskPerUID.bytes(ofFileSystemSize: size)
+        if case .percent = configuration.maxDiskPerUID, size <= 0 { limit = nil } // a size nobody could read: no share
+        return DiskLedger(limit: limit, exempt: [0, geteuid()])
     }
 
     /// Removes a partial file the daemon made (`PartialFile.remove`) and its charge.

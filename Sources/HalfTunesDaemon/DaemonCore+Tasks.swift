@@ -74,7 +74,12 @@ extension DaemonCore {
         let row = ResumeTokenRecord(token: token, session: r.session, url: r.url, partialPath: r.partialPath,
                                     destination: r.destination, ranges: ranges, bytesExpected: r.bytesExpected,
                                     etag: r.etag, lastModified: r.lastModified, createdAt: clock())
-        try journaled { try journal.insertResumeToken(row) }
+        do throws(RPCError) {
+            try journaled { try journal.insertResumeToken(row) }
+        } catch {
+            discardPartial(r.partialPath) // no token will ever name it
+            throw error
+        }
         let owner = state.sessions[r.session]?.record.uid ?? UInt32.max
         return ResumeData(token: token, url: r.url, bytes: bytes, uid: owner).encoded(key: resumeKey)
     }

@@ -22,7 +22,7 @@ public enum DiskLimit: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// `unlimited`, a size with an optional k, M, G or T suffix (powers of 1024), or a percentage (`20%`).
+    /// `unlimited`, a size above 0 with an optional k, M, G or T suffix (powers of 1024), or a percentage (`20%`).
     public static func parse(_ text: String) -> DiskLimit? {
         let t = text.trimmingSpaces
         if t.lowercased() == "unlimited" { return .unlimited }
@@ -30,7 +30,7 @@ public enum DiskLimit: Sendable, Equatable, CustomStringConvertible {
             guard let p = Double(t.dropLast()), p.isFinite, p > 0, p <= 100 else { return nil }
             return .percent(p)
         }
-        guard case .bytes(let n)? = FreeSpaceFloor.parse(t) else { return nil }
+        guard case .bytes(let n)? = FreeSpaceFloor.parse(t), n > 0 else { return nil } // 0 would refuse every byte
         return .bytes(n)
     }
 
@@ -113,11 +113,15 @@ public final class DiskLedger: Sendable {
 
     /// The file at `from` is now at `to`, a partial of `uid` (resume data adopted by a new task).
     public func move(from: String, to: String, uid: UInt32) {
-        let bytes = state.withLockedValue { s -> Int64 in
-            defer { Self.drop(from, from: &s) }
-            return s.charges[from]?.bytes ?? 0
+        let limited = limit(for: uid) != nil
+        state.withLockedValue { s in // one step: no other writer takes the room in between
+            let bytes = s.charges[from]?.bytes ?? 0
+            Self.drop(from, from: &s)
+            Self.drop(to, from: &s)
+            guard limited, bytes > 0 else { return }
+            s.charges[to] = (uid, bytes)
+            s.totals[uid, default: 0] += bytes
         }
-        set(to, uid: uid, bytes: bytes)
     }
 
     private static func drop(_ path: String, from s: inout State) {
@@ -135,6 +139,8 @@ public struct DiskAccount: Sendable, Equatable {
 
     /// The uid's limit.
     public var limit: Int64 { ledger.limit(for: uid) ?? .max }
+    /// What the uid's partials hold now.
+    public var charged: Int64 { ledger.charged(uid) }
 
     public static func == (a: DiskAccount, b: DiskAccount) -> Bool {
         a.ledger === b.ledger && a.uid == b.uid && a.path == b.path

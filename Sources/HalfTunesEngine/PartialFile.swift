@@ -105,10 +105,10 @@ public enum PartialFile {
             }
             let length = Int64(st.st_size)
             let kept = durable.clipped(to: length)
-            if kept.upperBound != length {
-                guard ftruncate(fd, off_t(kept.upperBound)) == 0 else {
-                    throw FileIOError(operation: "truncate", path: path, errno: errno)
-                }
+            // Always: at the same length it still frees blocks reserved past the end (`fallocate` with
+            // FALLOC_FL_KEEP_SIZE) by a transfer that never gave them back (kill -9).
+            guard ftruncate(fd, off_t(kept.upperBound)) == 0 else {
+                throw FileIOError(operation: "truncate", path: path, errno: errno)
             }
             if created && deferNewFileSync { return (fd, kept, true) }
             guard fsync(fd) == 0 else { throw FileIOError(operation: "fsync", path: path, errno: errno) }

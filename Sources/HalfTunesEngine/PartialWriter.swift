@@ -117,7 +117,7 @@ final class PartialWriter: Sendable {
         writeQueue.async {
             let truncated = truncate ? self.performTruncate() : true
             if limit != nil || truncate { self.reservations = ReservationPlan(limit: limit) }
-            let ok = truncated && self.reserve(after: offset)
+            let ok = truncated && self.commitBudget(from: offset, to: limit) && self.reserve(after: offset)
             self.callbackQueue.async { callbacks(ok) }
         }
     }
@@ -199,7 +199,7 @@ final class PartialWriter: Sendable {
         let before = reservations
         guard let range = reservations.wrote(upTo: end) else { return true }
         guard keepsFloor(adding: Int64(range.count)) else { return false }
-        if account != nil, !mayHold(onDisk()) {
+        if account != nil, !mayHold(onDisk(), partly: false) {
             reservations = before // beyond the uid's budget: no reservation (the writes ask for themselves)
             return true
         }
@@ -268,33 +268,59 @@ final class PartialWriter: Sendable {
         return held.count
     }
 
-    /// Whether the file may hold `bytes`: past what it is allowed, the ledger is asked for them, and what it
-    /// grants is kept even when that is less (the write takes it; whatever the file does not hold goes back
-    /// when the transfer stops).
-    private func mayHold(_ bytes: Int64) -> Bool {
+    /// Whether the file may hold `bytes`: past what it is allowed, the ledger is asked for them. `partly`: what
+    /// it grants is kept even when that is less (a write takes it; whatever the file does not hold goes back when
+    /// the transfer stops); otherwise all of it or nothing.
+    private func mayHold(_ bytes: Int64, partly: Bool) -> Bool {
         guard let account, bytes > allowed else { return true }
-        allowed = account.grow(to: bytes, partly: true)
+        allowed = account.grow(to: bytes, partly: partly)
         return allowed >= bytes
     }
 
-    /// How many of the bytes of a write over `range` the budget lets the file hold (all of them, or the first
-    /// ones: writes past the reservations add their bytes from the start of the range on).
-    private func budgetAllows(_ range: Range<Int64>) -> Int64 {
-        if reservations.reserved.contains(range) { return Int64(range.count) }
-        let needed = onDisk(adding: range)
-        if mayHold(needed) { return Int64(range.count) }
-        return max(0, Int64(range.count) - (needed - allowed))
+    /// A download of a known length takes from its uid's budget, at once, all the file may still hold (what it
+    /// holds and `offset..<end`), or nothing: downloads that could not all finish within the budget never split
+    /// it between them and stop half way; one that does not fit writes nothing and waits (`limitExceeded`) until
+    /// another of the uid's downloads finishes or is canceled.
+    private func commitBudget(from offset: Int64, to end: Int64?) -> Bool {
+        guard let account, let end, end > offset else { return true }
+        let needed = onDisk(adding: offset..<end)
+        if mayHold(needed, partly: false) { return true }
+        let limit = account.limit
+        recordOverBudget(operation: "begin writing", reason: needed > limit
+            ? "the download needs \(needed) bytes on disk, more than max-disk-per-uid allows uid \(account.uid) "
+                + "(\(limit) bytes); it waits until the limit is raised or the task is canceled"
+            : "the download needs \(needed) bytes on disk and uid \(account.uid)'s unfinished downloads and kept resume "
+                + "data already hold \(account.charged) of the \(limit) bytes max-disk-per-uid allows; it goes on once "
+                + "some of them finish or are canceled")
+        return false
     }
 
-    private func recordOverBudget() {
+    /// How many of the bytes of a write over `range` the budget lets the file hold: all of them, or those up to
+    /// where the new bytes (outside what the file holds) use up what the ledger grants.
+    private func budgetAllows(_ range: Range<Int64>) -> Int64 {
+        if reservations.reserved.contains(range) { return Int64(range.count) }
+        let held = state.withLockedValue { $0.writtenRanges }.union(reservations.reserved)
+        var needed = held
+        needed.insert(range)
+        if mayHold(needed.count, partly: true) { return Int64(range.count) }
+        var room = allowed - held.count
+        for gap in held.gaps(total: range.upperBound) where gap.upperBound > range.lowerBound {
+            let new = max(gap.lowerBound, range.lowerBound)..<gap.upperBound
+            if Int64(new.count) > room { return max(0, new.lowerBound + room - range.lowerBound) }
+            room -= Int64(new.count)
+        }
+        return Int64(range.count)
+    }
+
+    private func recordOverBudget(operation: String = "write", reason: String? = nil) {
         guard let account else { return }
+        let reason = reason ?? "uid \(account.uid)'s unfinished downloads and kept resume data would hold more than "
+            + "max-disk-per-uid allows (\(account.limit) bytes); the download goes on once some of them finish or are "
+            + "canceled"
         state.withLockedValue { s in
             guard s.error == nil else { return }
-            s.error = FileIOError(
-                operation: "write", path: path, errno: EDQUOT, code: TaskErrorCode.limitExceeded,
-                reason: "uid \(account.uid)'s partial files (unfinished downloads and kept resume data) would hold "
-                    + "more than max-disk-per-uid allows (\(account.limit) bytes); the download goes on once some "
-                    + "of them finish or are canceled")
+            s.error = FileIOError(operation: operation, path: path, errno: EDQUOT, code: TaskErrorCode.limitExceeded,
+                                  reason: reason)
         }
     }
 

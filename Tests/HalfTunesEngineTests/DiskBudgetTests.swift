@@ -15,7 +15,7 @@ import Testing
         #expect(DiskLimit.parse(" 50G ") == .bytes(50 << 30))
         #expect(DiskLimit.parse("20%") == .percent(20))
         #expect(DiskLimit.parse("100%") == .percent(100))
-        for bad in ["", "0%", "101%", "-1", "lots", "5X", "nan%"] { #expect(DiskLimit.parse(bad) == nil, "\(bad)") }
+        for bad in ["", "0", "0k", "0%", "101%", "-1", "lots", "5X", "nan%"] { #expect(DiskLimit.parse(bad) == nil, "\(bad)") }
         #expect(DiskLimit.standard.bytes(ofFileSystemSize: 1000) == 200)
         #expect(DiskLimit.unlimited.bytes(ofFileSystemSize: 1000) == nil)
         for limit in [DiskLimit.unlimited, .bytes(123), .percent(12.5)] { #expect(DiskLimit.parse(limit.description) == limit) }
@@ -48,37 +48,73 @@ import Testing
         #expect(ledger.charged(1001) == 0)
     }
 
-    /// A writer writes what its uid's budget leaves and stops there with `limitExceeded`; stopped, it holds what
-    /// it wrote and gives back the rest; another file of the same uid gets nothing until bytes are freed.
-    @Test func aWriterStopsAtTheBudget() async throws {
+    /// A download of a known length takes all it may still need from the budget when it begins, or nothing: a
+    /// second one that does not fit in what is left writes nothing and says why (`limitExceeded`), and one
+    /// larger than the whole budget says so; when the first is gone, the second fits.
+    @Test func aKnownLengthIsCommittedWholeOrNotAtAll() async throws {
+        let dir = try TempDir()
+        let ledger = DiskLedger(limit: 3 << 20, exempt: [])
+        let first = dir.path("a.partial"), second = dir.path("b.partial"), third = dir.path("c.partial")
+        let a = try await open(first, ledger)
+        #expect(await begin(a, limit: 2 << 20))
+        #expect(ledger.charged(1001) == 2 << 20)
+        let b = try await open(second, ledger)
+        #expect(await begin(b, limit: 2 << 20) == false)
+        let error = try #require(b.snapshot.error)
+        #expect(error.taskError.code == TaskErrorCode.limitExceeded && error.isTransient, "\(error)")
+        #expect(error.description.contains("max-disk-per-uid") && error.description.contains("already hold"), "\(error)")
+        #expect(ledger.charged(1001) == 2 << 20, "the refused download took nothing")
+        _ = await finish(b)
+        let c = try await open(third, ledger)
+        #expect(await begin(c, limit: 4 << 20) == false)
+        #expect(c.snapshot.error?.description.contains("more than max-disk-per-uid allows") == true, "\(String(describing: c.snapshot.error))")
+        _ = await finish(c)
+
+        #expect(await write(a, count: 2 << 20, at: 0))
+        #expect(await finish(a).written == 2 << 20)
+        ledger.remove(first) // published
+        let again = try await open(second, ledger)
+        #expect(await begin(again, limit: 2 << 20))
+        #expect(await write(again, count: 2 << 20, at: 0))
+        #expect(await finish(again).written == 2 << 20)
+        #expect(ledger.charged(1001) == 2 << 20)
+    }
+
+    /// A length nobody announced: the writer writes what the budget leaves, stops there with `limitExceeded` and
+    /// holds what it wrote; another file of the same uid gets nothing until bytes are freed.
+    @Test func anUnknownLengthIsWrittenUpToTheBudget() async throws {
         let dir = try TempDir()
         let ledger = DiskLedger(limit: 3 << 20, exempt: [])
         let first = dir.path("a.partial"), second = dir.path("b.partial")
-        let a = try await PartialWriter.open(path: first, durable: ByteRanges(), label: "test", floor: .bytes(0),
-                                             account: ledger.account(uid: 1001, path: first))
-        // The claimed length would reserve 64 MiB: beyond the budget, so nothing is reserved.
-        #expect(await begin(a, limit: 100 << 20))
-        #expect(ledger.charged(1001) <= 3 << 20)
+        let a = try await open(first, ledger)
         #expect(await write(a, count: 2 << 20, at: 0))
         #expect(await write(a, count: 2 << 20, at: 2 << 20) == false)
-        let error = try #require(a.snapshot.error)
-        #expect(error.taskError.code == TaskErrorCode.limitExceeded && error.isTransient, "\(error)")
-        #expect(error.description.contains("max-disk-per-uid"), "\(error)")
-        let stopped = await finish(a)
-        #expect(stopped.written == 3 << 20, "it wrote up to the budget: \(stopped.written)")
+        #expect(a.snapshot.error?.taskError.code == TaskErrorCode.limitExceeded)
+        #expect(await finish(a).written == 3 << 20, "it wrote up to the budget")
         #expect(ledger.charged(1001) == 3 << 20)
-
-        let b = try await PartialWriter.open(path: second, durable: ByteRanges(), label: "test", floor: .bytes(0),
-                                             account: ledger.account(uid: 1001, path: second))
+        let b = try await open(second, ledger)
         #expect(await write(b, count: 1, at: 0) == false)
-        #expect(b.snapshot.error?.taskError.code == TaskErrorCode.limitExceeded)
         _ = await finish(b)
         ledger.remove(first)
-        let again = try await PartialWriter.open(path: second, durable: ByteRanges(), label: "test", floor: .bytes(0),
-                                                 account: ledger.account(uid: 1001, path: second))
+        let again = try await open(second, ledger)
         #expect(await write(again, count: 1 << 20, at: 0))
-        #expect(await finish(again).written == 1 << 20)
+        #expect(await finish(again).written == 1 << 20 && ledger.charged(1001) == 1 << 20)
+    }
+
+    /// A write whose end the file already holds: only its new bytes count, so the part that fits ends where
+    /// they use up the budget (not where a count from the end would put it).
+    @Test func onlyNewBytesOfAWriteCount() async throws {
+        let dir = try TempDir()
+        let path = dir.path("d.partial")
+        try writeFile(path, [UInt8](repeating: 5, count: 2 << 20))
+        let ledger = DiskLedger(limit: 3 << 19, exempt: []) // 1.5 MiB
+        let w = try await PartialWriter.open(path: path, durable: ByteRanges([(1 << 20)..<(2 << 20)]), label: "test",
+                                             floor: .bytes(0), account: ledger.account(uid: 1001, path: path))
         #expect(ledger.charged(1001) == 1 << 20)
+        #expect(await write(w, count: 2 << 20, at: 0) == false)
+        let done = await finish(w)
+        #expect(done.writtenRanges == ByteRanges([0..<(1 << 19), (1 << 20)..<(2 << 20)]), "\(done.writtenRanges)")
+        #expect(ledger.charged(1001) == 3 << 19)
     }
 
     /// A reservation within the budget is counted, and given back (to what was written) when the writer stops.
@@ -93,6 +129,11 @@ import Testing
         #expect(await write(w, count: 4096, at: 0))
         _ = await finish(w)
         #expect(ledger.charged(7) == 4096)
+    }
+
+    private func open(_ path: String, _ ledger: DiskLedger) async throws -> PartialWriter {
+        try await PartialWriter.open(path: path, durable: ByteRanges(), label: "test", floor: .bytes(0),
+                                     account: ledger.account(uid: 1001, path: path))
     }
 
     private func begin(_ writer: PartialWriter, limit: Int64) async -> Bool {

@@ -11,10 +11,12 @@ struct PerUserDiskTests {
     static let b: (uid: UInt32, gid: UInt32) = (65534, 65534)
     static let a: (uid: UInt32, gid: UInt32) = (65533, 65534)
 
-    /// max-disk-per-uid 3M. User B's first download stalls holding 2 MiB (its reservation of the 2 MiB file);
-    /// B's second writes the 1 MiB left and waits with `limitExceeded`; a third is refused at once. User A's download of the same file and root's 4 MiB
-    /// one complete: their budgets are their own. B cancels the first: the second goes on and completes, exact. A
-    /// file larger than the budget waits holding exactly the budget, also across kill -9 and a restart.
+    /// max-disk-per-uid 3M. User B's first download (2 MiB) takes 2 MiB of B's budget when it begins and stalls
+    /// at 1.5 MiB; B's second (2 MiB) does not fit in what is left: it writes nothing and waits with
+    /// `limitExceeded`. User A's download of the same file and root's 4 MiB one complete: their budgets are
+    /// their own. B cancels the first: the second goes on and completes, exact. A file larger than the whole
+    /// budget waits without writing a byte. After kill -9 and a restart with a budget below what B's partial
+    /// holds, B's next download is refused at once (the journal's bytes count), and cancelling frees it.
     @Test func aUsersDownloadsStopAtTheirBudgetAndOthersGoOn() async throws {
         try await withDaemon(["--max-disk-per-uid", "3M"]) { daemon, origin in
             chmod(daemon.dir.path, 0o711)
@@ -23,9 +25,11 @@ struct PerUserDiskTests {
             let one = TestOrigin.randomBytes(count: 2 * MiB, seed: 2730)
             let two = TestOrigin.randomBytes(count: 2 * MiB, seed: 2731)
             let big = TestOrigin.randomBytes(count: 4 * MiB, seed: 2732)
+            let small = TestOrigin.randomBytes(count: 256 << 10, seed: 2733)
             origin.put("/one.bin", one)
             origin.put("/two.bin", two)
             origin.put("/big.bin", big)
+            origin.put("/small.bin", small)
             var stall = TestOrigin.Behavior()
             stall.stallAfterBytes = Int64(3 * MiB / 2)
             origin.setBehavior("/one.bin", stall)
@@ -41,16 +45,14 @@ struct PerUserDiskTests {
                 #expect(try run(user, ["session", "open", "disk", "--retry-initial", "1", "--retry-max", "1",
                                        "--retry-jitter", "0"]).status == 0)
             }
-            let root = try daemon.client()
+            var root = try daemon.client()
             let first = try start(Self.b, "/one.bin")
-            _ = try eventually("B's first download stalled") { try root.task(first).bytesReceived >= 3 * MiB / 2 ? true : nil }
+            try eventually("B's first download stalled") { try root.task(first).bytesReceived >= 3 * MiB / 2 ? true : nil }
             let second = try start(Self.b, "/two.bin")
             let waiting = try root.waitFor(task: second, state: .waiting)
             #expect(waiting.waitingReason?.code == TaskErrorCode.limitExceeded, "\(String(describing: waiting.waitingReason))")
             #expect(waiting.waitingReason?.message.contains("max-disk-per-uid") == true)
-            #expect(waiting.bytesDurable == Int64(MiB), "B's second download wrote \(waiting.bytesDurable) bytes")
-            let refused = try run(Self.b, ["download", origin.url("/big.bin"), "--session", "disk"])
-            #expect(refused.status != 0 && refused.stderr.contains("max-disk-per-uid"), "\(refused.stdout)\(refused.stderr)")
+            #expect(waiting.bytesDurable == 0, "B's second download wrote \(waiting.bytesDurable) bytes")
 
             // The others are not held back: A under its own budget, root without one.
             let theirs = try run(Self.a, ["download", origin.url("/two.bin"), "--session", "disk", "--wait"])
@@ -64,19 +66,27 @@ struct PerUserDiskTests {
             let done = try root.waitFor(task: second, state: .completed)
             #expect(try sha256(ofFile: done.location ?? "") == TestOrigin.sha256Hex(two))
 
-            // A file larger than the budget: B's download holds exactly the budget and waits. After kill -9 the
-            // journal's bytes count at once: B is still refused; cancelled, its bytes are free again.
+            // Larger than the whole budget: it waits, writing nothing, and says so.
             let large = try start(Self.b, "/big.bin")
             let stopped = try root.waitFor(task: large, state: .waiting)
-            #expect(stopped.waitingReason?.code == TaskErrorCode.limitExceeded && stopped.bytesDurable == Int64(3 * MiB),
+            #expect(stopped.waitingReason?.code == TaskErrorCode.limitExceeded && stopped.bytesDurable == 0,
                     "\(stopped.bytesDurable) \(String(describing: stopped.waitingReason))")
+            #expect(stopped.waitingReason?.message.contains("more than max-disk-per-uid allows") == true)
+            #expect(try run(Self.b, ["cancel", String(large)]).status == 0)
+
+            // kill -9 while B's partial holds 1.5 MiB, and a restart with a budget of 1 MiB: B is refused at once.
+            let held = try start(Self.b, "/one.bin")
+            try eventually("1.5 MiB durable") { try root.task(held).bytesDurable >= 3 * MiB / 2 ? true : nil }
             daemon.kill9()
+            daemon.extraArgs = ["--max-disk-per-uid", "1M"]
             try daemon.restart()
             chmod(daemon.socketPath, 0o666)
-            let again = try run(Self.b, ["download", origin.url("/two.bin"), "--session", "disk"])
-            #expect(again.status != 0 && again.stderr.contains("max-disk-per-uid"), "\(again.stdout)\(again.stderr)")
-            #expect(try run(Self.b, ["cancel", String(large)]).status == 0)
-            let after = try run(Self.b, ["download", origin.url("/two.bin"), "--session", "disk", "--wait"])
+            root = try daemon.client()
+            let refused = try run(Self.b, ["download", origin.url("/small.bin"), "--session", "disk"])
+            #expect(refused.status != 0 && refused.stderr.contains("max-disk-per-uid"), "\(refused.stdout)\(refused.stderr)")
+            #expect(try run(Self.a, ["download", origin.url("/small.bin"), "--session", "disk", "--wait"]).status == 0)
+            #expect(try run(Self.b, ["cancel", String(held)]).status == 0)
+            let after = try run(Self.b, ["download", origin.url("/small.bin"), "--session", "disk", "--wait"])
             #expect(after.status == 0, "\(after.stderr)")
             origin.releaseStall("/one.bin")
         }

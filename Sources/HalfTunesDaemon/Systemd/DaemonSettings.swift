@@ -165,7 +165,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
             settings.minFreeSpace = floor
         case .maxDiskPerUID:
             guard let limit = DiskLimit.parse(text) else {
-                throw SettingValueError(message: "must be unlimited, a size with an optional k, M, G or T suffix (powers "
+                throw SettingValueError(message: "must be unlimited, a size above 0 with an optional k, M, G or T suffix (powers "
                     + "of 1024), e.g. 50G, or a percentage of the downloads file system up to 100, e.g. 20% (got "
                     + "'\(text)')\(Self.commentHint(text))")
             }

@@ -37,7 +37,7 @@ final class DaemonProcess: @unchecked Sendable {
     let socketPath: String
     let stateDir: String
     let downloadsDir: String
-    let extraArgs: [String]
+    var extraArgs: [String]
     /// Extra environment for the daemon process (e.g. test hooks); the test process's own is untouched.
     var environment: [String: String] = [:]
     /// A command that execs the daemon (its arguments follow), e.g. `["/usr/bin/prlimit", "--fsize=4194304:unlimited"]`
