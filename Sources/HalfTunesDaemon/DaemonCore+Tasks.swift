@@ -106,9 +106,11 @@ extension DaemonCore {
         let scope: [String]? = p.session.map { [$0] }
             ?? (caller.uid == 0 ? nil : state.sessions.values.filter { $0.record.uid == caller.uid }.map(\.record.identifier))
         let ids = try journaled { try journal.taskIDs(after: after, sessions: scope, state: p.state, limit: limit + 1) }
+        // The finished ones of the page in one read, not one per task.
+        let rows = (try? journal.loadTasks(ids: ids.prefix(limit).filter { state.tasks[$0] == nil })) ?? [:]
         var page: [ManagedTask] = []
         for id in ids.prefix(limit) {
-            guard let t = state.tasks[id] ?? finishedTask(id), caller.mayAccess(owner: t.owner) else { continue }
+            guard let t = state.tasks[id] ?? rows[id].flatMap(finishedTask), caller.mayAccess(owner: t.owner) else { continue }
             page.append(t)
         }
         let more = ids.count > limit

@@ -30,7 +30,7 @@ extension Journal {
     static func taskRecords(_ db: Database, sql: String, arguments: StatementArguments = []) throws -> [TaskRecord] {
         var records: [TaskRecord] = []
         var positions: [String: Int]?
-        let statement = try db.makeStatement(sql: sql)
+        let statement = try db.cachedStatement(sql: sql)
         let fast = TaskRowReader(statement)
         let rows = try Row.fetchCursor(statement, arguments: arguments)
         while let row = try rows.next() {

@@ -9,9 +9,15 @@ extension Journal {
 
     /// One task, or nil when there is no task with that id.
     public func loadTask(_ id: Int64) throws -> TaskRecord? {
-        try read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tasks WHERE id = ?"), arguments: [id]).map { try TaskRecord(row: $0) }
-        }
+        try read { db in try Journal.taskRecords(db, sql: "SELECT * FROM tasks WHERE id = ?", arguments: [id]).first }
+    }
+
+    /// The tasks of these ids that exist (one query for a page of `task.list`), by id.
+    public func loadTasks(ids: [Int64]) throws -> [Int64: TaskRecord] {
+        guard !ids.isEmpty else { return [:] }
+        let sql = "SELECT * FROM tasks WHERE id IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
+        let records = try read { db in try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(ids)) }
+        return Dictionary(records.compactMap { r in r.id.map { ($0, r) } }, uniquingKeysWith: { a, _ in a })
     }
 
     /// Inserts the task (assigning its id) and the events in ONE transaction. Events whose `task` is nil get
