@@ -78,17 +78,22 @@ def halftunesd_client(socket_path, index, url, seconds, start_at, results):
     results.put(("calls", calls))
 
 
-def halftunesd_probe(socket_path, seconds, start_at, results):
-    c = Connection(socket_path)
+def probe(call, seconds, start_at, results):
+    """Times `call()` (one status round trip) every 5 ms from `start_at` for `seconds`."""
     while time.time() < start_at:
         time.sleep(0.001)
     samples, end = [], start_at + seconds
     while time.time() < end:
         began = time.perf_counter()
-        c.call("daemon.status")
+        call()
         samples.append(time.perf_counter() - began)
         time.sleep(0.005)
     results.put(("probe", samples))
+
+
+def halftunesd_probe(socket_path, seconds, start_at, results):
+    c = Connection(socket_path)
+    probe(lambda: c.call("daemon.status"), seconds, start_at, results)
 
 
 def run_halftunesd(bin_dir, work, url, args):
@@ -143,15 +148,7 @@ def aria2_client(port, index, url, seconds, start_at, results):
 
 def aria2_probe(port, seconds, start_at, results):
     c = Aria2(port)
-    while time.time() < start_at:
-        time.sleep(0.001)
-    samples, end = [], start_at + seconds
-    while time.time() < end:
-        began = time.perf_counter()
-        c.call("aria2.getGlobalStat")
-        samples.append(time.perf_counter() - began)
-        time.sleep(0.005)
-    results.put(("probe", samples))
+    probe(lambda: c.call("aria2.getGlobalStat"), seconds, start_at, results)
 
 
 def run_aria2(work, url, args):

@@ -140,7 +140,7 @@ extension DaemonCore {
                 break
             }
         }
-        let input = DaemonState.Input.attemptEnded(id, outcome, jitterSample: Double.random(in: 0..<1), slotLimits)
+        let input = DaemonState.Input.attemptEnded(id, outcome, jitterSample: Double.random(in: 0..<1))
         feedAndRun(input)
     }
 }

@@ -5,7 +5,7 @@ import HalfTunesProtocol
 extension DaemonCore {
     /// Every host's allowance again (the per-host limit changed).
     func updateAllHostAllowances() {
-        let limits = slotLimits
+        let limits = state.limits
         for host in state.tasks.runningByHost.keys {
             hostConnections.setAllowance(state.extraAllowance(host: host, limits: limits), host: host)
         }
@@ -14,7 +14,7 @@ extension DaemonCore {
     /// The extra connections in use to `host` changed (reported by `HostConnections`, off the core): the
     /// state's per-host limit counts them.
     func connectionsChanged(_ host: String) {
-        feedAndRun(.connectionsChanged(host: host, extras: hostConnections.extras(host), slotLimits))
+        feedAndRun(.connectionsChanged(host: host, extras: hostConnections.extras(host)))
     }
 
     /// The connections a running task uses now (1 plus the extras it holds), nil when it has no transfer.

@@ -77,7 +77,7 @@ extension DaemonCore {
                                                    "url": "\(record.url)", "kind": "\(record.kind)"])
             ids.append((index, record.id!))
         }
-        let actions = feed(.created(created, slotLimits))
+        let actions = feed(.created(created))
         for (_, events) in stored { broadcast(events) } // the created events before any of what follows
         run(actions)
         // A task that ended at once (offline in a session that does not wait for connectivity) is in the

@@ -86,7 +86,7 @@ extension DaemonCore {
     func tick() {
         guard !state.shuttingDown else { return }
         let now = clock()
-        feedAndRun(.clockTick(slotLimits))
+        feedAndRun(.clockTick)
         launchesDue()
         if now - lastTokenPrune > 3600 { pruneResumeTokens() }
         sweepFinishedTasksIfDue()

@@ -101,8 +101,8 @@ extension DaemonCore {
         configuration.maxConnectionsPerHost = limitOverrides.maxConnectionsPerHost ?? configured.maxConnectionsPerHost
         configuration.bandwidthLimit = limitOverrides.bandwidthLimit ?? configured.bandwidthLimit
         globalBandwidth.setRate(configuration.bandwidthLimit)
+        feedAndRun(.limitsChanged(slotLimits))
         updateAllHostAllowances()
-        pump()
     }
 
     static let limitRange = 1...1000

@@ -6,7 +6,7 @@ import HalfTunesProtocol
 extension DaemonCore {
     /// Starts queued tasks while the limits allow, fairly between users (`DaemonState.grantSlots`).
     func pump() {
-        feedAndRun(.grantSlots(slotLimits))
+        feedAndRun(.grantSlots)
     }
 
     /// A queued task's place in the shared order (1 = next); nil for any other state.
@@ -23,7 +23,7 @@ extension DaemonCore {
         guard [.queued, .suspended, .waiting].contains(t.machine.state) else {
             throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "move")
         }
-        let actions = feed(.edited(p.id, DaemonState.TaskEdit(move: p.to), slotLimits))
+        let actions = feed(.edited(p.id, DaemonState.TaskEdit(move: p.to)))
         logger.info("task moved", metadata: ["task": "\(p.id)", "to": "\(p.to.rawValue)"])
         run(actions)
         return info(try task(p.id, for: caller))

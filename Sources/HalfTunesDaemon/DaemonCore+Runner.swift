@@ -25,7 +25,6 @@ extension DaemonCore {
             throw RPCError.illegalStateChange(task: id, from: refusal.transition.state, action: refusal.transition.input)
         }
         run(actions)
-        pump()
     }
 
     /// Carries out the state's actions, in order.
@@ -78,10 +77,10 @@ extension DaemonCore {
     /// The retry timer fired: every waiting task whose time has come retries, then the timer waits for the next.
     private func retriesDue() {
         retryWake = nil
-        feedAndRun(.retryTimerFired(slotLimits))
+        feedAndRun(.retryTimerFired)
     }
 
-    /// The daemon-wide limits slots are granted within.
+    /// The configuration's daemon-wide limits (the state keeps them: `limitsChanged` at start and on every change).
     var slotLimits: DaemonState.SlotLimits {
         DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
                                maxConnectionsPerHost: configuration.maxConnectionsPerHost)

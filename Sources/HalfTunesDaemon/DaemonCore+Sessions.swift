@@ -26,7 +26,7 @@ extension DaemonCore {
                 let launchBefore = existing.record.configuration.launchUnit
                 existing.record.configuration = config
                 try journaled { try journal.upsertSession(existing.record) }
-                feedAndRun(.sessionConfigured(id, config, slotLimits))
+                feedAndRun(.sessionConfigured(id, config))
                 launchUnitConfigured(id, before: launchBefore)
                 existing = state.sessions[id] ?? existing
             }
@@ -147,7 +147,7 @@ extension DaemonCore {
         _ = try session(p.identifier, for: caller)
         // finishTasksAndInvalidate (no cancelTasks): pending tasks finish; suspended ones would never end, so
         // they are canceled.
-        feedAndRun(.sessionInvalidating(p.identifier, cancelTasks: p.cancelTasks == true, slotLimits))
+        feedAndRun(.sessionInvalidating(p.identifier, cancelTasks: p.cancelTasks == true))
         if let s = state.sessions[p.identifier] { try journaled { try journal.upsertSession(s.record) } }
         let remaining = state.tasks.unfinished(session: p.identifier)
         if remaining == 0 { try finishInvalidation(p.identifier) }

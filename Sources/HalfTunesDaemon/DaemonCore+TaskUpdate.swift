@@ -12,8 +12,7 @@ extension DaemonCore {
         if let limit = p.bandwidthLimit, let problem = ByteRate.problem(with: limit) {
             throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
         }
-        let actions = feed(.edited(p.id, DaemonState.TaskEdit(priority: p.priority, bandwidthLimit: p.bandwidthLimit),
-                                   slotLimits))
+        let actions = feed(.edited(p.id, DaemonState.TaskEdit(priority: p.priority, bandwidthLimit: p.bandwidthLimit)))
         let limit = state.tasks[p.id]?.record.bandwidthLimit
         // A running transfer follows its new limit within RateLimiter.maximumWaitSlice.
         if p.bandwidthLimit != nil { attempts[p.id]?.bandwidth.setRate(limit ?? 0) }

@@ -126,6 +126,8 @@ actor DaemonCore {
         self.startedAt = clock()
         self.hostConnections = HostConnections()
         self.diskLedger = Self.diskLedger(for: configuration)
+        self.state = DaemonState(limits: DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
+                                                                maxConnectionsPerHost: configuration.maxConnectionsPerHost))
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")
         }
@@ -147,7 +149,7 @@ actor DaemonCore {
     private func updateHostAllowances() {
         let changed = state.tasks.takeChangedHosts()
         guard !changed.isEmpty else { return }
-        let limits = slotLimits
+        let limits = state.limits
         for host in changed {
             hostConnections.setAllowance(state.extraAllowance(host: host, limits: limits), host: host)
         }
@@ -267,6 +269,6 @@ actor DaemonCore {
         guard serial > conditionsSerial else { return } // an older report that arrived late
         conditionsSerial = serial
         conditions = new
-        feedAndRun(.conditionsChanged(new, slotLimits))
+        feedAndRun(.conditionsChanged(new))
     }
 }

@@ -37,38 +37,46 @@ struct DaemonState {
         var maxConcurrent: Int
         var maxConnectionsPerHost: Int
     }
+    /// The limits slots are granted within (`limitsChanged`; the runner feeds its configuration's at start).
+    private(set) var limits: SlotLimits
+
+    init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6)) {
+        self.limits = limits
+    }
 
     enum Input {
         /// Tasks were journaled as created (suspended, or queued with their place): they join the state and
         /// the queued ones may start.
-        case created([ManagedTask], SlotLimits)
+        case created([ManagedTask])
         /// A lifecycle input for one task (`task.resume`, `task.suspend`, `task.cancel`). `extra` events go just
         /// before `didComplete`. Its state machine may refuse it: then the only action is `refused`.
         case task(Int64, TaskStateMachine.Input, extra: [EventPayload] = [])
         /// Slots may be free: start queued tasks while the limits allow, fairly between users.
-        case grantSlots(SlotLimits)
+        case grantSlots
+        /// The daemon-wide limits changed (and at start): kept, and slots granted within them.
+        case limitsChanged(SlotLimits)
         /// The retry timer fired: every waiting task whose time has come retries.
-        case retryTimerFired(SlotLimits)
+        case retryTimerFired
         /// The once-a-second tick: pending tasks whose resource deadline has passed fail (read from the
         /// deadline index, not a walk over the tasks).
-        case clockTick(SlotLimits)
+        case clockTick
         /// A completion's result from off the core: a digest, the name the runner chose, how a move went.
         case completion(Int64, attempt: Int, CompletionMachine.Input)
         /// Recovery found the journaled publish intent of a task and `recovery` on the file system.
         case recoveredCompletion(Int64, FilePublisher.Recovery, totalBytes: Int64)
         /// A task's attempt ended (`jitterSample`, 0..<1, spreads the retry times of transient failures).
-        case attemptEnded(Int64, AttemptOutcome, jitterSample: Double, SlotLimits)
+        case attemptEnded(Int64, AttemptOutcome, jitterSample: Double)
         /// What a task's attempt in flight reports (DaemonState+Progress.swift).
         case attemptProgress(Int64, Progress)
         /// A task's row changed outside its lifecycle (`task.move`, `task.update`): journaled, and slots granted.
-        case edited(Int64, TaskEdit, SlotLimits)
+        case edited(Int64, TaskEdit)
         /// A new session was journaled.
         case sessionOpened(ManagedSession)
         /// A session's configuration changed (journaled): a new `maxConcurrent` applies at once.
-        case sessionConfigured(String, SessionConfiguration, SlotLimits)
+        case sessionConfigured(String, SessionConfiguration)
         /// `session.invalidate` (DaemonState+Sessions.swift): its tasks are canceled as asked, and it takes
         /// nothing new.
-        case sessionInvalidating(String, cancelTasks: Bool, SlotLimits)
+        case sessionInvalidating(String, cancelTasks: Bool)
         /// An invalidated session's rows were deleted: it leaves the state with its tasks.
         case sessionRemoved(String)
         /// The session's journaled events through `lastSeq` (`count` of them) were stored.
@@ -88,9 +96,9 @@ struct DaemonState {
         case shutdownBegan
         /// The extra connections in use to `host` (beyond one per running task) are now `extras`: fewer may
         /// let a task queued for the host start.
-        case connectionsChanged(host: String, extras: Int, SlotLimits)
+        case connectionsChanged(host: String, extras: Int)
         /// The network or power conditions changed (DaemonState+Conditions.swift).
-        case conditionsChanged(SystemConditions, SlotLimits)
+        case conditionsChanged(SystemConditions)
         /// How starting the session's `launchUnit` went was journaled (`LaunchMachine`).
         case sessionLaunchRecorded(String, SessionLaunchRecord?)
         /// The first response named a download the client named no file for (the runner chose the free path).
@@ -160,7 +168,7 @@ struct DaemonState {
     mutating func handle(_ input: Input, now: Double) -> [Action] {
         var actions: [Action] = []
         switch input {
-        case let .created(created, limits):
+        case let .created(created):
             for var t in created {
                 Self.deferIfEarly(&t, now: now)
                 tasks[t.id] = t // a queued one joins the queue with its state (or waits for its date)
@@ -173,15 +181,19 @@ struct DaemonState {
             } catch {
                 return [.refused(error)]
             }
-        case .grantSlots(let limits):
+            grantSlots(limits, now: now, into: &actions) // a resumed task may start, a stopped one frees nothing yet
+        case .grantSlots:
             grantSlots(limits, now: now, into: &actions)
-        case .retryTimerFired(let limits):
+        case .limitsChanged(let new):
+            limits = new
+            grantSlots(limits, now: now, into: &actions)
+        case .retryTimerFired:
             for id in tasks.dueRetries(now: now) where !shuttingDown && tasks[id]?.machine.state == .waiting {
                 _ = try? apply(.retryDue, to: id, now: now, into: &actions)
             }
             grantSlots(limits, now: now, into: &actions)
             if let at = tasks.earliestRetry, !shuttingDown { actions.append(.armRetryTimer(at: at)) }
-        case .clockTick(let limits):
+        case .clockTick:
             guard !shuttingDown else { break }
             for id in tasks.dueDeadlines(now: now) { _ = try? apply(.resourceDeadlinePassed, to: id, now: now, into: &actions) }
             for id in tasks.dueBegins(now: now) { // their date came: they join the queue (or wait for the conditions)
@@ -189,7 +201,7 @@ struct DaemonState {
                 if let session = tasks[id]?.record.session, !mayTransfer(session: session) { regate(id, now: now, into: &actions) }
             }
             grantSlots(limits, now: now, into: &actions)
-        case let .attemptEnded(id, outcome, jitterSample, limits):
+        case let .attemptEnded(id, outcome, jitterSample):
             attemptEnded(id, outcome, jitterSample: jitterSample, limits: limits, now: now, into: &actions)
         case let .completion(id, attempt, completionInput):
             self.completionInput(id, attempt: attempt, completionInput, now: now, into: &actions)
@@ -203,7 +215,7 @@ struct DaemonState {
             sent(id, delta: 0, total: 0, expected: bytes, into: &actions)
         case let .attemptProgress(id, .sent(delta, total, expected)):
             sent(id, delta: delta, total: total, expected: expected, into: &actions)
-        case let .edited(id, edit, limits):
+        case let .edited(id, edit):
             guard var t = tasks[id] else { break }
             if let priority = edit.priority { t.record.priority = priority }
             if let limit = edit.bandwidthLimit { t.record.bandwidthLimit = limit > 0 ? limit : nil }
@@ -224,14 +236,14 @@ struct DaemonState {
             grantSlots(limits, now: now, into: &actions)
         case .sessionOpened(let s):
             sessions[s.record.identifier] = s
-        case let .sessionConfigured(identifier, configuration, limits):
+        case let .sessionConfigured(identifier, configuration):
             let old = sessions[identifier]?.record.configuration
             sessions[identifier]?.record.configuration = configuration
             if let old, ConditionsGate.block(old, under: conditions) != ConditionsGate.block(configuration, under: conditions) {
                 regate(session: identifier, now: now, into: &actions)
             }
             grantSlots(limits, now: now, into: &actions)
-        case let .sessionInvalidating(identifier, cancelTasks, limits):
+        case let .sessionInvalidating(identifier, cancelTasks):
             invalidating(identifier, cancelTasks: cancelTasks, now: now, into: &actions)
             grantSlots(limits, now: now, into: &actions)
         case .sessionRemoved(let identifier):
@@ -255,11 +267,11 @@ struct DaemonState {
             for (state, n) in perState { tasks.countFinished(session: session, state: state, by: -min(n, counted[state] ?? 0)) }
         case .shutdownBegan:
             shuttingDown = true
-        case let .connectionsChanged(host, extras, limits):
+        case let .connectionsChanged(host, extras):
             let before = extrasByHost[host] ?? 0
             extrasByHost[host] = extras > 0 ? extras : nil
             if extras < before { grantSlots(limits, now: now, into: &actions) }
-        case let .conditionsChanged(new, limits):
+        case let .conditionsChanged(new):
             conditionsChanged(new, limits: limits, now: now, into: &actions)
         case let .sessionLaunchRecorded(identifier, launch):
             sessions[identifier]?.record.launch = launch

@@ -23,9 +23,9 @@ import Testing
         #expect(!state.tasks.queue.contains(1), "not in the queue before its date")
         let host = state.tasks[1]!.hostKey
         #expect(state.tasks.queuedByHost[host] == nil, "nor does it keep other tasks of its host from splitting")
-        #expect(T.started(state.handle(.clockTick(T.limits), now: 99.9)).isEmpty)
-        #expect(T.started(state.handle(.grantSlots(T.limits), now: 99.9)).isEmpty)
-        #expect(T.started(state.handle(.clockTick(T.limits), now: 100)) == [1])
+        #expect(T.started(state.handle(.clockTick, now: 99.9)).isEmpty)
+        #expect(T.started(state.handle(.limitsChanged(T.limits), now: 99.9)).isEmpty)
+        #expect(T.started(state.handle(.clockTick, now: 100)) == [1])
         #expect(state.tasks[1]?.deferredUntil == nil)
         #expect(state.tasks.runningByHost[host] == 2 && state.tasks.queuedByHost[host] == nil)
     }
@@ -37,7 +37,7 @@ import Testing
         var state = T.state()
         #expect(try T.resumeAll(&state, [Self.task(1, begin: 5)], now: 10) == [1])
         var suspended = Self.task(2, begin: 100)
-        _ = state.handle(.created([suspended], T.limits), now: 10)
+        _ = state.handle(.created([suspended]), now: 10)
         #expect(state.tasks[2]?.deferredUntil == nil, "a suspended task is not deferred")
 
         var restored = T.state()
@@ -46,7 +46,7 @@ import Testing
         suspended.record.queueOrder = 7
         _ = restored.handle(.taskRestored(suspended), now: 50)
         #expect(restored.tasks[2]?.deferredUntil == 100 && !restored.tasks.queue.contains(2))
-        #expect(T.started(restored.handle(.clockTick(T.limits), now: 100.5)) == [2])
+        #expect(T.started(restored.handle(.clockTick, now: 100.5)) == [2])
 
         var late = T.state()
         _ = late.handle(.taskRestored(suspended), now: 200)

@@ -31,8 +31,7 @@ import Testing
         #expect(try T.resumeAll(&state, tasks, limits: DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)) == [1])
         let order2 = state.tasks[2]!.record.queueOrder
 
-        let one = DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)
-        let actions = state.handle(.conditionsChanged(Self.metered, one), now: 10)
+        let actions = state.handle(.conditionsChanged(Self.metered), now: 10)
         #expect(Self.stopped(actions) == [1])
         for id: Int64 in [1, 2] {
             let m = state.tasks[id]!.machine
@@ -41,16 +40,16 @@ import Testing
         }
         #expect(state.tasks[1]?.record.attempts == 1, "no attempt used up")
         #expect(T.started(actions) == [3], "b takes the slot (as after a pause)")
-        let ended = state.handle(.attemptEnded(1, .stopped(durableBytes: 100), jitterSample: 0.5, one), now: 10.2)
+        let ended = state.handle(.attemptEnded(1, .stopped(durableBytes: 100), jitterSample: 0.5), now: 10.2)
         #expect(T.started(ended).isEmpty)
         #expect(state.tasks[1]?.machine.state == .waiting, "a stopped transfer's end does not move a waiting task")
         #expect(state.tasks.earliestRetry == nil || state.tasks.dueRetries(now: 1e9).isEmpty, "no retry time")
 
-        let back = state.handle(.conditionsChanged(Self.good, one), now: 20)
+        let back = state.handle(.conditionsChanged(Self.good), now: 20)
         #expect(T.journaled(back, 1).contains(.stateChanged(state: .queued, previous: .waiting, reason: nil)))
         #expect(state.tasks[2]?.machine.state == .queued && state.tasks[2]?.record.queueOrder == order2, "its old place")
         #expect(T.started(back).isEmpty, "the slot is b's until its transfer ends")
-        let freed = state.handle(.attemptEnded(3, .stopped(durableBytes: 0), jitterSample: 0.5, one), now: 21)
+        let freed = state.handle(.attemptEnded(3, .stopped(durableBytes: 0), jitterSample: 0.5), now: 21)
         #expect(T.started(freed) == [1], "a's first task goes first: it kept its place")
     }
 
@@ -61,7 +60,7 @@ import Testing
         let tasks = [T.task(1, session: "b", owner: 1), T.task(2, session: "c", owner: 1),
                      T.task(3, session: "c", owner: 1), T.task(4, session: "b", owner: 1)]
         #expect(try T.resumeAll(&state, tasks, limits: DaemonState.SlotLimits(maxConcurrent: 2, maxConnectionsPerHost: 8)) == [1, 2])
-        let actions = state.handle(.conditionsChanged(Self.offline, Self.limits), now: 5)
+        let actions = state.handle(.conditionsChanged(Self.offline), now: 5)
         #expect(Self.stopped(actions) == [1])
         #expect(state.tasks[1]?.machine.waitingReason?.code == TaskErrorCode.offline)
         #expect(state.tasks[4]?.machine.waitingReason?.code == TaskErrorCode.offline)
@@ -70,11 +69,11 @@ import Testing
         #expect(state.tasks[3] == nil, "and leaves memory as every finished task")
 
         // A task of "c" resumed while offline fails at once too.
-        _ = state.handle(.created([T.task(5, session: "c", owner: 1)], Self.limits), now: 6)
+        _ = state.handle(.created([T.task(5, session: "c", owner: 1)]), now: 6)
         let resumed = state.handle(.task(5, .resume), now: 6)
         #expect(T.completionError(resumed, 5)?.code == TaskErrorCode.offline)
 
-        let online = state.handle(.conditionsChanged(Self.good, Self.limits), now: 7)
+        let online = state.handle(.conditionsChanged(Self.good), now: 7)
         #expect(Set(T.started(online)).isSubset(of: [1, 4]) && T.started(online).contains(4))
     }
 
@@ -83,11 +82,11 @@ import Testing
     /// queue.
     @Test func everyWayIntoTheQueueIsGated() throws {
         var state = Self.state()
-        _ = state.handle(.conditionsChanged(Self.metered, Self.limits), now: 0)
+        _ = state.handle(.conditionsChanged(Self.metered), now: 0)
         var created = T.task(1, session: "a", owner: 1)
         created.machine = TaskStateMachine(state: .queued)
         created.record.state = .queued
-        let a1 = state.handle(.created([created, T.task(2, session: "a", owner: 1)], Self.limits), now: 1)
+        let a1 = state.handle(.created([created, T.task(2, session: "a", owner: 1)]), now: 1)
         #expect(T.started(a1).isEmpty)
         #expect(state.tasks[1]?.machine.waitingReason?.code == TaskErrorCode.networkExpensive)
         #expect(state.tasks[2]?.machine.state == .suspended)
@@ -100,11 +99,11 @@ import Testing
         // A task waiting for a retry time is gated when the time comes.
         var b = T.state(sessions: [("a", 1, SessionConfiguration(allowsExpensiveNetworkAccess: false))])
         #expect(try T.resumeAll(&b, [T.task(7, session: "a", owner: 1)]) == [7])
-        _ = b.handle(.attemptEnded(7, T.transient(), jitterSample: 0.5, Self.limits), now: 1)
+        _ = b.handle(.attemptEnded(7, T.transient(), jitterSample: 0.5), now: 1)
         let retryAt = b.tasks[7]!.machine.nextAttemptAt!
-        _ = b.handle(.conditionsChanged(Self.metered, Self.limits), now: 1.5)
+        _ = b.handle(.conditionsChanged(Self.metered), now: 1.5)
         #expect(b.tasks[7]?.machine.nextAttemptAt == retryAt, "a retry time is kept")
-        #expect(T.started(b.handle(.retryTimerFired(Self.limits), now: retryAt)).isEmpty)
+        #expect(T.started(b.handle(.retryTimerFired, now: retryAt)).isEmpty)
         #expect(b.tasks[7]?.machine.waitingReason?.code == TaskErrorCode.networkExpensive)
 
         // Restored with the conditions now allowing it: queued (and started) at once.
@@ -118,7 +117,7 @@ import Testing
         #expect(T.journaled(restored, 9) == [.stateChanged(state: .queued, previous: .waiting, reason: nil)])
         // … and still blocked: it keeps waiting, with nothing journaled.
         var still = Self.state()
-        _ = still.handle(.conditionsChanged(Self.metered, Self.limits), now: 0)
+        _ = still.handle(.conditionsChanged(Self.metered), now: 0)
         #expect(still.handle(.taskRestored(waiting), now: 50).isEmpty)
         #expect(still.tasks[9]?.machine.isWaitingForConditions == true && !still.tasks.queue.contains(9))
     }
@@ -128,14 +127,14 @@ import Testing
     /// journals nothing.
     @Test func reconfigurationAndUnconcernedSessions() throws {
         var state = Self.state()
-        _ = state.handle(.conditionsChanged(Self.metered, Self.limits), now: 0)
+        _ = state.handle(.conditionsChanged(Self.metered), now: 0)
         #expect(try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "b", owner: 1)]) == [2])
-        let allowed = state.handle(.sessionConfigured("a", SessionConfiguration(allowsExpensiveNetworkAccess: true), Self.limits), now: 1)
+        let allowed = state.handle(.sessionConfigured("a", SessionConfiguration(allowsExpensiveNetworkAccess: true)), now: 1)
         #expect(T.started(allowed) == [1])
-        let forbidden = state.handle(.sessionConfigured("b", SessionConfiguration(allowsExpensiveNetworkAccess: false), Self.limits), now: 2)
+        let forbidden = state.handle(.sessionConfigured("b", SessionConfiguration(allowsExpensiveNetworkAccess: false)), now: 2)
         #expect(Self.stopped(forbidden) == [2])
         // Battery changes nothing for sessions that are not discretionary.
         let battery = SystemConditions(metered: true, online: true, onBattery: true, source: "networkmanager+upower")
-        #expect(state.handle(.conditionsChanged(battery, Self.limits), now: 3).isEmpty)
+        #expect(state.handle(.conditionsChanged(battery), now: 3).isEmpty)
     }
 }

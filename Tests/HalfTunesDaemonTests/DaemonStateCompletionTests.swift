@@ -29,7 +29,7 @@ struct DaemonStateCompletionTests {
     @Test func aCompleteTransferIsNamedRecordedMovedThenCompletedAndFreesItsSlot() throws {
         var state = try Self.running()
         var actions = state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
-                                                     jitterSample: 0.5, Self.one), now: 10)
+                                                     jitterSample: 0.5), now: 10)
         // No checksum: no journal write yet (the intent records the length). Still running, publishing, but
         // its transfer slot goes to task 2 at once.
         #expect(actions == [.chooseName(1, attempt: 1, avoiding: []), .journal(state.tasks[2]!.record,
@@ -47,7 +47,7 @@ struct DaemonStateCompletionTests {
         #expect(state.isMoving(1))
         // While the file moves, lifecycle inputs are not taken (suspend waits for the move in the runner).
         #expect(state.handle(.task(1, .suspend), now: 12).isEmpty)
-        #expect(state.handle(.clockTick(Self.one), now: 1e12).isEmpty)
+        #expect(state.handle(.clockTick, now: 1e12).isEmpty)
 
         actions = state.handle(.completion(1, attempt: 1, .moveEnded(.published)), now: 13)
         #expect(S.journaled(actions, 1) == [.stateChanged(state: .completed, previous: .running, reason: nil),
@@ -63,7 +63,7 @@ struct DaemonStateCompletionTests {
     @Test func aNameTakenMeanwhileIsChosenAgain() throws {
         var state = try Self.running()
         _ = state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
-                                           jitterSample: 0.5, Self.one), now: 10)
+                                           jitterSample: 0.5), now: 10)
         _ = state.handle(.completion(1, attempt: 1, .nameChosen("/d/1")), now: 11)
         var actions = state.handle(.completion(1, attempt: 1, .moveEnded(.destinationExists)), now: 12)
         #expect(actions == [.chooseName(1, attempt: 1, avoiding: ["/d/1"])] && !state.isMoving(1))
@@ -88,7 +88,7 @@ struct DaemonStateCompletionTests {
         let good = Checksum(hex: String(repeating: "ab", count: 32))
         var state = try Self.running(checksum: good.description)
         var actions = state.handle(.attemptEnded(1, .completed(totalBytes: 3, validators: Self.validators),
-                                                     jitterSample: 0.5, Self.one), now: 10)
+                                                     jitterSample: 0.5), now: 10)
         guard case let .journal(row, [])? = actions.first else {
             Issue.record("the length was not journaled first: \(actions)")
             return
@@ -104,7 +104,7 @@ struct DaemonStateCompletionTests {
 
         // Task 2 completes its transfer, is suspended while verifying: the late digest changes nothing.
         actions = state.handle(.attemptEnded(2, .completed(totalBytes: 3, validators: Self.validators),
-                                                 jitterSample: 0.5, Self.one), now: 12)
+                                                 jitterSample: 0.5), now: 12)
         #expect(actions == [.chooseName(2, attempt: 1, avoiding: [])]) // no checksum on task 2
         _ = state.handle(.task(2, .suspend), now: 13)
         #expect(state.completions[2] == nil && state.tasks[2]?.machine.state == .suspended)
@@ -121,7 +121,7 @@ struct DaemonStateCompletionTests {
         t.record.state = .running
         t.record.phase = .publishing
         t.record.location = "/d/1"
-        _ = state.handle(.created([t], Self.one), now: 0)
+        _ = state.handle(.created([t]), now: 0)
         let actions = state.handle(.recoveredCompletion(1, recovery, totalBytes: 5), now: 1)
         switch recovery {
         case .published:

@@ -46,7 +46,7 @@ struct DaemonStateProgressTests {
 
         // The attempt ended; a report that was still on its way is stale and changes nothing.
         _ = state.handle(.task(1, .suspend), now: 3)
-        _ = state.handle(.attemptEnded(1, .stopped(durableBytes: 500), jitterSample: 0, Self.limits), now: 3)
+        _ = state.handle(.attemptEnded(1, .stopped(durableBytes: 500), jitterSample: 0), now: 3)
         #expect(state.tasks[1]?.attemptInFlight == false && state.tasks[1]?.record.bytesDurable == 500)
         #expect(state.handle(.attemptProgress(1, .received(delta: 100, total: 600, expected: 1000)), now: 4).isEmpty)
         #expect(state.tasks[1]?.bytesReceived == 500)
@@ -83,10 +83,10 @@ struct DaemonStateProgressTests {
     @Test func receivedBytesResetTheFailureCount() throws {
         var state = T.state()
         _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1)])
-        _ = state.handle(.attemptEnded(1, T.transient(), jitterSample: 0, Self.limits), now: 1)
+        _ = state.handle(.attemptEnded(1, T.transient(), jitterSample: 0), now: 1)
         #expect(state.tasks[1]?.machine.consecutiveFailures == 1)
         let at = try #require(state.tasks[1]?.machine.nextAttemptAt)
-        #expect(T.started(state.handle(.retryTimerFired(Self.limits), now: at)) == [1])
+        #expect(T.started(state.handle(.retryTimerFired, now: at)) == [1])
         _ = state.handle(.attemptProgress(1, .received(delta: 10, total: 10, expected: nil)), now: at + 1)
         #expect(state.tasks[1]?.machine.consecutiveFailures == 0)
     }
@@ -115,10 +115,10 @@ struct DaemonStateProgressTests {
         for cancelAll in [false, true] {
             var state = T.state()
             _ = state.handle(.created([T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
-                                           T.task(3, session: "b", owner: 2)], Self.limits), now: 0)
+                                           T.task(3, session: "b", owner: 2)]), now: 0)
             _ = state.handle(.task(2, .resume), now: 0)
             _ = state.handle(.eventsJournaled(session: "a", lastSeq: 9, count: 3), now: 0)
-            let actions = state.handle(.sessionInvalidating("a", cancelTasks: cancelAll, Self.limits), now: 1)
+            let actions = state.handle(.sessionInvalidating("a", cancelTasks: cancelAll), now: 1)
             #expect(state.sessions["a"]?.record.state == .invalidating)
             #expect(T.completionError(actions, 1)?.code == TaskErrorCode.sessionInvalidated)
             #expect(state.tasks.unfinished(session: "a") == (cancelAll ? 0 : 1))
@@ -138,7 +138,7 @@ struct DaemonStateProgressTests {
         var state = T.state()
         var data = T.task(1, session: "a", owner: 1)
         data.record.response = TaskResponse(status: 200, body: "aGk=", bodyBytes: 2, truncated: false)
-        _ = state.handle(.created([data], Self.limits), now: 0)
+        _ = state.handle(.created([data]), now: 0)
         _ = state.handle(.eventsJournaled(session: "a", lastSeq: 5, count: 1), now: 0)
         _ = state.handle(.eventsJournaled(session: "a", lastSeq: 7, count: 2), now: 0)
         _ = state.handle(.eventsJournaled(session: "b", lastSeq: 2, count: 1), now: 0)
@@ -163,7 +163,7 @@ struct DaemonStateProgressTests {
             record: SessionRecord(identifier: "a", uid: 1, configuration: one, state: .active, createdAt: 0),
             lastEventSeq: 0, pendingEvents: 0)), now: 0)
         #expect(try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1)]) == [1])
-        let actions = state.handle(.sessionConfigured("a", SessionConfiguration(maxConcurrent: 2), Self.limits), now: 1)
+        let actions = state.handle(.sessionConfigured("a", SessionConfiguration(maxConcurrent: 2)), now: 1)
         #expect(T.started(actions) == [2])
     }
 
@@ -173,12 +173,13 @@ struct DaemonStateProgressTests {
         let limits = DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)
         _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
                                      T.task(3, session: "a", owner: 1)], limits: limits)
-        let edited = state.handle(.edited(3, DaemonState.TaskEdit(priority: .high), limits), now: 5)
+        let edited = state.handle(.edited(3, DaemonState.TaskEdit(priority: .high)), now: 5)
         #expect(state.tasks[3]?.record.priority == .high && state.tasks[3]?.record.updatedAt == 5)
         #expect(edited == [.journal(state.tasks[3]!.record, [])], "the edited row is journaled; no slot is free")
-        _ = state.handle(.task(1, .suspend), now: 6)
-        let actions = state.handle(.attemptEnded(1, .stopped(durableBytes: 0), jitterSample: 0, limits), now: 6)
-        #expect(T.started(actions) == [3]) // the higher priority goes first
+        let suspended = state.handle(.task(1, .suspend), now: 6) // its slot is free at once
+        #expect(T.started(suspended) == [3]) // the higher priority goes first
+        let ended = state.handle(.attemptEnded(1, .stopped(durableBytes: 0), jitterSample: 0), now: 6)
+        #expect(T.started(ended).isEmpty)
     }
 
     /// `task.move`: the state chooses the new place, before every task of its priority or behind all of them.
@@ -188,9 +189,9 @@ struct DaemonStateProgressTests {
         _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
                                      T.task(3, session: "a", owner: 1)], limits: none)
         #expect(state.tasks.queue.position(of: 3, running: [:], lastServed: [:]) == 3)
-        _ = state.handle(.edited(3, DaemonState.TaskEdit(move: .front), none), now: 1)
+        _ = state.handle(.edited(3, DaemonState.TaskEdit(move: .front)), now: 1)
         #expect(state.tasks.queue.position(of: 3, running: [:], lastServed: [:]) == 1 && state.tasks[3]!.record.queueOrder < 0)
-        _ = state.handle(.edited(1, DaemonState.TaskEdit(move: .back), none), now: 2)
+        _ = state.handle(.edited(1, DaemonState.TaskEdit(move: .back)), now: 2)
         #expect([3, 2, 1].map { state.tasks.queue.position(of: $0, running: [:], lastServed: [:]) } == [1, 2, 3])
     }
 
@@ -226,7 +227,7 @@ struct DaemonStateProgressTests {
         #expect(state.tasks.count(in: .completed) == 3 && state.tasks.count(in: .failed) == 0)
         // (Task 4, still `running` until its publish is finished, holds a slot until recovery finishes it.)
         let three = DaemonState.SlotLimits(maxConcurrent: 3, maxConnectionsPerHost: 8)
-        #expect(T.started(state.handle(.grantSlots(three), now: 2)) == [1, 2])
+        #expect(T.started(state.handle(.limitsChanged(three), now: 2)) == [1, 2])
         _ = state.handle(.shutdownBegan, now: 3)
         #expect(state.shuttingDown)
     }

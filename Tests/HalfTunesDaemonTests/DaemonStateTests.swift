@@ -11,8 +11,9 @@ struct DaemonStateTests {
     static let limits = DaemonState.SlotLimits(maxConcurrent: 2, maxConnectionsPerHost: 8)
 
     /// A state with sessions "a" (uid 1) and "b" (uid 2), or the given ones.
-    static func state(sessions: [(String, UInt32, SessionConfiguration)] = [("a", 1, .init()), ("b", 2, .init())]) -> DaemonState {
-        var state = DaemonState()
+    static func state(sessions: [(String, UInt32, SessionConfiguration)] = [("a", 1, .init()), ("b", 2, .init())],
+                      limits: DaemonState.SlotLimits = limits) -> DaemonState {
+        var state = DaemonState(limits: limits)
         for (name, uid, config) in sessions {
             state.sessions[name] = ManagedSession(
                 record: SessionRecord(identifier: name, uid: uid, configuration: config, state: .active, createdAt: 0),
@@ -58,14 +59,14 @@ struct DaemonStateTests {
                                 isTransient: true, retryAfter: retryAfter, durableBytes: 0))
     }
 
-    /// Creates suspended tasks and resumes them in order (as `task.resume` does: the input, then slots).
+    /// Sets the limits, creates suspended tasks and resumes them in order (`task.resume` grants slots itself).
     static func resumeAll(_ state: inout DaemonState, _ tasks: [ManagedTask], limits: DaemonState.SlotLimits = limits,
                           now: Double = 0) throws -> [Int64] {
-        _ = state.handle(.created(tasks, limits), now: now)
+        _ = state.handle(.limitsChanged(limits), now: now)
+        _ = state.handle(.created(tasks), now: now)
         var ids: [Int64] = []
         for t in tasks {
             ids += started(state.handle(.task(t.id, .resume), now: now))
-            ids += started(state.handle(.grantSlots(limits), now: now))
         }
         return ids
     }
@@ -92,19 +93,19 @@ struct DaemonStateTests {
         var state = Self.state()
         let first = try Self.resumeAll(&state, (1...4).map { Self.task($0, session: "a", owner: 1) })
         #expect(first == [1, 2])
-        _ = state.handle(.created([Self.task(10, session: "b", owner: 2), Self.task(11, session: "b", owner: 2)],
-                                      Self.limits), now: 0)
+        _ = state.handle(.created([Self.task(10, session: "b", owner: 2), Self.task(11, session: "b", owner: 2)]), now: 0)
         _ = state.handle(.task(10, .resume), now: 0)
         _ = state.handle(.task(11, .resume), now: 0)
         // Task 1's attempt fails for a while: its slot goes to user 2 (0 running) before user 1's task 3.
-        let next = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: 1)
+        let next = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5), now: 1)
         #expect(Self.started(next) == [10])
         #expect(state.tasks[1]?.machine.state == .waiting)
         // User 2 suspends its task: user 2 runs none again, so its next task goes before user 1's.
         let after = state.handle(.task(10, .suspend), now: 2)
         #expect(after.contains(.stopAttempt(10)))
-        let freed = state.handle(.attemptEnded(10, .stopped(durableBytes: 0), jitterSample: 0.5, Self.limits), now: 2)
-        #expect(Self.started(freed) == [11])
+        #expect(Self.started(after) == [11], "the slot is free once the task is suspended")
+        let freed = state.handle(.attemptEnded(10, .stopped(durableBytes: 0), jitterSample: 0.5), now: 2)
+        #expect(Self.started(freed).isEmpty)
         #expect(state.tasks.runningByOwner == [1: 1, 2: 1])
     }
 
@@ -118,7 +119,7 @@ struct DaemonStateTests {
         #expect(try Self.resumeAll(&state, tasks, limits: one) == [1])
         var order: [Int64] = [1]
         for now in 1...3 {
-            let ended = state.handle(.attemptEnded(order.last!, Self.permanent, jitterSample: 0.5, one), now: Double(now))
+            let ended = state.handle(.attemptEnded(order.last!, Self.permanent, jitterSample: 0.5), now: Double(now))
             order += Self.started(ended)
         }
         #expect(order == [1, 3, 2, 4])
@@ -134,7 +135,7 @@ struct DaemonStateTests {
         #expect(started == [1, 4])
         #expect(state.tasks.runningByHost["http://h1:80"] == 1 && state.tasks.runningBySession["a"] == 1)
         // Task 1 ends for good (a permanent failure): both 2 (session free) and 3 (host free) may start.
-        let next = state.handle(.attemptEnded(1, Self.permanent, jitterSample: 0.5, limits), now: 1)
+        let next = state.handle(.attemptEnded(1, Self.permanent, jitterSample: 0.5), now: 1)
         #expect(Set(Self.started(next)) == [2, 3])
         #expect(state.tasks[1] == nil) // failed: evicted, it lives in the journal only
         #expect(state.tasks.count(in: .failed) == 1)
@@ -147,23 +148,23 @@ struct DaemonStateTests {
         var state = Self.state(sessions: [("a", 1, SessionConfiguration(retry: retry))])
         #expect(try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1)]) == [1])
 
-        var actions = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.9, Self.limits), now: 100)
+        var actions = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.9), now: 100)
         #expect(state.tasks[1]?.machine.state == .waiting && state.tasks[1]?.machine.nextAttemptAt == 110)
         #expect(actions.contains(.armRetryTimer(at: 110)))
         #expect(Self.journaled(actions, 1).contains(.stateChanged(state: .waiting, previous: .running,
                                                                    reason: TaskError(code: TaskErrorCode.connectionLost, message: "connection refused"))))
         // Early: nothing retries, the timer is armed again for the same time.
-        actions = state.handle(.retryTimerFired(Self.limits), now: 109.9)
+        actions = state.handle(.retryTimerFired, now: 109.9)
         #expect(Self.started(actions).isEmpty && actions == [.armRetryTimer(at: 110)])
-        actions = state.handle(.retryTimerFired(Self.limits), now: 110)
+        actions = state.handle(.retryTimerFired, now: 110)
         #expect(Self.started(actions) == [1] && state.tasks[1]?.machine.state == .running)
 
         // The second failure waits twice as long; a longer Retry-After wins.
-        actions = state.handle(.attemptEnded(1, Self.transient(retryAfter: 50), jitterSample: 0.5, Self.limits), now: 200)
+        actions = state.handle(.attemptEnded(1, Self.transient(retryAfter: 50), jitterSample: 0.5), now: 200)
         #expect(state.tasks[1]?.machine.nextAttemptAt == 250 && actions.contains(.armRetryTimer(at: 250)))
-        #expect(Self.started(state.handle(.retryTimerFired(Self.limits), now: 250)) == [1])
+        #expect(Self.started(state.handle(.retryTimerFired, now: 250)) == [1])
         // The third in a row without progress is the last (maxAttempts 3): the task fails with the reason.
-        actions = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: 300)
+        actions = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5), now: 300)
         #expect(state.tasks[1] == nil && state.tasks.count(in: .failed) == 1)
         let error = try #require(Self.completionError(actions, 1))
         #expect(error.message.hasPrefix("Gave up after 3 attempts in a row"))
@@ -179,10 +180,10 @@ struct DaemonStateTests {
         for _ in 0..<5 {
             now += 1
             _ = state.handle(.task(1, .madeProgress), now: now)
-            let actions = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5, Self.limits), now: now)
+            let actions = state.handle(.attemptEnded(1, Self.transient(), jitterSample: 0.5), now: now)
             #expect(actions.contains(.armRetryTimer(at: now + 10)))
             now += 10
-            #expect(Self.started(state.handle(.retryTimerFired(Self.limits), now: now)) == [1])
+            #expect(Self.started(state.handle(.retryTimerFired, now: now)) == [1])
         }
         #expect(state.tasks[1]?.machine.state == .running)
     }
@@ -196,8 +197,8 @@ struct DaemonStateTests {
                      Self.task(3, session: "a", owner: 1, deadline: 60)]
         #expect(try Self.resumeAll(&state, tasks, limits: limits) == [1])
         _ = state.handle(.task(3, .suspend), now: 1)
-        #expect(state.handle(.clockTick(limits), now: 49.5).isEmpty)
-        let actions = state.handle(.clockTick(limits), now: 70)
+        #expect(state.handle(.clockTick, now: 49.5).isEmpty)
+        let actions = state.handle(.clockTick, now: 70)
         #expect(actions.contains(.stopAttempt(1)))
         let error = try #require(Self.completionError(actions, 1))
         #expect(error.code == TaskErrorCode.resourceTimeout)
@@ -222,7 +223,7 @@ struct DaemonStateTests {
 
     @Test func refusedInputsChangeNothing() throws {
         var state = Self.state()
-        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
+        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)]), now: 0)
         let refused = state.handle(.task(1, .completed), now: 1)
         #expect(refused.count == 1 && refused.first.map { if case .refused(let r) = $0 { r.task == 1 } else { false } } == true,
                 "\(refused)")
@@ -230,18 +231,19 @@ struct DaemonStateTests {
     }
 
     @Test func nothingStartsOrRetriesWhileShuttingDown() throws {
-        var state = Self.state()
-        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
+        var state = Self.state(limits: DaemonState.SlotLimits(maxConcurrent: 0, maxConnectionsPerHost: 8))
+        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)]), now: 0)
         _ = state.handle(.task(1, .resume), now: 0)
+        #expect(state.tasks[1]?.machine.state == .queued)
         _ = state.handle(.shutdownBegan, now: 0)
-        #expect(state.handle(.grantSlots(Self.limits), now: 0).isEmpty && state.tasks[1]?.machine.state == .queued)
-        #expect(state.handle(.clockTick(Self.limits), now: 1e9).isEmpty)
+        #expect(state.handle(.limitsChanged(Self.limits), now: 0).isEmpty && state.tasks[1]?.machine.state == .queued)
+        #expect(state.handle(.clockTick, now: 1e9).isEmpty)
     }
 
     /// A finished task of an invalidating session tells the runner the session may be done.
     @Test func aFinishedTaskOfAnInvalidatingSessionChecksTheSession() throws {
         var state = Self.state()
-        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)], Self.limits), now: 0)
+        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)]), now: 0)
         state.sessions["a"]?.record.state = .invalidating
         let actions = state.handle(.task(1, .sessionInvalidated), now: 1)
         #expect(actions.last == .checkInvalidation(session: "a"))

@@ -90,7 +90,7 @@ import Testing
         _ = state.tasks.takeChangedHosts()
 
         // Task 1 splits over all four connections; task 2 for the same host is queued and held.
-        _ = state.handle(.connectionsChanged(host: host, extras: 3, Self.limits), now: 1)
+        _ = state.handle(.connectionsChanged(host: host, extras: 3), now: 1)
         #expect(state.connections(host: host) == 4)
         let b = DaemonStateTests.task(2, session: "a", owner: 1, host: "h1")
         #expect(try DaemonStateTests.resumeAll(&state, [b], limits: Self.limits, now: 2) == [])
@@ -99,14 +99,14 @@ import Testing
         #expect(state.extraAllowance(host: host, limits: Self.limits) == 0, "nothing extra while a task waits")
 
         // One extra given back: 1 + 2 = 3 of 4, so task 2 starts.
-        var actions = state.handle(.connectionsChanged(host: host, extras: 2, Self.limits), now: 3)
+        var actions = state.handle(.connectionsChanged(host: host, extras: 2), now: 3)
         #expect(DaemonStateTests.started(actions) == [2])
         #expect(state.connections(host: host) == 4)
         #expect(state.extraAllowance(host: host, limits: Self.limits) == 2, "4 per host, 2 running")
         // A third task waits while the host is full, and starts when the extras are all given back.
         let c = DaemonStateTests.task(3, session: "a", owner: 1, host: "h1")
         #expect(try DaemonStateTests.resumeAll(&state, [c], limits: Self.limits, now: 4) == [])
-        actions = state.handle(.connectionsChanged(host: host, extras: 0, Self.limits), now: 5)
+        actions = state.handle(.connectionsChanged(host: host, extras: 0), now: 5)
         #expect(DaemonStateTests.started(actions) == [3])
         #expect(state.connections(host: host) == 3)
     }
