@@ -20,8 +20,11 @@ struct CreateBatch {
     var tasksByUID: [UInt32: Int] = [:]
     var eventsBySession: [String: Int] = [:]
     var eventsByUID: [UInt32: Int] = [:]
+    /// Creates that take a place at the back of the queue.
+    var queued: Int64 = 0
 
     mutating func add(_ create: PendingCreate, owner: UInt32) {
+        if create.machine.state == .queued { queued += 1 }
         let session = create.record.session
         if create.record.kind == TaskKind.download.rawValue { destinations.insert(create.record.destination) }
         tasksBySession[session, default: 0] += 1
@@ -130,7 +133,7 @@ extension DaemonCore {
             throw error
         }
         if let exchange {
-            return pendingCreate(exchangeTask(p, exchange, url: urlString, in: s), start: p.start == true,
+            return pendingCreate(exchangeTask(p, exchange, url: urlString, in: s), start: p.start == true, batch: batch,
                                  bytesExpectedToSend: exchange.fileBytes)
         }
         if resume == nil { try checkDiskBudget(owner: s.record.uid) } // resume data brings bytes already counted
@@ -170,16 +173,19 @@ extension DaemonCore {
         if let resume {
             adoptResumeData(resume, into: &record, owner: s.record.uid)
         }
-        return pendingCreate(record, start: p.start == true)
+        return pendingCreate(record, start: p.start == true, batch: batch)
     }
 
     /// The new task's lifecycle and first events (its place in the queue when it starts at once).
-    private func pendingCreate(_ record: TaskRecord, start: Bool, bytesExpectedToSend: Int64? = nil) -> PendingCreate {
+    /// A queued one takes the next free place behind the queue and the batch's earlier creates (the state moves
+    /// past it when `created` takes it in).
+    private func pendingCreate(_ record: TaskRecord, start: Bool, batch: CreateBatch,
+                               bytesExpectedToSend: Int64? = nil) -> PendingCreate {
         var record = record
         let (machine, actions) = TaskStateMachine.created(start: start, resourceDeadline: record.resourceDeadline)
         record.state = machine.state
         if actions.contains(.enqueue) {
-            record.queueOrder = takeQueueOrder()
+            record.queueOrder = state.nextQueueOrder + batch.queued
         }
         let time = Timestamp.format(record.createdAt)
         let events = actions.compactMap(DaemonState.payload(for:))

@@ -110,9 +110,6 @@ actor DaemonCore {
     let resumeKey: SymmetricKey
     /// Extra connections of split downloads, per host (DaemonCore+Connections.swift).
     nonisolated let hostConnections: HostConnections
-    /// The network and power conditions last reported by `SystemConditionsMonitor` (nil until the first).
-    var conditions: SystemConditions?
-    var conditionsSerial = 0
 
     init(configuration: DaemonConfiguration, journal: Journal, clients: HTTPClients, logger: Logger,
          resumeKey: SymmetricKey = SymmetricKey(size: .bits256),
@@ -159,9 +156,6 @@ actor DaemonCore {
     func feedAndRun(_ input: DaemonState.Input) {
         run(feed(input))
     }
-
-    /// A place at the back of the queue (for a task created queued or moved to the back).
-    func takeQueueOrder() -> Int64 { state.takeQueueOrder() }
 
     // MARK: - Lookups
 
@@ -216,7 +210,7 @@ actor DaemonCore {
             bytesExpected: r.bytesExpected, destination: r.destination, location: r.location,
             error: t.machine.error, createdAt: Timestamp.format(r.createdAt), updatedAt: Timestamp.format(r.updatedAt),
             description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts,
-            priority: r.priority, hold: hold(t, position: position), checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
+            priority: r.priority, hold: state.hold(t, position: position), checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
             method: r.method, file: r.file, bytesSent: t.bytesSent, bytesExpectedToSend: t.bytesExpectedToSend,
             response: r.response, overwrite: r.overwrite ? true : nil, phase: state.completionPhase(t.id),
             maxConnections: r.maxConnections, connections: connections(of: t),
@@ -260,15 +254,12 @@ actor DaemonCore {
                             stateDirectory: configuration.stateDirectory, limits: limits,
                             uploadRate: uploadRateMeter.rate(now: now), transfers: state.tasks.running.count,
                             connections: state.tasks.running.count + hostConnections.totalExtras,
-                            conditions: conditions, proxy: proxyStatus)
+                            conditions: state.reportedConditions, proxy: proxyStatus)
     }
 
     /// `SystemConditionsMonitor` saw other network or power conditions: sessions they stop wait, and those they
     /// let go on continue (`DaemonState.conditionsChanged`).
     func conditionsChanged(_ new: SystemConditions, serial: Int) {
-        guard serial > conditionsSerial else { return } // an older report that arrived late
-        conditionsSerial = serial
-        conditions = new
-        feedAndRun(.conditionsChanged(new))
+        feedAndRun(.conditionsChanged(new, serial: serial))
     }
 }

@@ -9,7 +9,7 @@ extension DaemonState {
     /// conditions of a session now allowed are queued again at their old places.
     mutating func conditionsChanged(_ new: SystemConditions, limits: SlotLimits, now: Double, into actions: inout [Action]) {
         let old = conditions
-        conditions = new
+        reportedConditions = new
         guard !shuttingDown, old != new else { return }
         for (identifier, s) in sessions {
             let c = s.record.configuration

@@ -12,7 +12,8 @@ struct DaemonState {
     var sessions: [String: ManagedSession] = [:]
     /// The unfinished tasks (and finished ones still stopping a transfer or publishing) with their indexes.
     var tasks = TaskTable()
-    /// The next queue order given to a task that enters the back of the queue.
+    /// The next queue order given to a task that enters the back of the queue (a create reads it and `created`
+    /// moves past the places its tasks took).
     var nextQueueOrder: Int64 = 1
     /// When each uid was last given a transfer slot (a serial number): between users with as many transfers
     /// running, the one served longest ago goes first (`RunQueue.next`).
@@ -30,7 +31,11 @@ struct DaemonState {
     var extrasByHost: [String: Int] = [:]
     /// The network and power conditions (`SystemConditionsMonitor`); sessions' transfers are gated by them
     /// (`ConditionsGate`, DaemonState+Conditions.swift).
-    var conditions = SystemConditions.assumed
+    var conditions: SystemConditions { reportedConditions ?? .assumed }
+    /// What `SystemConditionsMonitor` last reported (nil before its first report), and that report's serial: a
+    /// report older than the last one taken (it arrived late) changes nothing.
+    var reportedConditions: SystemConditions?
+    var conditionsSerial = 0
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -98,7 +103,7 @@ struct DaemonState {
         /// let a task queued for the host start.
         case connectionsChanged(host: String, extras: Int)
         /// The network or power conditions changed (DaemonState+Conditions.swift).
-        case conditionsChanged(SystemConditions)
+        case conditionsChanged(SystemConditions, serial: Int)
         /// How starting the session's `launchUnit` went was journaled (`LaunchMachine`).
         case sessionLaunchRecorded(String, SessionLaunchRecord?)
         /// The first response named a download the client named no file for (the runner chose the free path).
@@ -170,6 +175,7 @@ struct DaemonState {
         switch input {
         case let .created(created):
             for var t in created {
+                if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 } // its place is taken
                 Self.deferIfEarly(&t, now: now)
                 tasks[t.id] = t // a queued one joins the queue with its state (or waits for its date)
                 if t.machine.state == .queued, !mayTransfer(session: t.record.session) { regate(t.id, now: now, into: &actions) }
@@ -271,7 +277,9 @@ struct DaemonState {
             let before = extrasByHost[host] ?? 0
             extrasByHost[host] = extras > 0 ? extras : nil
             if extras < before { grantSlots(limits, now: now, into: &actions) }
-        case let .conditionsChanged(new):
+        case let .conditionsChanged(new, serial):
+            guard serial > conditionsSerial else { break } // an older report that arrived late
+            conditionsSerial = serial
             conditionsChanged(new, limits: limits, now: now, into: &actions)
         case let .sessionLaunchRecorded(identifier, launch):
             sessions[identifier]?.record.launch = launch
@@ -381,10 +389,9 @@ struct DaemonState {
     /// Whether a queued task cannot start now: its previous transfer is still stopping, or its session or
     /// host is at its limit.
     func isHeld(_ entry: RunQueue.Entry, limits: SlotLimits) -> Bool {
-        if tasks.isStopping(entry.id) { return true }
-        if let max = sessions[entry.session]?.record.configuration.maxConcurrent,
-           (tasks.runningBySession[entry.session] ?? 0) >= max { return true }
-        return connections(host: entry.host) >= limits.maxConnectionsPerHost
+        QueuePlanner.ownHold(stopping: tasks.isStopping(entry.id), sessionRunning: tasks.runningBySession[entry.session] ?? 0,
+                             sessionMax: sessions[entry.session]?.record.configuration.maxConcurrent,
+                             hostRunning: connections(host: entry.host), hostMax: limits.maxConnectionsPerHost) != nil
     }
 
     /// Connections in use to `host`: one per running task, plus the extras of split downloads.

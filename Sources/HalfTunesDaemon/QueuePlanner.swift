@@ -45,28 +45,47 @@ enum QueuePlanner {
         min(orders.min() ?? 0, 0) - 1
     }
 
+    /// What holds a queued task apart from the daemon-wide count: the one rule both for starting tasks
+    /// (`DaemonState.isHeld`, on the hot path: no text made) and for telling why one waits (`decide`).
+    enum OwnHold: Equatable {
+        /// Its previous transfer is still stopping.
+        case stopping
+        /// Its session runs its `maxConcurrent`.
+        case session(running: Int, max: Int)
+        /// Its host has `max-connections-per-host` in use.
+        case host(running: Int, max: Int)
+    }
+
+    static func ownHold(stopping: Bool, sessionRunning: Int, sessionMax: Int?, hostRunning: Int,
+                        hostMax: Int) -> OwnHold? {
+        if stopping { return .stopping }
+        if let sessionMax, sessionRunning >= sessionMax { return .session(running: sessionRunning, max: sessionMax) }
+        if hostRunning >= hostMax { return .host(running: hostRunning, max: hostMax) }
+        return nil
+    }
+
     /// The decision for one queued task, given what runs now: `running` transfers in all, `sessionRunning` of
     /// its session, `hostRunning` to its host, with `ahead` tasks before it in the queue.
     static func decide(_ entry: Entry, ahead: Int, running total: Int, sessionRunning: Int, hostRunning: Int,
                        limits: Limits) -> Decision {
-        if entry.stopping {
-            return .hold(TaskHold(reason: "previousTransferStopping", message: "Its previous transfer is still stopping"))
-        }
-        if total >= limits.maxConcurrent {
+        if !entry.stopping, total >= limits.maxConcurrent {
             return .hold(TaskHold(reason: "maxConcurrent",
                                   message: "\(total) of \(limits.maxConcurrent) daemon-wide transfer slots in use" + Self.ahead(ahead)))
         }
-        if let max = limits.sessionMaxConcurrent[entry.session], sessionRunning >= max {
+        guard let own = ownHold(stopping: entry.stopping, sessionRunning: sessionRunning,
+                                sessionMax: limits.sessionMaxConcurrent[entry.session], hostRunning: hostRunning,
+                                hostMax: limits.maxConnectionsPerHost) else { return .start }
+        switch own {
+        case .stopping:
+            return .hold(TaskHold(reason: "previousTransferStopping", message: "Its previous transfer is still stopping"))
+        case let .session(running, max):
             return .hold(TaskHold(reason: "sessionMaxConcurrent",
-                                  message: "\(sessionRunning) of \(max) transfers of session "
+                                  message: "\(running) of \(max) transfers of session "
                                       + "'\(SessionNames.name(of: entry.session))' running (the session's maxConcurrent)"))
-        }
-        if hostRunning >= limits.maxConnectionsPerHost {
+        case let .host(running, max):
             return .hold(TaskHold(reason: "hostMaxConnections",
-                                  message: "\(hostRunning) of \(limits.maxConnectionsPerHost) "
-                                      + "connections to \(entry.host) in use (max-connections-per-host)"))
+                                  message: "\(running) of \(max) connections to \(entry.host) in use (max-connections-per-host)"))
         }
-        return .start
     }
 
     private static func ahead(_ index: Int) -> String {

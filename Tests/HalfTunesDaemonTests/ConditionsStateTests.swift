@@ -31,7 +31,7 @@ import Testing
         #expect(try T.resumeAll(&state, tasks, limits: DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)) == [1])
         let order2 = state.tasks[2]!.record.queueOrder
 
-        let actions = state.handle(.conditionsChanged(Self.metered), now: 10)
+        let actions = state.handle(.conditionsChanged(Self.metered, serial: 1), now: 10)
         #expect(Self.stopped(actions) == [1])
         for id: Int64 in [1, 2] {
             let m = state.tasks[id]!.machine
@@ -45,7 +45,7 @@ import Testing
         #expect(state.tasks[1]?.machine.state == .waiting, "a stopped transfer's end does not move a waiting task")
         #expect(state.tasks.earliestRetry == nil || state.tasks.dueRetries(now: 1e9).isEmpty, "no retry time")
 
-        let back = state.handle(.conditionsChanged(Self.good), now: 20)
+        let back = state.handle(.conditionsChanged(Self.good, serial: 2), now: 20)
         #expect(T.journaled(back, 1).contains(.stateChanged(state: .queued, previous: .waiting, reason: nil)))
         #expect(state.tasks[2]?.machine.state == .queued && state.tasks[2]?.record.queueOrder == order2, "its old place")
         #expect(T.started(back).isEmpty, "the slot is b's until its transfer ends")
@@ -60,7 +60,7 @@ import Testing
         let tasks = [T.task(1, session: "b", owner: 1), T.task(2, session: "c", owner: 1),
                      T.task(3, session: "c", owner: 1), T.task(4, session: "b", owner: 1)]
         #expect(try T.resumeAll(&state, tasks, limits: DaemonState.SlotLimits(maxConcurrent: 2, maxConnectionsPerHost: 8)) == [1, 2])
-        let actions = state.handle(.conditionsChanged(Self.offline), now: 5)
+        let actions = state.handle(.conditionsChanged(Self.offline, serial: 1), now: 5)
         #expect(Self.stopped(actions) == [1])
         #expect(state.tasks[1]?.machine.waitingReason?.code == TaskErrorCode.offline)
         #expect(state.tasks[4]?.machine.waitingReason?.code == TaskErrorCode.offline)
@@ -73,7 +73,7 @@ import Testing
         let resumed = state.handle(.task(5, .resume), now: 6)
         #expect(T.completionError(resumed, 5)?.code == TaskErrorCode.offline)
 
-        let online = state.handle(.conditionsChanged(Self.good), now: 7)
+        let online = state.handle(.conditionsChanged(Self.good, serial: 2), now: 7)
         #expect(Set(T.started(online)).isSubset(of: [1, 4]) && T.started(online).contains(4))
     }
 
@@ -82,7 +82,7 @@ import Testing
     /// queue.
     @Test func everyWayIntoTheQueueIsGated() throws {
         var state = Self.state()
-        _ = state.handle(.conditionsChanged(Self.metered), now: 0)
+        _ = state.handle(.conditionsChanged(Self.metered, serial: 1), now: 0)
         var created = T.task(1, session: "a", owner: 1)
         created.machine = TaskStateMachine(state: .queued)
         created.record.state = .queued
@@ -101,7 +101,7 @@ import Testing
         #expect(try T.resumeAll(&b, [T.task(7, session: "a", owner: 1)]) == [7])
         _ = b.handle(.attemptEnded(7, T.transient(), jitterSample: 0.5), now: 1)
         let retryAt = b.tasks[7]!.machine.nextAttemptAt!
-        _ = b.handle(.conditionsChanged(Self.metered), now: 1.5)
+        _ = b.handle(.conditionsChanged(Self.metered, serial: 2), now: 1.5)
         #expect(b.tasks[7]?.machine.nextAttemptAt == retryAt, "a retry time is kept")
         #expect(T.started(b.handle(.retryTimerFired, now: retryAt)).isEmpty)
         #expect(b.tasks[7]?.machine.waitingReason?.code == TaskErrorCode.networkExpensive)
@@ -117,7 +117,7 @@ import Testing
         #expect(T.journaled(restored, 9) == [.stateChanged(state: .queued, previous: .waiting, reason: nil)])
         // … and still blocked: it keeps waiting, with nothing journaled.
         var still = Self.state()
-        _ = still.handle(.conditionsChanged(Self.metered), now: 0)
+        _ = still.handle(.conditionsChanged(Self.metered, serial: 3), now: 0)
         #expect(still.handle(.taskRestored(waiting), now: 50).isEmpty)
         #expect(still.tasks[9]?.machine.isWaitingForConditions == true && !still.tasks.queue.contains(9))
     }
@@ -127,7 +127,7 @@ import Testing
     /// journals nothing.
     @Test func reconfigurationAndUnconcernedSessions() throws {
         var state = Self.state()
-        _ = state.handle(.conditionsChanged(Self.metered), now: 0)
+        _ = state.handle(.conditionsChanged(Self.metered, serial: 1), now: 0)
         #expect(try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "b", owner: 1)]) == [2])
         let allowed = state.handle(.sessionConfigured("a", SessionConfiguration(allowsExpensiveNetworkAccess: true)), now: 1)
         #expect(T.started(allowed) == [1])
@@ -135,6 +135,9 @@ import Testing
         #expect(Self.stopped(forbidden) == [2])
         // Battery changes nothing for sessions that are not discretionary.
         let battery = SystemConditions(metered: true, online: true, onBattery: true, source: "networkmanager+upower")
-        #expect(state.handle(.conditionsChanged(battery), now: 3).isEmpty)
+        #expect(state.handle(.conditionsChanged(battery, serial: 2), now: 3).isEmpty)
+        // A report older than the last one taken (it arrived late) changes nothing.
+        #expect(state.handle(.conditionsChanged(Self.good, serial: 1), now: 4).isEmpty)
+        #expect(state.reportedConditions == battery && state.conditionsSerial == 2)
     }
 }

@@ -230,6 +230,21 @@ struct DaemonStateTests {
         #expect(state.tasks[1]?.machine.state == .suspended && state.tasks[1]?.record.updatedAt == 0)
     }
 
+    /// A create takes its queue place before it is journaled (the runner reads `nextQueueOrder`); `created`
+    /// moves past it, so the next task to enter the back of the queue goes behind it.
+    @Test func createdTasksKeepTheirPlacesAndTheNextGoesBehind() throws {
+        var state = Self.state(limits: DaemonState.SlotLimits(maxConcurrent: 0, maxConnectionsPerHost: 8))
+        var queued = Self.task(1, session: "a", owner: 1)
+        queued.machine = TaskStateMachine(state: .queued)
+        queued.record.state = .queued
+        queued.record.queueOrder = state.nextQueueOrder + 4
+        _ = state.handle(.created([queued, Self.task(2, session: "a", owner: 1)]), now: 0)
+        #expect(state.nextQueueOrder == queued.record.queueOrder + 1)
+        _ = state.handle(.task(2, .resume), now: 1)
+        #expect(state.tasks[2]!.record.queueOrder == queued.record.queueOrder + 1)
+        #expect(state.tasks.queue.position(of: 2, running: [:], lastServed: [:]) == 2)
+    }
+
     @Test func nothingStartsOrRetriesWhileShuttingDown() throws {
         var state = Self.state(limits: DaemonState.SlotLimits(maxConcurrent: 0, maxConnectionsPerHost: 8))
         _ = state.handle(.created([Self.task(1, session: "a", owner: 1)]), now: 0)
