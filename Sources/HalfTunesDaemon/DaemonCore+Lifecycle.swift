@@ -52,9 +52,7 @@ extension DaemonCore {
         feedAndRun(.finishedTasksCounted(scan.finishedCounts))
         run(deferred)
         for id in publishing { recoverCompletion(id) }
-        for (identifier, s) in state.sessions where s.record.state == .invalidating {
-            finishInvalidationIfDone(identifier)
-        }
+        feedAndRun(.restoreFinished)
         pruneResumeTokens()
         chargeResumeDataPartials()
         // Sessions whose events wait with a launch unit: it is started (or its start stays due at its time).

@@ -54,8 +54,8 @@ extension DaemonCore {
                 move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable)
             case let .completionEnded(id, location, error):
                 completionEnded(id, location: location, error: error)
-            case .checkInvalidation(let session):
-                finishInvalidationIfDone(session)
+            case .finishInvalidation(let session):
+                finishInvalidation(session)
             }
         }
     }

@@ -146,28 +146,23 @@ extension DaemonCore {
     func invalidateSession(_ p: SessionInvalidateParams, caller: Caller) async throws(RPCError) -> SessionInvalidateResult {
         _ = try session(p.identifier, for: caller)
         // finishTasksAndInvalidate (no cancelTasks): pending tasks finish; suspended ones would never end, so
-        // they are canceled.
-        feedAndRun(.sessionInvalidating(p.identifier, cancelTasks: p.cancelTasks == true))
+        // they are canceled. The session's new state is journaled before anything may delete it.
+        let actions = feed(.sessionInvalidating(p.identifier, cancelTasks: p.cancelTasks == true))
         if let s = state.sessions[p.identifier] { try journaled { try journal.upsertSession(s.record) } }
+        run(actions)
         let remaining = state.tasks.unfinished(session: p.identifier)
-        if remaining == 0 { try finishInvalidation(p.identifier) }
         return SessionInvalidateResult(invalidated: remaining == 0, remainingTasks: remaining)
     }
 
-    /// Called whenever a task of an invalidating session ends.
-    func finishInvalidationIfDone(_ identifier: String) {
-        guard let s = state.sessions[identifier], s.record.state == .invalidating else { return }
-        let busy = state.tasks.unfinished(session: identifier) > 0 || state.tasks.stopping(session: identifier) > 0
-        if !busy { try? finishInvalidation(identifier) }
-    }
-
-    private func finishInvalidation(_ identifier: String) throws(RPCError) {
-        let stillStopping = state.tasks.stopping(session: identifier) > 0
-        if stillStopping { return } // finished when the last transfer has stopped
+    /// Deletes an invalidated session the state says is done (`finishInvalidation`): its resume data, its journal
+    /// rows, then the state forgets it and its subscribers are told. A journal that cannot be written leaves it
+    /// invalidating (retried at the next start).
+    func finishInvalidation(_ identifier: String) {
+        guard state.sessions[identifier]?.record.state == .invalidating else { return } // already done
         for token in (try? journal.resumeTokens(createdBefore: .infinity)) ?? [] where token.session == identifier {
             discardPartial(token.partialPath)
         }
-        try journaled { try journal.deleteSession(identifier) }
+        guard (try? journaled({ try journal.deleteSession(identifier) })) != nil else { return }
         feedAndRun(.sessionRemoved(identifier)) // with its tasks and unacknowledged events
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
         for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }

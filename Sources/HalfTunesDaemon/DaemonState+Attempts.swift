@@ -44,9 +44,7 @@ extension DaemonState {
                 if let keepResponse { record.response = keepResponse }
             }, now: now, into: &actions)
         }
-        if sessions[t.record.session]?.record.state == .invalidating {
-            actions.append(.checkInvalidation(session: t.record.session))
-        }
+        invalidationDone(t.record.session, into: &actions)
         grantSlots(limits, now: now, into: &actions)
     }
 }

@@ -15,6 +15,15 @@ extension DaemonState {
             }
         }
         sessions[identifier]?.record.state = .invalidating
+        invalidationDone(identifier, into: &actions)
+    }
+
+    /// An invalidating session whose tasks have all finished and whose last transfer has stopped is done: the
+    /// runner deletes it (`finishInvalidation`), which ends in `sessionRemoved`.
+    func invalidationDone(_ identifier: String, into actions: inout [Action]) {
+        guard sessions[identifier]?.record.state == .invalidating, tasks.unfinished(session: identifier) == 0,
+              tasks.stopping(session: identifier) == 0 else { return }
+        actions.append(.finishInvalidation(session: identifier))
     }
 
     /// The session is gone (invalidated, its tasks ended and its journal rows deleted): its tasks, counts and

@@ -95,6 +95,8 @@ struct DaemonState {
         case taskRestored(ManagedTask)
         /// Recovery: how many finished tasks (in the journal only) each session has, per state.
         case finishedTasksCounted([String: [TaskState: Int]])
+        /// Recovery fed every session and task: invalidations that were waiting for nothing more finish.
+        case restoreFinished
         /// Finished tasks of a session were deleted from the journal (their retention passed).
         case finishedTasksDeleted(String, [TaskState: Int])
         /// Shutdown began: nothing starts and nothing retries from now on.
@@ -149,8 +151,9 @@ struct DaemonState {
         case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool)
         /// The task's completion ended (published at `location`, or failed): whoever waits for its move goes on.
         case completionEnded(Int64, location: String?, error: TaskError?)
-        /// A task of this invalidating session finished: the session may be done.
-        case checkInvalidation(session: String)
+        /// Delete this invalidated session (its tasks have finished and no transfer of it is stopping): its
+        /// resume data, its journal rows; then feed `sessionRemoved` and tell its subscribers.
+        case finishInvalidation(session: String)
     }
 
     /// What `task.update` and `task.move` change in a task's row (nil: unchanged).
@@ -263,6 +266,10 @@ struct DaemonState {
             if s.pendingEvents > 0 { pendingEventsByUID[s.record.uid, default: 0] += s.pendingEvents }
         case .taskRestored(let t):
             restore(t, now: now, into: &actions)
+        case .restoreFinished:
+            for (identifier, s) in sessions where s.record.state == .invalidating {
+                invalidationDone(identifier, into: &actions)
+            }
         case .finishedTasksCounted(let counts):
             for (session, perState) in counts where sessions[session] != nil {
                 for (state, n) in perState { tasks.countFinished(session: session, state: state, by: n) }
@@ -358,9 +365,7 @@ struct DaemonState {
         actions.append(.journal(t.record, payloads))
         leaveCompletionIfStopped(id)
         if startNow { actions.append(.startAttempt(id)) }
-        if t.machine.state.isTerminal, sessions[t.record.session]?.record.state == .invalidating {
-            actions.append(.checkInvalidation(session: t.record.session))
-        }
+        if t.machine.state.isTerminal { invalidationDone(t.record.session, into: &actions) }
         tasks.evict(id) // a finished task lives in the journal only
         // A task queued again (resumed, retrying, restored) waits instead while its session may not transfer.
         if t.machine.state == .queued, t.deferredUntil == nil, !mayTransfer(session: t.record.session) {

@@ -255,12 +255,23 @@ struct DaemonStateTests {
         #expect(state.handle(.clockTick, now: 1e9).isEmpty)
     }
 
-    /// A finished task of an invalidating session tells the runner the session may be done.
-    @Test func aFinishedTaskOfAnInvalidatingSessionChecksTheSession() throws {
+    /// An invalidating session is done once its last task finished and no transfer of it is stopping: the state
+    /// says so once, at that moment (not while a canceled transfer still stops), and after a restart.
+    @Test func anInvalidationFinishesWhenNothingOfTheSessionRunsAnyMore() throws {
         var state = Self.state()
-        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)]), now: 0)
-        state.sessions["a"]?.record.state = .invalidating
-        let actions = state.handle(.task(1, .sessionInvalidated), now: 1)
-        #expect(actions.last == .checkInvalidation(session: "a"))
+        let started = try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1)])
+        #expect(started == [1, 2])
+        func finishes(_ actions: [DaemonState.Action]) -> Bool { actions.contains(.finishInvalidation(session: "a")) }
+        let invalidating = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 1)
+        #expect(!finishes(invalidating) && state.sessions["a"]?.record.state == .invalidating, "two tasks still run")
+        #expect(!finishes(state.handle(.attemptEnded(1, Self.permanent, jitterSample: 0), now: 2)))
+        #expect(!finishes(state.handle(.task(2, .cancel(keepPartial: false)), now: 3)), "its transfer still stops")
+        #expect(finishes(state.handle(.attemptEnded(2, .stopped(durableBytes: 0), jitterSample: 0), now: 4)))
+
+        var restarted = Self.state()
+        restarted.sessions["b"]?.record.state = .invalidating
+        #expect(restarted.handle(.restoreFinished, now: 0) == [.finishInvalidation(session: "b")])
+        #expect(restarted.handle(.sessionInvalidating("a", cancelTasks: false), now: 0) == [.finishInvalidation(session: "a")],
+                "a session with no task is done at once")
     }
 }
