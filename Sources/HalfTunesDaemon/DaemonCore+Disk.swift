@@ -15,7 +15,7 @@ extension DaemonCore {
             path = (path as NSString).deletingLastPathComponent
             if path.isEmpty { path = "/" }
         }
-        let size = Int64(fs.f_blocks) * Int64(fs.f_frsize > 0 ? fs.f_frsize : fs.f_bsize)
+        let size = fileSystemSize(fs).total
         var limit = configuration.maxDiskPerUID.bytes(ofFileSystemSize: size)
         if case .percent = configuration.maxDiskPerUID, size <= 0 { limit = nil } // a size nobody could read: no share
         return DiskLedger(limit: limit, exempt: [0, geteuid()])

@@ -1,4 +1,4 @@
-// The queue: starting tasks within the limits, fairly between users, queue positions, and task.move.
+// The queue: starting tasks within the limits, fairly between users, queue positions (one order for a whole list of tasks), and task.move.
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
@@ -27,5 +27,18 @@ extension DaemonCore {
         logger.info("task moved", metadata: ["task": "\(p.id)", "to": "\(p.to.rawValue)"])
         run(actions)
         return info(try task(p.id, for: caller))
+    }
+}
+
+extension DaemonCore {
+    /// Describes many tasks, working out the queue's shared order once for all of them when several users
+    /// have queued tasks (not once per queued task).
+    func infos(_ list: [ManagedTask]) -> [TaskInfo] {
+        if state.tasks.queue.owners.count > 1, list.contains(where: { $0.machine.state == .queued }) {
+            let order = state.tasks.queue.fairOrder(running: state.tasks.runningByOwner, lastServed: state.lastServed)
+            positionsMemo = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0 + 1) })
+        }
+        defer { positionsMemo = nil }
+        return list.map(info)
     }
 }

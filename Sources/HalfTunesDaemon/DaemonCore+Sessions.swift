@@ -159,7 +159,7 @@ extension DaemonCore {
     /// invalidating (retried at the next start).
     func finishInvalidation(_ identifier: String) {
         guard state.sessions[identifier]?.record.state == .invalidating else { return } // already done
-        for token in (try? journal.resumeTokens(createdBefore: .infinity)) ?? [] where token.session == identifier {
+        for token in (try? journal.resumeTokens(session: identifier)) ?? [] {
             discardPartial(token.partialPath)
         }
         guard (try? journaled({ try journal.deleteSession(identifier) })) != nil else { return }

@@ -8,6 +8,12 @@ import Darwin
 #endif
 import HalfTunesProtocol
 
+/// The size in bytes of the file system `fs` describes, and what of it an unprivileged writer may still use.
+public func fileSystemSize(_ fs: statvfs) -> (total: Int64, available: Int64) {
+    let unit = Int64(fs.f_frsize > 0 ? fs.f_frsize : fs.f_bsize)
+    return (Int64(fs.f_blocks) * unit, Int64(fs.f_bavail) * unit)
+}
+
 /// The free space no download may take (`min-free-space`): room for the journal and every other user. A task
 /// whose next write or reservation would leave less free fails that attempt with `diskFull` (transient: it
 /// waits and is retried, so it goes on when space returns).

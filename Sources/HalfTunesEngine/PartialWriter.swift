@@ -199,7 +199,7 @@ final class PartialWriter: Sendable {
         let before = reservations
         guard let range = reservations.wrote(upTo: end) else { return true }
         guard keepsFloor(adding: Int64(range.count)) else { return false }
-        if account != nil, !mayHold(onDisk(), partly: false) {
+        if account != nil, !surelyWithinAllowance(), !mayHold(onDisk(), partly: false) {
             reservations = before // beyond the uid's budget: no reservation (the writes ask for themselves)
             return true
         }
@@ -227,9 +227,8 @@ final class PartialWriter: Sendable {
         writtenSinceSpaceCheck = 0
         var fs = statvfs()
         guard fstatvfs(fd, &fs) == 0 else { return true }
-        let unit = Int64(fs.f_frsize > 0 ? fs.f_frsize : fs.f_bsize)
-        let free = Int64(fs.f_bavail) * unit
-        let floorBytes = floor.bytes(ofFileSystemSize: Int64(fs.f_blocks) * unit)
+        let (size, free) = fileSystemSize(fs)
+        let floorBytes = floor.bytes(ofFileSystemSize: size)
         guard floorBytes > 0, free - adding < floorBytes else { return true }
         recordError("write below min-free-space (\(floorBytes) bytes stay free on the file system for everyone; "
             + "\(free) are free) to", ENOSPC)
@@ -260,6 +259,12 @@ final class PartialWriter: Sendable {
     }
 
     // MARK: - The uid's budget (max-disk-per-uid)
+
+    /// Whether the file holds no more than it is allowed even with `extra` new bytes: a bound from the stored
+    /// counts (written, reserved, overlaps counted twice), so the usual write builds no union of ranges.
+    private func surelyWithinAllowance(adding extra: Int64 = 0) -> Bool {
+        state.withLockedValue { $0.writtenRanges.count } + reservations.reserved.count + extra <= allowed
+    }
 
     /// The bytes the file holds (written or reserved).
     private func onDisk(adding range: Range<Int64>? = nil) -> Int64 {
@@ -298,7 +303,9 @@ final class PartialWriter: Sendable {
     /// How many of the bytes of a write over `range` the budget lets the file hold: all of them, or those up to
     /// where the new bytes (outside what the file holds) use up what the ledger grants.
     private func budgetAllows(_ range: Range<Int64>) -> Int64 {
-        if reservations.reserved.contains(range) { return Int64(range.count) }
+        if surelyWithinAllowance(adding: Int64(range.count)) || reservations.reserved.contains(range) {
+            return Int64(range.count)
+        }
         let held = state.withLockedValue { $0.writtenRanges }.union(reservations.reserved)
         var needed = held
         needed.insert(range)

@@ -35,6 +35,14 @@ extension Journal {
         }
     }
 
+    /// The tokens of one session (`resume_tokens_by_session`), for its invalidation.
+    public func resumeTokens(session: String) throws -> [ResumeTokenRecord] {
+        try read { db in
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM resume_tokens WHERE session = ? ORDER BY token"),
+                             arguments: [session]).map(ResumeTokenRecord.init(row:))
+        }
+    }
+
     /// How many tokens the sessions of `uid` hold (each keeps a partial file).
     public func resumeTokenCount(uid: UInt32) throws -> Int {
         try read { db in

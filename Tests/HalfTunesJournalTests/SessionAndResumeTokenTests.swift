@@ -27,6 +27,7 @@ import Testing
             try journal.appendEvents([Sample.stateChanged(session: id, task: task.id, to: .queued, from: .suspended)])
             try journal.insertResumeToken(ResumeToken.sample(token: "tok-\(id)", session: id))
         }
+        #expect(try journal.resumeTokens(session: "gone").map(\.token) == ["tok-gone"])
         let keptTasks = try journal.loadTasks().filter { $0.session == "kept" }
         let keptEvents = try journal.events(session: "kept", after: 0)
 
