@@ -9,7 +9,10 @@ extension DaemonCore {
 
     /// Feeds an input to a task's state machine (through `DaemonState`) and carries out the actions: its row
     /// is journaled with its events in one transaction. A refusal is the caller's answer (`illegalStateChange`).
-    func apply(_ input: TaskStateMachine.Input, to id: Int64) throws(RPCError) {
+    /// Returns the task as it is now: one the input finished is described from the row its actions journal, not
+    /// read back from the journal (which would wait for the writer).
+    @discardableResult
+    func apply(_ input: TaskStateMachine.Input, to id: Int64) throws(RPCError) -> ManagedTask? {
         guard state.tasks[id] != nil else {
             // A finished task lives in the journal only: it refuses every input as its state machine would.
             guard var finished = finishedTask(id)?.machine else { throw RPCError.unknownTask(id) }
@@ -18,13 +21,18 @@ extension DaemonCore {
             } catch {
                 throw RPCError.illegalStateChange(task: id, from: error.state, action: error.input)
             }
-            return // an input a finished task ignores
+            return nil // an input a finished task ignores
         }
         let actions = feed(.task(id, input))
         if case .refused(let refusal)? = actions.first {
             throw RPCError.illegalStateChange(task: id, from: refusal.transition.state, action: refusal.transition.input)
         }
         run(actions)
+        if let t = state.tasks[id] { return t }
+        for case let .journal(record, _) in actions.reversed() where record.id == id && record.state.isTerminal {
+            return finishedTask(record)
+        }
+        return nil
     }
 
     /// Carries out the state's actions, in order.

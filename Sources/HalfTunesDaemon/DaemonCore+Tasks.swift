@@ -8,7 +8,7 @@ extension DaemonCore {
     func resumeTask(_ id: Int64, caller: Caller) throws(RPCError) -> TaskInfo {
         guard !state.shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
         _ = try task(id, for: caller) // only the owner (or root) may
-        try apply(.resume, to: id)
+        if let now = try apply(.resume, to: id) { return info(now) }
         return info(try task(id, for: caller))
     }
 
@@ -45,7 +45,7 @@ extension DaemonCore {
                 if resumeDataInFlight[before.owner] == 0 { resumeDataInFlight[before.owner] = nil }
             }
         }
-        try apply(.cancel(keepPartial: canKeep), to: id)
+        let after = try apply(.cancel(keepPartial: canKeep), to: id)
         var resumeData: String?
         if canKeep {
             // Wait for the transfer to stop so the durable ranges are final. The runtime has them at once;
@@ -57,6 +57,8 @@ extension DaemonCore {
             }
             resumeData = try makeResumeData(for: id, durable: durable)
         }
+        // Without resume data nothing was awaited since `apply`: its answer is the task as it is.
+        if !canKeep, let after { return TaskCancelResult(task: info(after), resumeData: nil) }
         return TaskCancelResult(task: info(try task(id, for: caller)), resumeData: resumeData)
     }
 
@@ -84,11 +86,22 @@ extension DaemonCore {
         return ResumeData(token: token, url: r.url, bytes: bytes, uid: owner).encoded(key: resumeKey)
     }
 
-    func getTask(_ id: Int64, caller: Caller) throws(RPCError) -> TaskInfo { info(try task(id, for: caller)) }
+    /// A finished task is read from the journal without blocking the actor.
+    func getTask(_ id: Int64, caller: Caller) async throws(RPCError) -> TaskInfo {
+        if let t = state.tasks[id] {
+            guard caller.mayAccess(owner: t.owner) else { throw RPCError.unknownTask(id) }
+            return info(t)
+        }
+        let record = try await nonblocking { try $0.loadTask(id) }
+        // A task still in memory was not finished when the read was queued; it may have finished since.
+        guard let t = state.tasks[id] ?? record.flatMap(finishedTask) ?? finishedTask(id),
+              caller.mayAccess(owner: t.owner) else { throw RPCError.unknownTask(id) }
+        return info(t)
+    }
 
     /// One page of the caller's tasks by id: up to `limit` after `cursor` (the last id of the page before).
     /// The ids are kept in order by `TaskTable`, so a page costs what it reads, not a sort of every task.
-    func listTasks(_ p: TaskListParams, caller: Caller) throws(RPCError) -> TaskListResult {
+    func listTasks(_ p: TaskListParams, caller: Caller) async throws(RPCError) -> TaskListResult {
         if let s = p.session { _ = try session(s, for: caller) }
         let limit = p.limit ?? TaskListParams.maxLimit
         guard (1...TaskListParams.maxLimit).contains(limit) else {
@@ -101,20 +114,36 @@ extension DaemonCore {
             }
             after = id
         }
-        // The journal holds every task, finished or not: a page is read through its primary key, and the
-        // unfinished tasks on it are described from memory (their progress is there).
+        // The journal holds every task, finished or not: a page is read through its primary key (with the rows of
+        // its finished tasks, in the same read, off the actor), and the unfinished tasks on it are described from
+        // memory (their progress is there).
         let scope: [String]? = p.session.map { [$0] }
             ?? (caller.uid == 0 ? nil : state.sessions.values.filter { $0.record.uid == caller.uid }.map(\.record.identifier))
-        let ids = try journaled { try journal.taskIDs(after: after, sessions: scope, state: p.state, limit: limit + 1) }
-        // The finished ones of the page in one read, not one per task.
-        let rows = (try? journal.loadTasks(ids: ids.prefix(limit).filter { state.tasks[$0] == nil })) ?? [:]
-        var page: [ManagedTask] = []
-        for id in ids.prefix(limit) {
-            guard let t = state.tasks[id] ?? rows[id].flatMap(finishedTask), caller.mayAccess(owner: t.owner) else { continue }
-            page.append(t)
+        let (from, state) = (after, p.state)
+        let page = try await nonblocking { try $0.taskPage(after: from, sessions: scope, state: state, limit: limit + 1) }
+        let ids = page.ids.prefix(limit)
+        // A task unfinished when the page was read and finished since is in neither: read again (rare).
+        let finishedSince = ids.filter { self.state.tasks[$0] == nil && page.finished[$0] == nil }
+        let late = finishedSince.isEmpty ? [:] : ((try? journal.loadTasks(ids: Array(finishedSince))) ?? [:])
+        var list: [ManagedTask] = []
+        for id in ids {
+            guard let t = self.state.tasks[id] ?? (page.finished[id] ?? late[id]).flatMap(finishedTask),
+                  caller.mayAccess(owner: t.owner) else { continue }
+            list.append(t)
         }
-        let more = ids.count > limit
-        return TaskListResult(tasks: infos(page).map(\.withoutResponseBody),
-                              nextCursor: more ? ids.prefix(limit).last.map(String.init) : nil)
+        let more = page.ids.count > limit
+        return TaskListResult(tasks: infos(list).map(\.withoutResponseBody),
+                              nextCursor: more ? ids.last.map(String.init) : nil)
+    }
+
+    /// Runs journal reads off the actor (`Journal.reading`): the actor serves other calls meanwhile. State read
+    /// before the `await` may have changed after it.
+    func nonblocking<T: Sendable>(_ query: @escaping @Sendable (Journal) throws -> T) async throws(RPCError) -> T {
+        do {
+            return try await journal.reading(query)
+        } catch {
+            logger.error("journal read failed: \(error)")
+            throw RPCError(.ioError, "The journal could not be read (\(error))")
+        }
     }
 }

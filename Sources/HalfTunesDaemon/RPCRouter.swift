@@ -59,8 +59,8 @@ struct RPCRouter: Sendable {
         route(.taskCancel) { (p: TaskCancelParams, ctx, core) in
             try await core.cancelTask(p.id, produceResumeData: p.produceResumeData == true, caller: ctx.caller)
         }
-        route(.taskGet) { (p: TaskIDParams, ctx, core) in try core.getTask(p.id, caller: ctx.caller) }
-        route(.taskList) { (p: TaskListParams, ctx, core) in try core.listTasks(p, caller: ctx.caller) }
+        route(.taskGet) { (p: TaskIDParams, ctx, core) in try await core.getTask(p.id, caller: ctx.caller) }
+        route(.taskList) { (p: TaskListParams, ctx, core) in try await core.listTasks(p, caller: ctx.caller) }
         route(.taskUpdate) { (p: TaskUpdateParams, ctx, core) in try core.updateTask(p, caller: ctx.caller) }
         route(.taskMove) { (p: TaskMoveParams, ctx, core) in try core.moveTask(p, caller: ctx.caller) }
         route(.daemonSetLimits) { (p: DaemonSetLimitsParams, ctx, core) in try core.setLimits(p, uid: ctx.uid) }

@@ -26,6 +26,18 @@ extension Journal {
         return try read { db in try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) }
     }
 
+    /// One page of `task.list`: the ids `taskIDs` gives, and the rows of the finished tasks among them (one read
+    /// each; the unfinished ones the daemon describes from memory).
+    public func taskPage(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> TaskPage {
+        let ids = try taskIDs(after: after, sessions: sessions, state: state, limit: limit)
+        guard !ids.isEmpty else { return TaskPage(ids: [], finished: [:]) }
+        let sql = "SELECT * FROM tasks WHERE id IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",")
+            + ") AND state IN \(Journal.finishedStates)"
+        let records = try read { db in try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(ids)) }
+        return TaskPage(ids: ids, finished: Dictionary(records.compactMap { r in r.id.map { ($0, r) } },
+                                                       uniquingKeysWith: { a, _ in a }))
+    }
+
     /// The task rows a query selects (`SELECT * FROM tasks …`), column positions looked up once.
     static func taskRecords(_ db: Database, sql: String, arguments: StatementArguments = []) throws -> [TaskRecord] {
         var records: [TaskRecord] = []

@@ -138,10 +138,20 @@ public final class Journal: Sendable {
         }
     }
 
+    /// Runs `query` (reads of this journal, e.g. `{ try $0.loadTasks(ids: ids) }`) on the writer's thread once
+    /// every write submitted before this call is written, and returns its result: the caller's thread never
+    /// blocks (an actor awaiting this runs other work meanwhile). `query` must not write.
+    public func reading<T: Sendable>(_ query: @escaping @Sendable (Journal) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
+            writer.read { continuation.resume(with: Result { try query(self) }) }
+        }
+    }
+
     /// Runs `body` in one write transaction on the writer (after every write submitted before) and waits for
     /// it (durable once `durability` covers `durability.lastCommit`). `events` are numbered for it.
     func write<T>(numbering events: [Event] = [], _ body: @escaping (Database, [Event]) throws -> T) throws -> T {
         try gate.open {
+            precondition(!writer.onWriterThread, "a query run by Journal.reading must not write")
             try durability.checkWritable()
             return try writer.perform(events, body)
         }
@@ -201,25 +211,52 @@ public final class Journal: Sendable {
     }
 }
 
-/// Serializes calls with `close()` so that no call reaches a closed connection. (The DatabaseQueue serializes
-/// all access anyway, so holding this lock around it costs no parallelism.)
+/// Keeps calls and `close()` apart so that no call reaches a closed connection: `close()` waits until no call is
+/// inside, and calls that come later throw `closed`. The lock is held only to count, never across a call (a call
+/// may wait for the writer, whose thread runs queued reads that come through here too).
 private final class Gate: @unchecked Sendable {
-    private let lock = NSLock()
+    private let condition = NSCondition()
+    private var inside = 0
+    private var closing = false
     private var isClosed = false
 
     func open<T>(_ body: () throws -> T) throws -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !isClosed else { throw JournalError.closed }
+        condition.lock()
+        guard !isClosed, !closing else {
+            condition.unlock()
+            throw JournalError.closed
+        }
+        inside += 1
+        condition.unlock()
+        defer {
+            condition.lock()
+            inside -= 1
+            if inside == 0 { condition.broadcast() }
+            condition.unlock()
+        }
         return try body()
     }
 
     func closing(_ body: () throws -> Void) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !isClosed else { return }
+        condition.lock()
+        while closing { condition.wait() } // another close is under way: its outcome is this one's
+        guard !isClosed else {
+            condition.unlock()
+            return
+        }
+        closing = true
+        while inside > 0 { condition.wait() }
+        condition.unlock()
+        var closed = false
+        defer {
+            condition.lock()
+            closing = false
+            isClosed = closed
+            condition.broadcast()
+            condition.unlock()
+        }
         try body()
-        isClosed = true
+        closed = true
     }
 }
 

@@ -22,6 +22,10 @@ final class JournalWriter: @unchecked Sendable {
         let work: Work
         /// The waiting caller (`perform`); nil for a submitted write.
         let done: ((Error?) -> Void)?
+        /// A read (`read(_:done:)`): run on its own, outside any transaction, after the writes before it are
+        /// written; `work` is not used then.
+        var read: (() -> Void)? = nil
+        var isRead: Bool { read != nil }
     }
 
     private let condition = NSCondition()
@@ -37,6 +41,8 @@ final class JournalWriter: @unchecked Sendable {
     private var heldForTesting = false
     private var failureHandler: (@Sendable (String) -> Void)?
     private var thread: Thread?
+    /// The writer's own thread, once it runs: a read it runs waits for nothing (see `waitUntilWritten`).
+    private var writerThread: pthread_t?
     private let dbQueue: DatabaseQueue
     private let durability: JournalDurability
     private var transactions: UInt64 = 0
@@ -102,6 +108,30 @@ final class JournalWriter: @unchecked Sendable {
         return try result!.get()
     }
 
+    /// Queues `body` to run on the writer's thread once every write submitted before it is written, outside any
+    /// transaction (the journal's reads, called from there, see the committed writes and wait for nothing).
+    /// The caller does not wait: no thread blocks until the writer gets to it. After `stop()`, `body` runs at
+    /// once on the caller's thread (the journal's reads then throw `closed`). `body` must only read.
+    func read(_ body: @escaping () -> Void) {
+        condition.lock()
+        guard !stopped else {
+            condition.unlock()
+            body()
+            return
+        }
+        queue.append(Item(ticket: submitted, work: { _ in }, done: nil, read: body))
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Whether the caller runs on the writer's thread (a read queued by `read(_:done:)`).
+    var onWriterThread: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let writerThread else { return false }
+        return pthread_equal(writerThread, pthread_self()) != 0
+    }
+
     func holdForTesting(_ hold: Bool) {
         condition.lock()
         heldForTesting = hold
@@ -127,9 +157,12 @@ final class JournalWriter: @unchecked Sendable {
     }
 
     /// Blocks until every write submitted before this call has been written.
+    /// On the writer's own thread (a queued read) it returns at once: what was submitted before the read is
+    /// written, and what was submitted after it must not be waited for there.
     func waitUntilWritten() {
         condition.lock()
         defer { condition.unlock() }
+        if let writerThread, pthread_equal(writerThread, pthread_self()) != 0 { return }
         let target = submitted
         while written < target { condition.wait() }
     }
@@ -157,6 +190,9 @@ final class JournalWriter: @unchecked Sendable {
     }
 
     private func run() {
+        condition.lock()
+        writerThread = pthread_self()
+        condition.unlock()
         while true {
             condition.lock()
             while (queue.isEmpty || heldForTesting || writing) && !stopped { condition.wait() }
@@ -165,12 +201,27 @@ final class JournalWriter: @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            let batch = queue
-            queue.removeAll(keepingCapacity: true)
+            // The writes up to the first read (one transaction), or that read on its own.
+            let batch: [Item]
+            if queue[0].isRead {
+                batch = [queue.removeFirst()]
+            } else {
+                let end = queue.firstIndex(where: \.isRead) ?? queue.endIndex
+                batch = Array(queue[..<end])
+                queue.removeFirst(end)
+            }
             writing = true
             let onFailure = failureHandler
             condition.unlock()
 
+            if let read = batch[0].read {
+                read()
+                condition.lock()
+                writing = false
+                condition.broadcast()
+                condition.unlock()
+                continue
+            }
             let errors = write(batch)
             // Failures nobody waits for are reported before the writes count as written.
             for (item, error) in zip(batch, errors) where item.done == nil {

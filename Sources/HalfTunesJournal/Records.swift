@@ -201,3 +201,14 @@ public struct ResumeTokenRecord: Codable, Sendable, Equatable {
                   lastModified: lastModified, createdAt: createdAt)
     }
 }
+
+/// One page of task ids (ascending) and the rows of the finished tasks among them (`Journal.taskPage`).
+public struct TaskPage: Sendable, Equatable {
+    public var ids: [Int64]
+    public var finished: [Int64: TaskRecord]
+
+    public init(ids: [Int64], finished: [Int64: TaskRecord]) {
+        self.ids = ids
+        self.finished = finished
+    }
+}
