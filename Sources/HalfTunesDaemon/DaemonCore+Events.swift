@@ -47,14 +47,12 @@ extension DaemonCore {
             } else {
                 if let r = counted {
                     feedAndRun(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count))
-                    launchIfUnattended(r.session)
                 }
                 counted = (event.session, seq, 1)
             }
         }
         if let r = counted {
             feedAndRun(.eventsJournaled(session: r.session, lastSeq: r.lastSeq, count: r.count))
-            launchIfUnattended(r.session)
         }
         for event in events {
             guard let subs = subscribers[event.session] else { continue }
@@ -98,6 +96,7 @@ extension DaemonCore {
         outbox.send(notification: Event(seq: nil, session: p.session, task: nil, time: Timestamp.format(clock()),
                                         payload: .didFinishEvents(through: max(current.lastEventSeq, cursor))))
         subscribers[p.session, default: [:]][outbox.connectionID] = outbox
+        subscribersChanged(p.session)
     }
 
     func ack(_ p: EventsAckParams, caller: Caller) throws(RPCError) -> EventsAckResult {
@@ -109,13 +108,8 @@ extension DaemonCore {
         let (pruned, droppedBodies) = try journaled { try journal.ack(session: p.session, through: p.through) }
         feedAndRun(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
                                           droppedBodies: droppedBodies))
-        feedLaunch(p.session, .acknowledged(all: !hasPendingEvents(p.session)))
-        // A session that keeps nothing once acknowledged loses its finished tasks now. A large acknowledgement
-        // frees many pages (given back to the file system) and leaves a large WAL (truncated: a restart after
-        // kill -9 would read it again).
-        if s.record.configuration.finishedTaskRetention == 0 {
-            sweepFinishedTasks(only: p.session)
-        }
+        // (A session that keeps nothing once acknowledged lost its finished tasks in those actions.) A large
+        // acknowledgement frees many pages (given back to the file system).
         if pruned >= Self.largeAcknowledgement { try? journal.releaseFreePages() }
         return EventsAckResult(ackedThrough: max(s.record.ackedThrough, p.through), pruned: pruned)
     }
@@ -123,10 +117,8 @@ extension DaemonCore {
     func connectionClosed(_ connectionID: UInt64) {
         for key in Array(subscribers.keys) {
             guard subscribers[key]?.removeValue(forKey: connectionID) != nil else { continue }
-            if subscribers[key]?.isEmpty == true {
-                subscribers[key] = nil
-                launchIfUnattended(key) // the last subscriber left with events unacknowledged
-            }
+            if subscribers[key]?.isEmpty == true { subscribers[key] = nil }
+            subscribersChanged(key) // the last one leaving may start the session's unit
         }
     }
 }

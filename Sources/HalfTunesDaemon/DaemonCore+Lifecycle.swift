@@ -53,13 +53,7 @@ extension DaemonCore {
         run(deferred)
         for id in publishing { recoverCompletion(id) }
         feedAndRun(.restoreFinished)
-        pruneResumeTokens()
         chargeResumeDataPartials()
-        // Sessions whose events wait with a launch unit: it is started (or its start stays due at its time).
-        for (identifier, s) in state.sessions where s.record.configuration.launchUnit != nil {
-            launches[identifier] = LaunchMachine(record: s.record.launch)
-            launchIfUnattended(identifier)
-        }
         housekeeping = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: 1_000_000_000)
@@ -85,22 +79,10 @@ extension DaemonCore {
         guard !state.shuttingDown else { return }
         let now = clock()
         feedAndRun(.clockTick)
-        launchesDue()
-        if now - lastTokenPrune > 3600 { pruneResumeTokens() }
-        sweepFinishedTasksIfDue()
         // Clients made for proxies nobody has used for a minute are closed.
         let idle = clients.takeIdle(now: now)
         if !idle.isEmpty {
             Task.detached { for client in idle { try? await client.shutdown() } }
-        }
-    }
-
-    func pruneResumeTokens() {
-        lastTokenPrune = clock()
-        let cutoff = clock() - configuration.resumeDataLifetime
-        for token in (try? journal.resumeTokens(createdBefore: cutoff)) ?? [] {
-            discardPartial(token.partialPath)
-            try? journal.deleteResumeToken(token.token)
         }
     }
 

@@ -1,10 +1,7 @@
-// Finished tasks leave the journal once their events are acknowledged and their session's retention has passed.
+// Housekeeping the state asks for: finished tasks leave the journal (retention), old resume data expires.
 import HalfTunesJournal
 
 extension DaemonCore {
-    /// Seconds between two sweeps (sooner while one left work behind, and right after an acknowledgement in a
-    /// session that keeps nothing).
-    static let retentionSweepInterval: Double = 60
     /// Rows deleted per transaction, and transactions per sweep: a sweep holds the actor for a bounded time;
     /// what is left goes on at the next tick.
     static let retentionBatch = 2_000
@@ -12,17 +9,16 @@ extension DaemonCore {
     /// Events acknowledged at once past which the WAL is truncated right after (`Journal.truncateWAL`).
     static let largeAcknowledgement = 10_000
 
-    /// Deletes the finished tasks of `only` (else of every session that has some) whose events are all
-    /// acknowledged and whose session's `finishedTaskRetention` has passed since they finished, with their
-    /// data-task bodies, and gives the freed pages back to the file system. The cost follows the sessions with
-    /// finished tasks and the rows deleted, not how many tasks there are.
-    func sweepFinishedTasks(only: String? = nil) {
-        let now = clock()
-        if only == nil { lastRetentionSweep = now }
+    /// `sweepRetention`: deletes the finished tasks the sweeps allow (acknowledged, their session's
+    /// `finishedTaskRetention` passed, not in memory), with their data-task bodies, in batches within a budget
+    /// (what is left goes on at the next tick: `retentionSwept(backlog: true)`), and gives the freed pages back to
+    /// the file system. The cost follows the sessions with finished tasks and the rows deleted, not how many tasks
+    /// there are.
+    func sweepRetention(_ sweeps: [RetentionSweep]) {
         var budget = Self.retentionBatchesPerSweep
         var deletedAny = false
         var unfinishedWork = false
-        for sweep in state.retentionSweeps(now: now, only: only) {
+        for sweep in sweeps {
             guard budget > 0 else { unfinishedWork = true; break }
             while budget > 0 {
                 budget -= 1
@@ -39,12 +35,16 @@ extension DaemonCore {
                 if budget == 0 { unfinishedWork = true }
             }
         }
-        retentionBacklog = unfinishedWork
         if deletedAny { try? journal.releaseFreePages() }
+        feedAndRun(.retentionSwept(backlog: unfinishedWork))
     }
 
-    /// From the clock tick: a sweep is due every `retentionSweepInterval`, or at once while one left work.
-    func sweepFinishedTasksIfDue() {
-        if retentionBacklog || clock() - lastRetentionSweep >= Self.retentionSweepInterval { sweepFinishedTasks() }
+    /// `pruneResumeData`: resume data older than `resumeDataLifetime` goes, with its partial file.
+    func pruneResumeData(now: Double) {
+        let cutoff = now - configuration.resumeDataLifetime
+        for token in (try? journal.resumeTokens(createdBefore: cutoff)) ?? [] {
+            discardPartial(token.partialPath)
+            try? journal.deleteResumeToken(token.token)
+        }
     }
 }

@@ -64,6 +64,16 @@ extension DaemonCore {
                 completionEnded(id, location: location, error: error)
             case .finishInvalidation(let session):
                 finishInvalidation(session)
+            case let .recordLaunch(session, record):
+                recordLaunch(session, record)
+            case let .startUnit(session, unit, failures):
+                startUnit(session, unit: unit, failures: failures)
+            case let .watchUnit(session, unit):
+                watchUnit(session, unit: unit)
+            case .sweepRetention(let sweeps):
+                sweepRetention(sweeps)
+            case .pruneResumeData(let now):
+                pruneResumeData(now: now)
             }
         }
     }

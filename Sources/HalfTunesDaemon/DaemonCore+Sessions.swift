@@ -23,11 +23,9 @@ extension DaemonCore {
                                "Session '\(id)' is being invalidated; its identifier can be reused once its tasks end")
             }
             if p.configuration != nil, config != existing.record.configuration {
-                let launchBefore = existing.record.configuration.launchUnit
                 existing.record.configuration = config
                 try journaled { try journal.upsertSession(existing.record) }
-                feedAndRun(.sessionConfigured(id, config))
-                launchUnitConfigured(id, before: launchBefore)
+                feedAndRun(.sessionConfigured(id, config)) // a new launch unit may start at once
                 existing = state.sessions[id] ?? existing
             }
             return SessionOpenResult(session: sessionInfo(existing), reattached: true)
@@ -167,7 +165,6 @@ extension DaemonCore {
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
         for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }
         subscribers[identifier] = nil
-        launches[identifier] = nil
         logger.info("session invalidated", metadata: ["session": "\(identifier)"])
     }
 

@@ -57,6 +57,8 @@ struct ManagedSession {
     var lastEventSeq: Int64
     /// Journaled events not acknowledged yet (kept as events are journaled and acknowledged; the caps read it).
     var pendingEvents: Int
+    /// Connections subscribed to its events now (the runner holds their outboxes).
+    var subscribers = 0
 }
 
 /// The daemon's state, owned by one actor: sessions, tasks, the FIFO queue and event subscribers.
@@ -76,8 +78,7 @@ actor DaemonCore {
     /// The attempts in flight, by task: what the state only knows as `ManagedTask.attemptInFlight`.
     var attempts: [Int64: LiveAttempt] = [:]
     var subscribers: [String: [UInt64: Outbox]] = [:]
-    /// The relaunch state of the sessions with a `launchUnit` (DaemonCore+Launch.swift), and what starts them.
-    var launches: [String: LaunchMachine] = [:]
+    /// What starts and watches the sessions' launch units (their `LaunchMachine`s are in the state).
     let launcher = UnitLauncher()
     /// Suspend and cancel requests waiting for a move in flight to end (`waitUntilMoved`).
     var moveWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
@@ -94,10 +95,6 @@ actor DaemonCore {
     var housekeeping: Task<Void, Never>?
     /// The one timer for every retry: it wakes at the earliest retry time `TaskTable` holds (`armRetryTimer`).
     var retryWake: (at: Double, task: Task<Void, Never>)?
-    var lastTokenPrune: Double = 0
-    /// When finished tasks were last swept (`sweepFinishedTasks`), and whether that sweep left work behind.
-    var lastRetentionSweep: Double = 0
-    var retentionBacklog = false
     /// The daemon-wide bandwidth bucket every transfer is metered against (rate: the global limit).
     let globalBandwidth = BandwidthBucket(rate: 0)
     /// Limits from the configuration file and flags (nil until `loadLimits()`); reloads change them.

@@ -1,4 +1,4 @@
-// Which finished tasks a retention sweep may delete: a decision of the state, carried out by the runner.
+// Housekeeping as the state decides it: when finished tasks are swept and which may go, when resume data expires.
 import HalfTunesProtocol
 
 /// One session's part of a sweep: its finished tasks that finished at or before `before` (its
@@ -11,6 +11,27 @@ struct RetentionSweep: Equatable {
 }
 
 extension DaemonState {
+    /// Seconds between two sweeps (sooner while one left work behind, and right after an acknowledgement in a
+    /// session that keeps nothing).
+    static let retentionSweepInterval: Double = 60
+    /// Seconds between two expiries of old resume data (and one when recovery ends).
+    static let resumeDataPruneInterval: Double = 3600
+
+    /// From `clockTick`: a sweep of every session with finished tasks every `retentionSweepInterval`, or at once
+    /// while the last one left work (`retentionSwept(backlog: true)`); resume data expires hourly.
+    mutating func housekeepingDue(now: Double, into actions: inout [Action]) {
+        if retentionBacklog || now - lastRetentionSweep >= Self.retentionSweepInterval {
+            lastRetentionSweep = now
+            retentionBacklog = false
+            let sweeps = retentionSweeps(now: now)
+            if !sweeps.isEmpty { actions.append(.sweepRetention(sweeps)) }
+        }
+        if now - lastResumeDataPrune >= Self.resumeDataPruneInterval {
+            lastResumeDataPrune = now
+            actions.append(.pruneResumeData(now: now))
+        }
+    }
+
     /// The sweeps due at `now`: every session with finished tasks in the journal (or only `session`), each with
     /// its own cutoff. Reads the sessions that have finished tasks, never the tasks.
     func retentionSweeps(now: Double, only session: String? = nil) -> [RetentionSweep] {

@@ -36,6 +36,13 @@ struct DaemonState {
     /// report older than the last one taken (it arrived late) changes nothing.
     var reportedConditions: SystemConditions?
     var conditionsSerial = 0
+    /// The relaunch machine of each session with a `launchUnit` (DaemonState+Launch.swift).
+    var launches: [String: LaunchMachine] = [:]
+    /// When finished tasks were last swept, and whether that sweep left work behind (DaemonState+Retention.swift);
+    /// when resume data last expired.
+    var lastRetentionSweep: Double = 0
+    var retentionBacklog = false
+    var lastResumeDataPrune: Double = 0
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -106,8 +113,16 @@ struct DaemonState {
         case connectionsChanged(host: String, extras: Int)
         /// The network or power conditions changed (DaemonState+Conditions.swift).
         case conditionsChanged(SystemConditions, serial: Int)
-        /// How starting the session's `launchUnit` went was journaled (`LaunchMachine`).
-        case sessionLaunchRecorded(String, SessionLaunchRecord?)
+        /// The session's live subscribers are now `count` (subscribed, or a connection left): with none, waiting
+        /// events start its launch unit.
+        case subscribersChanged(String, count: Int)
+        /// The service manager answered the start of the session's launch unit `unit` (nil: started).
+        case launchStartAnswered(String, unit: String, error: String?)
+        /// The session's started launch unit ended (its service `Result` and main exit status).
+        case launchUnitEnded(String, unit: String, result: String, exitStatus: Int32)
+        /// A sweep (`sweepRetention`) ended; `backlog`: it stopped at its budget with finished tasks left to delete
+        /// (the next tick sweeps again).
+        case retentionSwept(backlog: Bool)
         /// The first response named a download the client named no file for (the runner chose the free path).
         case responseNamed(Int64, destination: String, suggestedFilename: String)
     }
@@ -154,6 +169,18 @@ struct DaemonState {
         /// Delete this invalidated session (its tasks have finished and no transfer of it is stopping): its
         /// resume data, its journal rows; then feed `sessionRemoved` and tell its subscribers.
         case finishInvalidation(session: String)
+        /// Journal the session's launch record (`sessions.launch`; nil clears it).
+        case recordLaunch(session: String, SessionLaunchRecord?)
+        /// Ask the service manager to start the session's launch unit (after `failures` failed starts in a row);
+        /// feed its answer as `launchStartAnswered`.
+        case startUnit(session: String, unit: String, failures: Int)
+        /// Watch the started unit until it ends; feed `launchUnitEnded`.
+        case watchUnit(session: String, unit: String)
+        /// Delete the finished tasks these sweeps allow from the journal, within the runner's budget; feed
+        /// `finishedTasksDeleted` per batch and `retentionSwept` at the end.
+        case sweepRetention([RetentionSweep])
+        /// Delete the resume data created `resumeDataLifetime` before `now`, with its partial files.
+        case pruneResumeData(now: Double)
     }
 
     /// What `task.update` and `task.move` change in a task's row (nil: unchanged).
@@ -210,6 +237,8 @@ struct DaemonState {
                 if let session = tasks[id]?.record.session, !mayTransfer(session: session) { regate(id, now: now, into: &actions) }
             }
             grantSlots(limits, now: now, into: &actions)
+            launchesDue(now: now, into: &actions)
+            housekeepingDue(now: now, into: &actions)
         case let .attemptEnded(id, outcome, jitterSample):
             attemptEnded(id, outcome, jitterSample: jitterSample, limits: limits, now: now, into: &actions)
         case let .completion(id, attempt, completionInput):
@@ -252,15 +281,37 @@ struct DaemonState {
                 regate(session: identifier, now: now, into: &actions)
             }
             grantSlots(limits, now: now, into: &actions)
+            if let old, old.launchUnit != configuration.launchUnit { launchUnitChanged(identifier, now: now, into: &actions) }
         case let .sessionInvalidating(identifier, cancelTasks):
             invalidating(identifier, cancelTasks: cancelTasks, now: now, into: &actions)
             grantSlots(limits, now: now, into: &actions)
         case .sessionRemoved(let identifier):
             removeSession(identifier)
+            launches[identifier] = nil
         case let .eventsJournaled(session, lastSeq, count):
             eventsJournaled(session, lastSeq: lastSeq, count: count)
+            launchIfUnattended(session, now: now, into: &actions)
         case let .eventsAcknowledged(session, through, pruned, droppedBodies):
             eventsAcknowledged(session, through: through, pruned: pruned, droppedBodies: droppedBodies)
+            feedLaunch(session, .acknowledged(all: !hasPendingEvents(session)), now: now, into: &actions)
+            // A session that keeps nothing once acknowledged loses its finished tasks now.
+            if sessions[session]?.record.configuration.finishedTaskRetention == 0 {
+                let sweeps = retentionSweeps(now: now, only: session)
+                if !sweeps.isEmpty { actions.append(.sweepRetention(sweeps)) }
+            }
+        case .retentionSwept(let backlog):
+            retentionBacklog = retentionBacklog || backlog
+        case let .subscribersChanged(session, count):
+            guard sessions[session] != nil else { break }
+            sessions[session]?.subscribers = count
+            if count == 0 { launchIfUnattended(session, now: now, into: &actions) } // the last one left
+        case let .launchStartAnswered(session, unit, error):
+            guard launchUnit(of: session) == unit else { break } // reconfigured meanwhile
+            feedLaunch(session, .startAnswered(error: error), now: now, into: &actions)
+        case let .launchUnitEnded(session, unit, result, exitStatus):
+            guard launchUnit(of: session) == unit else { break }
+            feedLaunch(session, .unitEnded(result: result, exitStatus: exitStatus, pending: hasPendingEvents(session),
+                                           subscribed: isSubscribed(session)), now: now, into: &actions)
         case let .sessionRestored(s):
             sessions[s.record.identifier] = s
             if s.pendingEvents > 0 { pendingEventsByUID[s.record.uid, default: 0] += s.pendingEvents }
@@ -270,6 +321,9 @@ struct DaemonState {
             for (identifier, s) in sessions where s.record.state == .invalidating {
                 invalidationDone(identifier, into: &actions)
             }
+            restoreLaunches(now: now, into: &actions)
+            lastResumeDataPrune = now
+            actions.append(.pruneResumeData(now: now)) // what expired while the daemon was down
         case .finishedTasksCounted(let counts):
             for (session, perState) in counts where sessions[session] != nil {
                 for (state, n) in perState { tasks.countFinished(session: session, state: state, by: n) }
@@ -288,8 +342,6 @@ struct DaemonState {
             guard serial > conditionsSerial else { break } // an older report that arrived late
             conditionsSerial = serial
             conditionsChanged(new, limits: limits, now: now, into: &actions)
-        case let .sessionLaunchRecorded(identifier, launch):
-            sessions[identifier]?.record.launch = launch
         case let .responseNamed(id, destination, suggested):
             guard var t = tasks[id], t.record.nameFromResponse, t.attemptInFlight else { break }
             t.record.nameFromResponse = false // settled: a later response does not rename it

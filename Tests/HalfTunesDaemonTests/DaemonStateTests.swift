@@ -270,7 +270,7 @@ struct DaemonStateTests {
 
         var restarted = Self.state()
         restarted.sessions["b"]?.record.state = .invalidating
-        #expect(restarted.handle(.restoreFinished, now: 0) == [.finishInvalidation(session: "b")])
+        #expect(restarted.handle(.restoreFinished, now: 0) == [.finishInvalidation(session: "b"), .pruneResumeData(now: 0)])
         #expect(restarted.handle(.sessionInvalidating("a", cancelTasks: false), now: 0) == [.finishInvalidation(session: "a")],
                 "a session with no task is done at once")
     }
