@@ -12,8 +12,16 @@ background downloads keep running for the whole measurement. Then, for each tool
   aria2c --enable-rpc: the same downloads; the same clients, each on one kept-alive HTTP connection, loop
               aria2.addUri (paused) / aria2.unpause / aria2.forcePause / aria2.tellStatus / aria2.tellWaiting
               (0, 50) / aria2.forceRemove; the probe times aria2.getGlobalStat.
-Reports calls per second (all clients together), the probe's p50/p99/worst, and the CPU the daemon used
-(cores: CPU seconds / wall seconds). Needs nginx and aria2c (`apt-get install nginx aria2`).
+Reports calls per second (all clients together), the probe's p50/p99/worst, the CPU the daemon used (cores: CPU
+seconds / wall seconds) and what it wrote to disk meanwhile (/proc/PID/io write_bytes). Needs nginx and aria2c
+(`apt-get install nginx aria2`).
+
+The two tools do not do the same work under this load by default: halftunesd starts a resumed task's transfer at
+once, so every resume downloads what nginx sends before the suspend (its first burst, up to --rate bytes) and
+makes it durable; aria2c starts an unpaused download on a later turn of its loop, after the forcePause that
+follows, and downloads nothing. `--slots N` gives both tools N transfer slots (halftunesd --max-concurrent,
+aria2c -j); with N = --transfers every slot is held by the paced downloads, a resumed task only queues, and the
+loop measures the control plane alone in both.
 
     Benchmarks/controlplane.py --bin-dir .build/release
     Benchmarks/controlplane.py --bin-dir .build-bench/release --clients 24 --seconds 20 --json out.json
@@ -97,7 +105,7 @@ def halftunesd_probe(socket_path, seconds, start_at, results):
 
 
 def run_halftunesd(bin_dir, work, url, args):
-    daemon = Daemon(bin_dir, work, ["--max-concurrent", "100", "--max-connections-per-host", "100"])
+    daemon = Daemon(bin_dir, work, ["--max-concurrent", str(args.slots or 100), "--max-connections-per-host", "100"])
     daemon.start()
     try:
         c = Connection(daemon.socket)
@@ -156,7 +164,7 @@ def run_aria2(work, url, args):
     out = os.path.join(work, "aria2")
     os.makedirs(out, exist_ok=True)
     process = subprocess.Popen(["aria2c", "--enable-rpc", f"--rpc-listen-port={port}", "--rpc-listen-all=false",
-                                "-j", "1000", "--max-connection-per-server=1", "--split=1", f"--dir={out}",
+                                "-j", str(args.slots or 1000), "--max-connection-per-server=1", "--split=1", f"--dir={out}",
                                 "--allow-overwrite=true", "--auto-file-renaming=false", "--file-allocation=none",
                                 "--max-download-result=100", "--quiet"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -194,6 +202,15 @@ def wait_until(condition, what, timeout=60):
     raise RuntimeError(f"timed out waiting for {what}")
 
 
+def written_bytes(pid):
+    """Bytes the process caused to be written to storage so far (its threads included)."""
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    return 0
+
+
 def measure(pid, args, client, probe):
     results = multiprocessing.Queue()
     start_at = time.time() + 2  # every process connected and set up before the clock starts
@@ -203,7 +220,7 @@ def measure(pid, args, client, probe):
         p.start()
     while time.time() < start_at:
         time.sleep(0.001)
-    cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
+    cpu_before, wall_before, written_before = cpu_seconds(pid), time.monotonic(), written_bytes(pid)
     calls, samples = 0, []
     for _ in processes:
         kind, value = results.get(timeout=args.seconds + 120)
@@ -212,12 +229,13 @@ def measure(pid, args, client, probe):
         else:
             samples = value
     cpu, wall = cpu_seconds(pid) - cpu_before, time.monotonic() - wall_before
+    written = written_bytes(pid) - written_before
     for p in processes:
         p.join()
     return {"callsPerSecond": calls / args.seconds, "calls": calls,
             "probeP50ms": percentile(samples, 0.5) * 1000, "probeP99ms": percentile(samples, 0.99) * 1000,
             "probeMaxms": max(samples) * 1000 if samples else float("nan"), "probeSamples": len(samples),
-            "cores": cpu / wall}
+            "cores": cpu / wall, "writtenMiB": written / (1 << 20)}
 
 
 def main():
@@ -227,6 +245,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--transfers", type=int, default=20)
     parser.add_argument("--rate", default="256k", help="nginx limit_rate per connection")
+    parser.add_argument("--slots", type=int, help="transfer slots of both tools (default: plenty; = --transfers: "
+                        "resumed tasks only queue)")
     parser.add_argument("--no-aria2", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -243,13 +263,13 @@ def main():
         results = {"halftunesd": run_halftunesd(args.bin_dir, os.path.join(work, "htd"), url, args)}
         if not args.no_aria2 and shutil.which("aria2c"):
             results["aria2c"] = run_aria2(work, url, args)
-        print(f"{'tool':<12}{'calls/s':>10}{'status p50':>12}{'p99':>10}{'max':>10}{'cores':>8}")
+        print(f"{'tool':<12}{'calls/s':>10}{'status p50':>12}{'p99':>10}{'max':>10}{'cores':>8}{'written':>12}")
         for tool, r in results.items():
             print(f"{tool:<12}{r['callsPerSecond']:>10.0f}{r['probeP50ms']:>10.1f}ms{r['probeP99ms']:>8.1f}ms"
-                  f"{r['probeMaxms']:>8.1f}ms{r['cores']:>8.2f}")
+                  f"{r['probeMaxms']:>8.1f}ms{r['cores']:>8.2f}{r['writtenMiB']:>8.0f} MiB")
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"clients": args.clients, "seconds": args.seconds, "transfers": args.transfers,
+                json.dump({"clients": args.clients, "seconds": args.seconds, "transfers": args.transfers, "slots": args.slots,
                            "results": results}, f, indent=2)
     finally:
         stop_nginx(nginx)

@@ -113,7 +113,10 @@ extension DaemonCore {
             _ = try? writeRow(t.record, events: [])
         }
         let unfinished = attempts.count
+        let written = journal.writeCounts
         logger.info("transfers checkpointed", metadata: ["stopped": "\(runtimes.count - unfinished)",
-                                                         "unfinished": "\(unfinished)"])
+                                                         "unfinished": "\(unfinished)",
+                                                         "journalTransactions": "\(written.transactions)",
+                                                         "journalWrites": "\(written.writes)"])
     }
 }
