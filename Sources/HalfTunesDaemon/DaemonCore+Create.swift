@@ -123,6 +123,7 @@ extension DaemonCore {
             }
             resume = token
             urlString = token.url
+            feedAndRun(.resumeDataChanged(uid: s.record.uid, kept: -1, inFlight: 0)) // redeemed
         }
         guard let urlString else { throw RPCError.invalidParams("url is required (or resumeData)") }
         let url: URL
@@ -156,7 +157,12 @@ extension DaemonCore {
             try downloadRoots.confine((destination as NSString).deletingLastPathComponent, uid: s.record.uid)
         } catch {
             if let resume { // not used up by a refused request
-                do { try journal.insertResumeToken(resume) } catch { discardPartial(resume.partialPath) }
+                do {
+                    try journal.insertResumeToken(resume)
+                    feedAndRun(.resumeDataChanged(uid: s.record.uid, kept: 1, inFlight: 0))
+                } catch {
+                    discardPartial(resume.partialPath)
+                }
             }
             throw error
         }

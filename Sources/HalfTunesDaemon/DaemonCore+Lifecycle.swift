@@ -52,7 +52,10 @@ extension DaemonCore {
         feedAndRun(.finishedTasksCounted(scan.finishedCounts))
         run(deferred)
         for id in publishing { recoverCompletion(id) }
-        feedAndRun(.restoreFinished)
+        for (uid, count) in (try? journal.resumeTokenCounts()) ?? [:] {
+            feedAndRun(.resumeDataChanged(uid: uid, kept: count, inFlight: 0))
+        }
+        feedAndRun(.restoreFinished) // expires old resume data, which the counts above include
         chargeResumeDataPartials()
         housekeeping = Task { [weak self] in
             while !Task.isCancelled {

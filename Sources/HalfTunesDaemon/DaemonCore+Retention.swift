@@ -44,7 +44,9 @@ extension DaemonCore {
         let cutoff = now - configuration.resumeDataLifetime
         for token in (try? journal.resumeTokens(createdBefore: cutoff)) ?? [] {
             discardPartial(token.partialPath)
-            try? journal.deleteResumeToken(token.token)
+            guard (try? journal.deleteResumeToken(token.token)) != nil,
+                  let uid = state.sessions[token.session]?.record.uid else { continue }
+            feedAndRun(.resumeDataChanged(uid: uid, kept: -1, inFlight: 0))
         }
     }
 }

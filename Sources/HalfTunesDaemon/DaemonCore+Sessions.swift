@@ -157,10 +157,14 @@ extension DaemonCore {
     /// invalidating (retried at the next start).
     func finishInvalidation(_ identifier: String) {
         guard state.sessions[identifier]?.record.state == .invalidating else { return } // already done
-        for token in (try? journal.resumeTokens(session: identifier)) ?? [] {
+        let tokens = (try? journal.resumeTokens(session: identifier)) ?? []
+        for token in tokens {
             discardPartial(token.partialPath)
         }
         guard (try? journaled({ try journal.deleteSession(identifier) })) != nil else { return }
+        if let uid = state.sessions[identifier]?.record.uid, !tokens.isEmpty { // deleted with the session
+            feedAndRun(.resumeDataChanged(uid: uid, kept: -tokens.count, inFlight: 0))
+        }
         feedAndRun(.sessionRemoved(identifier)) // with its tasks and unacknowledged events
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
         for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }

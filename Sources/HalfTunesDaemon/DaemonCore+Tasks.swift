@@ -30,7 +30,7 @@ extension DaemonCore {
         if canKeep {
             // Resume data keeps a partial file until redeemed or expired: a user keeps a bounded number of them.
             // Refused before anything is canceled, so nothing is lost.
-            let kept = ((try? journal.resumeTokenCount(uid: before.owner)) ?? 0) + (resumeDataInFlight[before.owner] ?? 0)
+            let kept = state.resumeDataHeld(by: before.owner)
             guard kept < configuration.maxResumeDataPerUID else {
                 throw RPCError(.limitExceeded, "uid \(before.owner) already keeps \(kept) partial files as resume data, the most "
                     + "allowed (max-resume-data-per-uid \(configuration.maxResumeDataPerUID)); the task was not canceled. "
@@ -38,13 +38,8 @@ extension DaemonCore {
                     + "expires after 7 days")
             }
         }
-        if canKeep { resumeDataInFlight[before.owner, default: 0] += 1 }
-        defer {
-            if canKeep {
-                resumeDataInFlight[before.owner, default: 1] -= 1
-                if resumeDataInFlight[before.owner] == 0 { resumeDataInFlight[before.owner] = nil }
-            }
-        }
+        if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: 1)) }
+        defer { if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: -1)) } }
         let after = try apply(.cancel(keepPartial: canKeep), to: id)
         var resumeData: String?
         if canKeep {
@@ -83,6 +78,7 @@ extension DaemonCore {
             throw error
         }
         let owner = state.sessions[r.session]?.record.uid ?? UInt32.max
+        feedAndRun(.resumeDataChanged(uid: owner, kept: 1, inFlight: 0))
         return ResumeData(token: token, url: r.url, bytes: bytes, uid: owner).encoded(key: resumeKey)
     }
 

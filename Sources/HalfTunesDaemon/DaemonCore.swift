@@ -87,8 +87,6 @@ actor DaemonCore {
     var verifiedPartials: [Int64: OpenPartial] = [:]
     /// The bytes each uid's partial files hold, against `max-disk-per-uid` (DaemonCore+Disk.swift).
     let diskLedger: DiskLedger
-    /// Cancels with resume data of each uid between their check of the cap and their token's insert.
-    var resumeDataInFlight: [UInt32: Int] = [:]
     var rateMeter = ThroughputMeter()
     /// Upload request bodies sent (`DaemonStatus.uploadRate`).
     var uploadRateMeter = ThroughputMeter()

@@ -42,4 +42,16 @@ extension DaemonState {
             return RetentionSweep(session: identifier, before: now - keep, keeping: tasks.ids(session: identifier))
         }
     }
+
+    /// The resume data `uid` keeps or is making now (what `max-resume-data-per-uid` bounds). O(1).
+    func resumeDataHeld(by uid: UInt32) -> Int {
+        (resumeDataKept[uid] ?? 0) + (resumeDataInFlight[uid] ?? 0)
+    }
+
+    /// Adds `delta` to `uid`'s count (never below 0; a count of 0 is not stored).
+    static func add(_ delta: Int, to counts: inout [UInt32: Int], _ uid: UInt32) {
+        guard delta != 0 else { return }
+        let total = max(0, (counts[uid] ?? 0) + delta)
+        counts[uid] = total == 0 ? nil : total
+    }
 }

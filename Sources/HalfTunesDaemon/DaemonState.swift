@@ -43,6 +43,10 @@ struct DaemonState {
     var lastRetentionSweep: Double = 0
     var retentionBacklog = false
     var lastResumeDataPrune: Double = 0
+    /// Resume data each uid keeps (journaled tokens, each holding a partial file), and cancels making some now:
+    /// `max-resume-data-per-uid` bounds their sum (`resumeDataHeld`).
+    var resumeDataKept: [UInt32: Int] = [:]
+    var resumeDataInFlight: [UInt32: Int] = [:]
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -120,6 +124,9 @@ struct DaemonState {
         case launchStartAnswered(String, unit: String, error: String?)
         /// The session's started launch unit ended (its service `Result` and main exit status).
         case launchUnitEnded(String, unit: String, result: String, exitStatus: Int32)
+        /// The resume data a uid keeps changed by `kept` (tokens journaled, redeemed, expired, deleted with their
+        /// session; at start, what the journal holds) and the cancels making some by `inFlight`.
+        case resumeDataChanged(uid: UInt32, kept: Int, inFlight: Int)
         /// A sweep (`sweepRetention`) ended; `backlog`: it stopped at its budget with finished tasks left to delete
         /// (the next tick sweeps again).
         case retentionSwept(backlog: Bool)
@@ -299,6 +306,9 @@ struct DaemonState {
                 let sweeps = retentionSweeps(now: now, only: session)
                 if !sweeps.isEmpty { actions.append(.sweepRetention(sweeps)) }
             }
+        case let .resumeDataChanged(uid, kept, inFlight):
+            Self.add(kept, to: &resumeDataKept, uid)
+            Self.add(inFlight, to: &resumeDataInFlight, uid)
         case .retentionSwept(let backlog):
             retentionBacklog = retentionBacklog || backlog
         case let .subscribersChanged(session, count):

@@ -43,11 +43,16 @@ extension Journal {
         }
     }
 
-    /// How many tokens the sessions of `uid` hold (each keeps a partial file).
-    public func resumeTokenCount(uid: UInt32) throws -> Int {
+    /// How many tokens each uid's sessions hold (read once at start; the daemon counts from there).
+    public func resumeTokenCounts() throws -> [UInt32: Int] {
         try read { db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM resume_tokens WHERE session IN (SELECT identifier FROM sessions WHERE uid = ?)",
-                             arguments: [uid]) ?? 0
+            var counts: [UInt32: Int] = [:]
+            let rows = try Row.fetchCursor(db, sql: "SELECT s.uid, COUNT(*) FROM resume_tokens t JOIN sessions s ON s.identifier = t.session GROUP BY s.uid")
+            while let row = try rows.next() {
+                let uid: Int64 = row[0]
+                counts[UInt32(truncatingIfNeeded: uid)] = row[1]
+            }
+            return counts
         }
     }
 

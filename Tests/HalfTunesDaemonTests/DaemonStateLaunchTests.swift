@@ -161,3 +161,20 @@ struct DaemonStateHousekeepingTests {
         #expect(state.handle(.clockTick, now: 10_000 + 3_600).contains(.pruneResumeData(now: 13_600)))
     }
 }
+
+/// The resume data each uid holds, counted by the state from the runner's reports (`max-resume-data-per-uid` is
+/// checked against it without reading the journal).
+@Suite("DaemonState: resume data held")
+struct DaemonStateResumeDataTests {
+    @Test func keptAndInFlightAreCountedPerUIDAndNeverBelowZero() {
+        var state = DaemonStateTests.state()
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 3, inFlight: 0), now: 0) // what the journal held at start
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 0, inFlight: 1), now: 1) // a cancel making one
+        #expect(state.resumeDataHeld(by: 1) == 4 && state.resumeDataHeld(by: 2) == 0)
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 1, inFlight: -1), now: 2) // made
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: -1, inFlight: 0), now: 3) // redeemed
+        #expect(state.resumeDataHeld(by: 1) == 3)
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: -5, inFlight: 0), now: 4) // deleted with a session
+        #expect(state.resumeDataHeld(by: 1) == 0 && state.resumeDataKept[1] == nil && state.resumeDataInFlight[1] == nil)
+    }
+}

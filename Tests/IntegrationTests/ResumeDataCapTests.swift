@@ -6,7 +6,7 @@ import Testing
 
 /// A user keeps a bounded number of partial files as resume data (issue 27, point 5): past
 /// `max-resume-data-per-uid`, `task.cancel` with resume data is refused with `limitExceeded` and cancels nothing;
-/// redeeming resume data frees its place.
+/// redeeming resume data frees its place; what is kept is still counted after kill -9 and a restart.
 @Suite("Resume data per user")
 struct ResumeDataCapTests {
     @Test func resumeDataBeyondTheCapIsRefusedAndNothingIsLost() async throws {
@@ -34,6 +34,21 @@ struct ResumeDataCapTests {
             #expect(try client.waitFor(task: resumed.id, state: .completed).bytesReceived == Int64(body.count))
             origin.setBehavior("/r.bin", .throttled(1 * MiB))
             #expect(try client.cancel(second.id, produceResumeData: true).resumeData != nil)
+            // The count survives kill -9: read from the journal at start, so a third is refused after a restart.
+            let third = try client.startDownload(origin.url("/r.bin"), destination: "third.bin")
+            try eventually("bytes durable") { try client.task(third.id).bytesDurable > 0 ? true : nil }
+            daemon.kill9()
+            try daemon.restart()
+            let again = try daemon.client()
+            try eventually("running again") {
+                try again.task(third.id).state == .running && again.task(third.id).bytesDurable > 0 ? true : nil
+            }
+            do {
+                _ = try again.cancel(third.id, produceResumeData: true)
+                Issue.record("resume data beyond the cap was kept after a restart")
+            } catch HalfTunesClientError.rpc(let e) {
+                #expect(e.code == RPCErrorCode.limitExceeded.rawValue, "\(e.message)")
+            }
         }
     }
 }
