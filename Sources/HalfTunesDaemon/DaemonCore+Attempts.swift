@@ -106,22 +106,18 @@ extension DaemonCore {
         feedAndRun(.attemptProgress(id, progress))
     }
 
-    /// For a download the client named no file for, the first response's name: Content-Disposition's, else the
-    /// URL's after redirects (`suggestedFilename`), and the free path it gets in the same directory (the file
-    /// system is looked at here, off the state). nil when the task's name is settled.
+    /// The name the state takes from the first response (`DaemonState.responseName`), made a free path in the
+    /// same directory (the file system is looked at here, off the state). nil when the task's name is settled.
     func nameFromResponse(_ id: Int64, _ start: ResponseStart) -> (destination: String, suggested: String)? {
-        guard let t = state.tasks[id], t.record.nameFromResponse else { return nil }
-        let fromURL = URL(string: start.finalURL).map(Destination.suggestedName) ?? (t.record.destination as NSString).lastPathComponent
-        let suggested = start.contentDisposition.flatMap { ContentDisposition.filename($0) } ?? fromURL
-        let current = t.record.destination
-        let candidate = (current as NSString).deletingLastPathComponent + "/" + suggested
-        guard candidate != current else { return (current, suggested) }
+        guard let name = state.responseName(id, start) else { return nil }
+        guard name.candidate != name.current else { return (name.current, name.suggested) }
+        let current = name.current
         let isReserved = { (path: String) in path != current && self.state.tasks.isReserved(path) }
         // Always a free name: the server chose it, so it never replaces a file (`overwrite` needs an explicit
         // destination, which is never renamed).
-        let destination = FilePublisher.availableName(for: candidate, isReserved: isReserved)
+        let destination = FilePublisher.availableName(for: name.candidate, isReserved: isReserved)
         logger.info("the response names the file", metadata: ["task": "\(id)", "destination": "\(destination)"])
-        return (destination, suggested)
+        return (destination, name.suggested)
     }
 
     /// The attempt ended: `DaemonState` decides what that means for the task (`AttemptVerdict`) and frees

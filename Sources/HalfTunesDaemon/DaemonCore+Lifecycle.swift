@@ -26,23 +26,17 @@ extension DaemonCore {
         while let batch = try scan.next() {
             for row in batch {
                 guard let id = row.id, let session = state.sessions[row.session] else { continue }
-                let machine = TaskStateMachine(state: row.state, waitingReason: row.waitingReason,
-                                               nextAttemptAt: row.nextAttemptAt, error: row.error,
-                                               resourceDeadline: row.resourceDeadline)
-                var t = ManagedTask(record: row, owner: session.record.uid, machine: machine, bytesReceived: row.bytesDurable)
                 // Only a task with durable bytes can have lost some (a stat of every partial file was a quarter
-                // of a restart with 100,000 tasks that never started).
-                if !row.state.isTerminal, row.phase == .transfer, row.bytesDurable > 0,
-                   let length = PartialFile.length(path: row.partialPath), length < row.durableRanges.upperBound {
+                // of a restart with 100,000 tasks that never started): the state keeps what is on disk.
+                let length = DaemonState.partialMayBeShort(row) ? PartialFile.length(path: row.partialPath) : nil
+                let actions = feed(.taskRestored(ManagedTask(row: row, owner: session.record.uid), partialLength: length))
+                if let kept = state.tasks[id]?.record.durableRanges, kept != row.durableRanges {
                     logger.warning("partial data shorter than journaled; resuming from what is on disk",
-                                   metadata: ["task": "\(id)", "journaled": "\(row.durableRanges)", "onDisk": "\(length)"])
-                    t.record.durableRanges = row.durableRanges.clipped(to: length)
-                    t.bytesReceived = t.record.bytesDurable
+                                   metadata: ["task": "\(id)", "journaled": "\(row.durableRanges)", "onDisk": "\(kept)"])
                 }
                 if !row.state.isTerminal, row.bytesDurable > 0 {
-                    diskLedger.set(row.partialPath, uid: session.record.uid, bytes: t.record.bytesDurable)
+                    diskLedger.set(row.partialPath, uid: session.record.uid, bytes: state.tasks[id]?.record.bytesDurable ?? 0)
                 }
-                let actions = feed(.taskRestored(t))
                 if !actions.isEmpty { resumed += 1 }
                 deferred.append(contentsOf: actions)
                 if row.phase == .publishing { publishing.append(id) }

@@ -42,6 +42,25 @@ struct ManagedTask {
     }
 }
 
+extension ManagedTask {
+    /// The task a journal row describes: the one place a task is rebuilt from its row (recovery, and a finished
+    /// task read for a client). A finished data task or upload shows what it received, or sent, as journaled.
+    init(row: TaskRecord, owner: UInt32) {
+        let machine = TaskStateMachine(state: row.state, waitingReason: row.waitingReason,
+                                       nextAttemptAt: row.nextAttemptAt, error: row.error,
+                                       resourceDeadline: row.resourceDeadline)
+        self.init(record: row, owner: owner, machine: machine, bytesReceived: row.bytesDurable)
+        guard row.state.isTerminal else { return }
+        if row.kind == TaskKind.data.rawValue || row.kind == TaskKind.upload.rawValue {
+            bytesReceived = row.response?.bodyBytes ?? 0
+        }
+        if row.kind == TaskKind.upload.rawValue, row.state == .completed {
+            bytesSent = row.bytesDurable // journaled at completion
+            bytesExpectedToSend = row.bytesDurable
+        }
+    }
+}
+
 /// An attempt in flight as the runner holds it: the bridge to its transfer and the task's own bandwidth
 /// bucket (its rate follows the task's `bandwidthLimit`).
 struct LiveAttempt {
@@ -179,18 +198,7 @@ actor DaemonCore {
 
     func finishedTask(_ record: TaskRecord) -> ManagedTask? {
         guard record.state.isTerminal, let session = state.sessions[record.session] else { return nil }
-        let machine = TaskStateMachine(state: record.state, waitingReason: record.waitingReason,
-                                       nextAttemptAt: record.nextAttemptAt, error: record.error,
-                                       resourceDeadline: record.resourceDeadline)
-        var t = ManagedTask(record: record, owner: session.record.uid, machine: machine, bytesReceived: record.bytesDurable)
-        if record.kind == TaskKind.data.rawValue || record.kind == TaskKind.upload.rawValue {
-            t.bytesReceived = record.response?.bodyBytes ?? 0
-        }
-        if record.kind == TaskKind.upload.rawValue, record.state == .completed {
-            t.bytesSent = record.bytesDurable // journaled at completion
-            t.bytesExpectedToSend = record.bytesDurable
-        }
-        return t
+        return ManagedTask(row: record, owner: session.record.uid)
     }
 
     func info(_ t: ManagedTask) -> TaskInfo {

@@ -1,4 +1,5 @@
 // A running attempt's progress as inputs of the core's state: the response head, bytes received and sent.
+import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
@@ -54,5 +55,16 @@ extension DaemonState {
         actions.append(.deliver(session: t.record.session, task: id,
                                 .didSendBodyData(bytesSent: delta, totalBytesSent: total,
                                                  totalBytesExpectedToSend: expected ?? t.bytesExpectedToSend)))
+    }
+
+    /// For a download the client named no file for, the name its first response suggests — Content-Disposition's
+    /// filename, else the last path segment of the URL after redirects — and the path it would take in the same
+    /// directory (`candidate`; the runner makes it a free one). nil when the task's name is settled.
+    func responseName(_ id: Int64, _ start: ResponseStart) -> (candidate: String, suggested: String, current: String)? {
+        guard let t = tasks[id], t.record.nameFromResponse else { return nil }
+        let current = t.record.destination
+        let fromURL = URL(string: start.finalURL).map(Destination.suggestedName) ?? (current as NSString).lastPathComponent
+        let suggested = start.contentDisposition.flatMap { ContentDisposition.filename($0) } ?? fromURL
+        return ((current as NSString).deletingLastPathComponent + "/" + suggested, suggested, current)
     }
 }

@@ -63,6 +63,12 @@ extension DaemonState {
         pendingEventsByUID[s.record.uid] = total == 0 ? nil : total
     }
 
+    /// Whether recovery must look at the row's partial file: an unfinished transfer with durable bytes, which the
+    /// file may no longer hold (`taskRestored`'s `partialLength`).
+    static func partialMayBeShort(_ row: TaskRecord) -> Bool {
+        !row.state.isTerminal && row.phase == .transfer && row.bytesDurable > 0
+    }
+
     /// A task recovered from the journal joins the state (fed in any order: its journaled queue order is its
     /// place); a running one goes back to the queue and a waiting one to its retry time (`TaskStateMachine`'s
     /// `.restored`).

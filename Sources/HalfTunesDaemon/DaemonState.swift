@@ -103,7 +103,10 @@ struct DaemonState {
         case sessionRestored(ManagedSession)
         /// Recovery: a journaled unfinished task (or one whose publish a crash interrupted), in any order: it
         /// keeps its place in the queue, and tasks queued later take places after every journaled one.
-        case taskRestored(ManagedTask)
+        /// `partialLength`: the partial file's length on disk, when `partialMayBeShort` said to look (nil: not
+        /// looked at, or no file); durable ranges past it were lost (a disk that lost writes, a file cut) and are
+        /// dropped, so the transfer resumes from what is there.
+        case taskRestored(ManagedTask, partialLength: Int64? = nil)
         /// Recovery: how many finished tasks (in the journal only) each session has, per state.
         case finishedTasksCounted([String: [TaskState: Int]])
         /// Recovery fed every session and task: invalidations that were waiting for nothing more finish.
@@ -325,7 +328,12 @@ struct DaemonState {
         case let .sessionRestored(s):
             sessions[s.record.identifier] = s
             if s.pendingEvents > 0 { pendingEventsByUID[s.record.uid, default: 0] += s.pendingEvents }
-        case .taskRestored(let t):
+        case let .taskRestored(t, partialLength):
+            var t = t
+            if let length = partialLength, Self.partialMayBeShort(t.record), length < t.record.durableRanges.upperBound {
+                t.record.durableRanges = t.record.durableRanges.clipped(to: length)
+                t.bytesReceived = t.record.bytesDurable
+            }
             restore(t, now: now, into: &actions)
         case .restoreFinished:
             for (identifier, s) in sessions where s.record.state == .invalidating {

@@ -1,0 +1,133 @@
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+import Testing
+@testable import HalfTunesDaemon
+
+/// When housekeeping happens is the state's: a retention sweep every minute (at once again while one left work,
+/// and right after an acknowledgement in a session that keeps nothing), resume data expiring hourly and when
+/// recovery ends. The runner deletes what it is told to.
+@Suite("DaemonState: housekeeping")
+struct DaemonStateHousekeepingTests {
+    static func sweeps(_ actions: [DaemonState.Action]) -> [[String]] {
+        actions.compactMap { if case .sweepRetention(let s) = $0 { s.map(\.session).sorted() } else { nil } }
+    }
+
+    static func prunes(_ actions: [DaemonState.Action]) -> Int {
+        actions.filter { if case .pruneResumeData = $0 { true } else { false } }.count
+    }
+
+    static func withFinishedTasks() -> DaemonState {
+        var state = DaemonStateTests.state(sessions: [("a", 1, SessionConfiguration()),
+                                                      ("none", 2, SessionConfiguration(finishedTaskRetention: 0))])
+        _ = state.handle(.finishedTasksCounted(["a": [.completed: 3], "none": [.failed: 1]]), now: 0)
+        return state
+    }
+
+    @Test func aSweepEveryMinuteAndAgainAtOnceWhileOneLeftWork() {
+        var state = Self.withFinishedTasks()
+        #expect(Self.sweeps(state.handle(.clockTick, now: 60)) == [["a", "none"]])
+        #expect(Self.sweeps(state.handle(.clockTick, now: 61)).isEmpty)
+        _ = state.handle(.retentionSwept(backlog: true), now: 61.5)
+        #expect(Self.sweeps(state.handle(.clockTick, now: 62)) == [["a", "none"]], "work was left: at once")
+        _ = state.handle(.retentionSwept(backlog: false), now: 62.5)
+        #expect(Self.sweeps(state.handle(.clockTick, now: 63)).isEmpty)
+        #expect(Self.sweeps(state.handle(.clockTick, now: 122)) == [["a", "none"]])
+        // Nothing finished anywhere: nothing to sweep.
+        var empty = DaemonStateTests.state()
+        #expect(Self.sweeps(empty.handle(.clockTick, now: 600)).isEmpty)
+    }
+
+    @Test func anAcknowledgementInASessionThatKeepsNothingSweepsItAtOnce() {
+        var state = Self.withFinishedTasks()
+        _ = state.handle(.eventsJournaled(session: "none", lastSeq: 2, count: 2), now: 1)
+        #expect(Self.sweeps(state.handle(.eventsAcknowledged(session: "none", through: 2, pruned: 2, droppedBodies: []),
+                                         now: 2)) == [["none"]])
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 3, count: 1), now: 3)
+        #expect(Self.sweeps(state.handle(.eventsAcknowledged(session: "a", through: 3, pruned: 1, droppedBodies: []),
+                                         now: 4)).isEmpty, "a keeps its finished tasks for a day")
+    }
+
+    @Test func resumeDataExpiresWhenRecoveryEndsAndHourly() {
+        var state = DaemonStateTests.state()
+        #expect(Self.prunes(state.handle(.restoreFinished, now: 10_000)) == 1)
+        #expect(Self.prunes(state.handle(.clockTick, now: 10_001)) == 0)
+        #expect(Self.prunes(state.handle(.clockTick, now: 10_000 + 3_599)) == 0)
+        #expect(state.handle(.clockTick, now: 10_000 + 3_600).contains(.pruneResumeData(now: 13_600)))
+    }
+}
+
+/// The resume data each uid holds, counted by the state from the runner's reports (`max-resume-data-per-uid` is
+/// checked against it without reading the journal).
+@Suite("DaemonState: resume data held")
+struct DaemonStateResumeDataTests {
+    @Test func keptAndInFlightAreCountedPerUIDAndNeverBelowZero() {
+        var state = DaemonStateTests.state()
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 3, inFlight: 0), now: 0) // what the journal held at start
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 0, inFlight: 1), now: 1) // a cancel making one
+        #expect(state.resumeDataHeld(by: 1) == 4 && state.resumeDataHeld(by: 2) == 0)
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 1, inFlight: -1), now: 2) // made
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: -1, inFlight: 0), now: 3) // redeemed
+        #expect(state.resumeDataHeld(by: 1) == 3)
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: -5, inFlight: 0), now: 4) // deleted with a session
+        #expect(state.resumeDataHeld(by: 1) == 0 && state.resumeDataKept[1] == nil && state.resumeDataInFlight[1] == nil)
+    }
+}
+
+/// A restored task keeps only the durable ranges its partial file still holds (the runner measures the file
+/// when `partialMayBeShort` says so; the state decides).
+@Suite("DaemonState: restore")
+struct DaemonStateRestoreTests {
+    static func running(durable: ByteRanges) -> ManagedTask {
+        var row = DaemonStateTests.task(5, session: "a", owner: 1).record
+        row.state = .running
+        row.durableRanges = durable
+        return ManagedTask(row: row, owner: 1)
+    }
+
+    @Test func durableRangesPastTheFilesEndAreDropped() {
+        var state = DaemonStateTests.state()
+        let t = Self.running(durable: ByteRanges(prefix: 4096))
+        #expect(DaemonState.partialMayBeShort(t.record))
+        _ = state.handle(.taskRestored(t, partialLength: 1000), now: 1)
+        #expect(state.tasks[5]?.record.durableRanges == ByteRanges(prefix: 1000))
+        #expect(state.tasks[5]?.bytesReceived == 1000)
+        // A file that holds them all (or was not looked at) changes nothing.
+        var whole = DaemonStateTests.state()
+        _ = whole.handle(.taskRestored(t, partialLength: 8192), now: 1)
+        #expect(whole.tasks[5]?.record.durableRanges == ByteRanges(prefix: 4096))
+        var unseen = DaemonStateTests.state()
+        _ = unseen.handle(.taskRestored(t), now: 1)
+        #expect(unseen.tasks[5]?.record.durableRanges == ByteRanges(prefix: 4096))
+    }
+
+    @Test func aTaskWithNothingDurableOrFinishedIsNotLookedAt() {
+        #expect(!DaemonState.partialMayBeShort(Self.running(durable: ByteRanges()).record))
+        var done = Self.running(durable: ByteRanges(prefix: 10)).record
+        done.state = .completed
+        #expect(!DaemonState.partialMayBeShort(done))
+    }
+}
+
+/// The name a download the client named no file for takes from its first response: Content-Disposition's, else
+/// the URL's after redirects; once settled, none (the runner only makes the path a free one).
+@Suite("DaemonState: a name from the response")
+struct DaemonStateResponseNameTests {
+    static func start(url: String, disposition: String? = nil) -> ResponseStart {
+        ResponseStart(status: 200, offset: 0, discardedBytes: 0, reason: nil, expectedTotal: 10,
+                      validators: Validators(etag: nil, lastModified: nil), finalURL: url, contentDisposition: disposition)
+    }
+
+    @Test func contentDispositionFirstThenTheFinalURL() {
+        var state = DaemonStateTests.state()
+        var t = DaemonStateTests.task(3, session: "a", owner: 1)
+        t.record.destination = "/d/download"
+        t.record.nameFromResponse = true
+        state.tasks[3] = t
+        let named = state.responseName(3, Self.start(url: "http://h/x/report.pdf?v=2", disposition: "attachment; filename=\"thesis.pdf\""))
+        #expect(named?.candidate == "/d/thesis.pdf" && named?.suggested == "thesis.pdf" && named?.current == "/d/download")
+        #expect(state.responseName(3, Self.start(url: "http://h/x/report.pdf"))?.candidate == "/d/report.pdf")
+        state.tasks[3]?.record.nameFromResponse = false
+        #expect(state.responseName(3, Self.start(url: "http://h/x/report.pdf")) == nil, "settled: never renamed")
+    }
+}
