@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks halftunesd against `curl -o` on a 1 GiB download from nginx on 127.0.0.1, times one
-# `halftunesctl status` and the daemon's idle RSS, and writes the results into docs/benchmarks.md.
+# `halftunesctl status` and the daemon's idle RSS, and writes the results into docs/benchmarks.md; then runs
+# every other benchmark beside its peers (Benchmarks/all.py: segmented, small files, scale, control plane) and
+# writes one summary table of them all.
 #
 # Environment:
 #   RUNS=5            downloads per tool (alternating curl, daemon, curl, daemon, ...)
@@ -11,6 +13,8 @@
 #   IDLE_TASKS=100    suspended tasks created for the second idle-RSS reading (0 skips it)
 #   WITH_CURL_FSYNC=1 also alternate `curl -o` followed by an fsync of the file (the daemon's durability cost)
 #   NO_DOC=1          print the results only; leave docs/benchmarks.md alone
+#   ONLY_ONE_GIB=1    stop after the 1 GiB benchmark (skip Benchmarks/all.py)
+#   QUICK=1           Benchmarks/all.py with small sizes and one run each (checks the pipeline; not a measurement)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +29,7 @@ find_nginx() { command -v nginx 2>/dev/null || { [ -x /usr/sbin/nginx ] && echo 
 missing=()
 [ -n "$(find_nginx)" ] || missing+=(nginx)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v aria2c >/dev/null 2>&1 || missing+=(aria2)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 [ -x /usr/bin/time ] || missing+=(time)
 if [ ${#missing[@]} -gt 0 ] || ! command -v hyperfine >/dev/null 2>&1; then
@@ -135,3 +140,13 @@ python3 "$ROOT/Benchmarks/bench.py" \
 BENCH_PID=$!   # waited for in the background, so a signal reaches the cleanup at once
 wait "$BENCH_PID"
 BENCH_PID=""
+
+# --- 6. Every other benchmark, and the summary table ------------------------------------------------------------
+if [ -z "${ONLY_ONE_GIB:-}" ]; then
+    command -v aria2c >/dev/null 2>&1 || die "aria2c is not installed and could not be installed"
+    latest=$(ls -t "$ROOT/Benchmarks/results/"*.json | head -1)
+    python3 "$ROOT/Benchmarks/all.py" --bin-dir "$BIN_DIR" --one-gib "$latest" "${doc_args[@]}" &
+    BENCH_PID=$!
+    wait "$BENCH_PID"
+    BENCH_PID=""
+fi

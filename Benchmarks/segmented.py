@@ -268,6 +268,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-kill9", action="store_true")
     ap.add_argument("--doc", action="store_true", help="write the table into docs/benchmarks.md")
+    ap.add_argument("--json", help="also write the medians to this file")
     args = ap.parse_args()
     for tool in ("curl", "aria2c", "nginx"):
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
@@ -295,6 +296,12 @@ def main():
         kill9 = None if args.no_kill9 else run.kill9()
         text = markdown(args, limited, unthrottled, kill9)
         print(text)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"size": args.size, "big": args.big, "runs": args.runs,
+                           "limited": {k: {"wall_s": w, "cpu_s": c} for k, (w, c) in limited.items()},
+                           "full_speed": {k: {"wall_s": w, "cpu_s": c} for k, (w, c) in (unthrottled or {}).items()}},
+                          f, indent=2)
         if args.doc:
             doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "benchmarks.md")
             with open(doc) as f:
