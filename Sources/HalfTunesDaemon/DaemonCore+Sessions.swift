@@ -157,7 +157,8 @@ extension DaemonCore {
     /// invalidating (retried at the next start).
     func finishInvalidation(_ identifier: String) {
         guard state.sessions[identifier]?.record.state == .invalidating else { return } // already done
-        let tokens = (try? journal.resumeTokens(session: identifier)) ?? []
+        // Unreadable tokens: the session stays (its tokens' partials and count with it) until the next start.
+        guard let tokens = try? journal.resumeTokens(session: identifier) else { return }
         for token in tokens {
             discardPartial(token.partialPath)
         }

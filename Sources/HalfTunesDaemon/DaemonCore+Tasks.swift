@@ -88,10 +88,11 @@ extension DaemonCore {
             guard caller.mayAccess(owner: t.owner) else { throw RPCError.unknownTask(id) }
             return info(t)
         }
+        // Not in memory when the read was queued: finished (its row is final) or unknown.
         let record = try await nonblocking { try $0.loadTask(id) }
-        // A task still in memory was not finished when the read was queued; it may have finished since.
-        guard let t = state.tasks[id] ?? record.flatMap(finishedTask) ?? finishedTask(id),
-              caller.mayAccess(owner: t.owner) else { throw RPCError.unknownTask(id) }
+        guard let t = state.tasks[id] ?? record.flatMap(finishedTask), caller.mayAccess(owner: t.owner) else {
+            throw RPCError.unknownTask(id)
+        }
         return info(t)
     }
 
@@ -120,11 +121,12 @@ extension DaemonCore {
         let ids = page.ids.prefix(limit)
         // A task unfinished when the page was read and finished since is in neither: read again (rare).
         let finishedSince = ids.filter { self.state.tasks[$0] == nil && page.finished[$0] == nil }
-        let late = finishedSince.isEmpty ? [:] : ((try? journal.loadTasks(ids: Array(finishedSince))) ?? [:])
+        let late = finishedSince.isEmpty ? [:] : try journaled { try journal.loadTasks(ids: Array(finishedSince)) }
         var list: [ManagedTask] = []
         for id in ids {
             guard let t = self.state.tasks[id] ?? (page.finished[id] ?? late[id]).flatMap(finishedTask),
                   caller.mayAccess(owner: t.owner) else { continue }
+            if let wanted = p.state, t.machine.state != wanted { continue } // changed while the page was read
             list.append(t)
         }
         let more = page.ids.count > limit

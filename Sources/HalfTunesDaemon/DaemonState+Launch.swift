@@ -64,9 +64,9 @@ extension DaemonState {
     }
 
     /// After recovery: every session with a launch unit gets its machine (a start that was due stays due), and
-    /// those whose events wait are started.
-    mutating func restoreLaunches(now: Double, into actions: inout [Action]) {
-        for (identifier, s) in sessions where s.record.configuration.launchUnit != nil {
+    /// those whose events wait are started — except those being deleted (`deleting`: their invalidation ends now).
+    mutating func restoreLaunches(now: Double, skipping deleting: Set<String>, into actions: inout [Action]) {
+        for (identifier, s) in sessions where s.record.configuration.launchUnit != nil && !deleting.contains(identifier) {
             launches[identifier] = LaunchMachine(record: s.record.launch)
             launchIfUnattended(identifier, now: now, into: &actions)
         }

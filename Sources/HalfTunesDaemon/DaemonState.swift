@@ -339,7 +339,9 @@ struct DaemonState {
             for (identifier, s) in sessions where s.record.state == .invalidating {
                 invalidationDone(identifier, into: &actions)
             }
-            restoreLaunches(now: now, into: &actions)
+            // A session whose deletion was just asked for starts nothing (the runner deletes it first).
+            let deleting = Set(actions.compactMap { if case .finishInvalidation(let s) = $0 { s } else { nil } })
+            restoreLaunches(now: now, skipping: deleting, into: &actions)
             lastResumeDataPrune = now
             actions.append(.pruneResumeData(now: now)) // what expired while the daemon was down
         case .finishedTasksCounted(let counts):

@@ -136,9 +136,10 @@ public final class JournalDurability: @unchecked Sendable {
         if let failed = failure { throw JournalError.syncFailed(reason: failed) }
     }
 
-    /// Syncs what is left and stops the syncer thread (at close).
-    func stop() {
-        sync()
+    /// Syncs what is left and stops the syncer thread (at close). Without `syncing` (a journal released on its
+    /// writer's thread) it stops without waiting for what the writer has not written yet.
+    func stop(syncing: Bool = true) {
+        if syncing { sync() }
         condition.lock()
         stopped = true
         condition.broadcast()

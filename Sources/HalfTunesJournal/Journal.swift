@@ -93,8 +93,11 @@ public final class Journal: Sendable {
     }
 
     deinit {
+        // On the writer's own thread (a queued read's caller dropped the last reference) nothing may wait for the
+        // writer: it drains its queue and ends once this returns.
+        let onWriter = writer.onWriterThread
         writer.stop()
-        durability.stop()
+        durability.stop(syncing: !onWriter)
     }
 
     /// Blocks until every write submitted so far is on disk.

@@ -173,6 +173,9 @@ final class JournalWriter: @unchecked Sendable {
         stopped = true
         condition.broadcast()
         condition.unlock()
+        // Not on the writer's own thread (the journal's last reference dropped by a queued read's caller): it
+        // ends after this, having drained the queue.
+        if onWriterThread { return }
         while let thread, !thread.isFinished { usleep(1000) }
     }
 
@@ -198,6 +201,7 @@ final class JournalWriter: @unchecked Sendable {
             while (queue.isEmpty || heldForTesting || writing) && !stopped { condition.wait() }
             while writing { condition.wait() } // an inline write finishes first, even when stopping
             if queue.isEmpty {
+                writerThread = nil
                 condition.unlock()
                 return
             }

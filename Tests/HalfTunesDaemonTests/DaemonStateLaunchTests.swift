@@ -107,4 +107,15 @@ struct DaemonStateLaunchTests {
         _ = state.handle(.sessionRemoved("c"), now: 51)
         #expect(state.launches["c"] == nil)
     }
+
+    /// After a restart, a session whose invalidation ends at once is deleted, not relaunched (a kill -9 between
+    /// `session.invalidate` and its end left it in the journal with events waiting).
+    @Test func recoveryStartsNothingForASessionBeingDeleted() {
+        var state = Self.launching()
+        state.sessions["a"]?.lastEventSeq = 2
+        state.sessions["a"]?.record.state = .invalidating
+        let actions = state.handle(.restoreFinished, now: 10)
+        #expect(actions.contains(.finishInvalidation(session: "a")))
+        #expect(Self.starts(actions).isEmpty && state.launches["a"] == nil)
+    }
 }
