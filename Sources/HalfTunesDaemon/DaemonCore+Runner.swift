@@ -103,4 +103,114 @@ extension DaemonCore {
         DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
                                maxConnectionsPerHost: configuration.maxConnectionsPerHost)
     }
+
+    // MARK: - Launch units (the state decides; these start, watch and journal)
+
+    /// `startUnit`: asks the service manager; its answer comes back as `launchStartAnswered`.
+    func startUnit(_ identifier: String, unit: String, failures: Int) {
+        logger.notice("starting the session's launch unit: its events wait and no client is subscribed",
+                      metadata: ["session": "\(identifier)", "unit": "\(unit)", "failures": "\(failures)"])
+        launcher.start(unit) { [weak self] error in
+            Task { await self?.launchStartAnswered(identifier, unit: unit, error: error) }
+        }
+    }
+
+    /// `watchUnit`: its end comes back as `launchUnitEnded`.
+    func watchUnit(_ identifier: String, unit: String) {
+        launcher.watch(unit) { [weak self] result, status in
+            Task { await self?.launchUnitEnded(identifier, unit: unit, result: result, exitStatus: status) }
+        }
+    }
+
+    /// `recordLaunch`: the session's launch record, journaled.
+    func recordLaunch(_ identifier: String, _ record: SessionLaunchRecord?) {
+        do {
+            try journal.setSessionLaunch(identifier, record)
+        } catch {
+            logger.error("journal write failed: \(error)", metadata: ["session": "\(identifier)"])
+        }
+    }
+
+    private func launchStartAnswered(_ identifier: String, unit: String, error: String?) {
+        if let error {
+            logger.warning("the session's launch unit could not be started", metadata: [
+                "session": "\(identifier)", "unit": "\(unit)", "error": "\(error)"])
+        }
+        feedAndRun(.launchStartAnswered(identifier, unit: unit, error: error))
+    }
+
+    private func launchUnitEnded(_ identifier: String, unit: String, result: String, exitStatus: Int32) {
+        logger.notice("the session's launch unit ended", metadata: [
+            "session": "\(identifier)", "unit": "\(unit)", "result": "\(result)", "exitStatus": "\(exitStatus)",
+            "eventsAcknowledged": "\(!state.hasPendingEvents(identifier))"])
+        feedAndRun(.launchUnitEnded(identifier, unit: unit, result: result, exitStatus: exitStatus))
+        if let m = state.launches[identifier], m.phase == .backoff, let at = m.record.nextAttemptAt {
+            logger.notice("the session's launch unit is started again later", metadata: [
+                "session": "\(identifier)", "unit": "\(unit)", "at": "\(Timestamp.format(at))"])
+        }
+    }
+
+    /// The runner's subscribers of the session changed: the state counts them (none left may start its unit).
+    func subscribersChanged(_ identifier: String) {
+        feedAndRun(.subscribersChanged(identifier, count: subscribers[identifier]?.count ?? 0))
+    }
+
+    /// What `SessionInfo.launch` shows.
+    func launchInfo(_ s: ManagedSession) -> SessionLaunch? {
+        guard let unit = state.launchUnit(of: s.record.identifier) else { return nil }
+        let r = state.launches[s.record.identifier]?.record ?? s.record.launch ?? SessionLaunchRecord()
+        return SessionLaunch(unit: unit, lastLaunchAt: r.lastLaunchAt.map(Timestamp.format), lastResult: r.lastResult,
+                             lastMessage: r.lastMessage, nextAttemptAt: r.nextAttemptAt.map(Timestamp.format),
+                             failures: r.failures)
+    }
+
+    // MARK: - Housekeeping (retention sweeps, expired resume data)
+
+    /// Rows deleted per transaction, and transactions per sweep: a sweep holds the actor for a bounded time;
+    /// what is left goes on at the next tick.
+    static let retentionBatch = 2_000
+    static let retentionBatchesPerSweep = 5
+    /// Events acknowledged at once past which the WAL is truncated right after (`Journal.truncateWAL`).
+    static let largeAcknowledgement = 10_000
+
+    /// `sweepRetention`: deletes the finished tasks the sweeps allow (acknowledged, their session's
+    /// `finishedTaskRetention` passed, not in memory), with their data-task bodies, in batches within a budget
+    /// (what is left goes on at the next tick: `retentionSwept(backlog: true)`), and gives the freed pages back to
+    /// the file system. The cost follows the sessions with finished tasks and the rows deleted, not how many tasks
+    /// there are.
+    func sweepRetention(_ sweeps: [RetentionSweep]) {
+        var budget = Self.retentionBatchesPerSweep
+        var deletedAny = false
+        var unfinishedWork = false
+        for sweep in sweeps {
+            guard budget > 0 else { unfinishedWork = true; break }
+            while budget > 0 {
+                budget -= 1
+                guard let deleted = try? journal.deleteFinishedTasks(session: sweep.session, finishedBefore: sweep.before,
+                                                                      limit: Self.retentionBatch, keeping: sweep.keeping)
+                else { break }
+                let count = deleted.values.reduce(0, +)
+                guard count > 0 else { break }
+                deletedAny = true
+                feedAndRun(.finishedTasksDeleted(sweep.session, deleted))
+                logger.debug("finished tasks deleted", metadata: ["session": "\(sweep.session)", "tasks": "\(count)"])
+                // A batch short of the limit (less what is kept) was the last one.
+                guard count >= Self.retentionBatch - sweep.keeping.count else { break }
+                if budget == 0 { unfinishedWork = true }
+            }
+        }
+        if deletedAny { try? journal.releaseFreePages() }
+        feedAndRun(.retentionSwept(backlog: unfinishedWork))
+    }
+
+    /// `pruneResumeData`: resume data older than `resumeDataLifetime` goes, with its partial file.
+    func pruneResumeData(now: Double) {
+        let cutoff = now - configuration.resumeDataLifetime
+        for token in (try? journal.resumeTokens(createdBefore: cutoff)) ?? [] {
+            discardPartial(token.partialPath)
+            guard (try? journal.deleteResumeToken(token.token)) != nil,
+                  let uid = state.sessions[token.session]?.record.uid else { continue }
+            feedAndRun(.resumeDataChanged(uid: uid, kept: -1, inFlight: 0))
+        }
+    }
 }

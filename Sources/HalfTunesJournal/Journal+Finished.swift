@@ -14,7 +14,7 @@ extension Journal {
         var arguments: StatementArguments = [after]
         if let sessions {
             if sessions.isEmpty { return [] }
-            conditions.append("session IN (" + Array(repeating: "?", count: sessions.count).joined(separator: ", ") + ")")
+            conditions.append("session IN (" + Journal.placeholders(sessions.count) + ")")
             arguments += StatementArguments(sessions)
         }
         if let state {
@@ -31,11 +31,19 @@ extension Journal {
     public func taskPage(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> TaskPage {
         let ids = try taskIDs(after: after, sessions: sessions, state: state, limit: limit)
         guard !ids.isEmpty else { return TaskPage(ids: [], finished: [:]) }
-        let sql = "SELECT * FROM tasks WHERE id IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",")
-            + ") AND state IN \(Journal.finishedStates)"
+        let sql = "SELECT * FROM tasks WHERE id IN (" + Journal.placeholders(ids.count) + ") AND state IN \(Journal.finishedStates)"
         let records = try read { db in try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(ids)) }
-        return TaskPage(ids: ids, finished: Dictionary(records.compactMap { r in r.id.map { ($0, r) } },
-                                                       uniquingKeysWith: { a, _ in a }))
+        return TaskPage(ids: ids, finished: Journal.byID(records))
+    }
+
+    /// `count` statement parameters, "?, ?, ?", for an `IN (…)` list or a row of values.
+    static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
+    }
+
+    /// Task rows by id.
+    static func byID(_ records: [TaskRecord]) -> [Int64: TaskRecord] {
+        Dictionary(records.compactMap { r in r.id.map { ($0, r) } }, uniquingKeysWith: { a, _ in a })
     }
 
     /// The task rows a query selects (`SELECT * FROM tasks …`), column positions looked up once.

@@ -15,9 +15,9 @@ extension Journal {
     /// The tasks of these ids that exist (one query for a page of `task.list`), by id.
     public func loadTasks(ids: [Int64]) throws -> [Int64: TaskRecord] {
         guard !ids.isEmpty else { return [:] }
-        let sql = "SELECT * FROM tasks WHERE id IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
+        let sql = "SELECT * FROM tasks WHERE id IN (" + Journal.placeholders(ids.count) + ")"
         let records = try read { db in try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(ids)) }
-        return Dictionary(records.compactMap { r in r.id.map { ($0, r) } }, uniquingKeysWith: { a, _ in a })
+        return Journal.byID(records)
     }
 
     /// Inserts the task (assigning its id) and the events in ONE transaction. Events whose `task` is nil get
@@ -38,7 +38,7 @@ extension Journal {
         }
         let columns = TaskRecord.columns
         let sql = "INSERT INTO tasks (\(columns.joined(separator: ", "))) VALUES ("
-            + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+            + Journal.placeholders(columns.count) + ")"
         // Every task's events, numbered in order when submitted; each task takes its own back.
         let counts = prepared.map { $0.1.count }
         return try write(numbering: prepared.flatMap { $0.1 }) { db, numbered in

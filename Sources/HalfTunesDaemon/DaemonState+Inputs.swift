@@ -1,0 +1,154 @@
+// The core's state's vocabulary: every input the runner feeds, every action it carries out, and their values.
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonState {
+    enum Input {
+        /// Tasks were journaled as created (suspended, or queued with their place): they join the state and
+        /// the queued ones may start.
+        case created([ManagedTask])
+        /// A lifecycle input for one task (`task.resume`, `task.suspend`, `task.cancel`). `extra` events go just
+        /// before `didComplete`. Its state machine may refuse it: then the only action is `refused`.
+        case task(Int64, TaskStateMachine.Input, extra: [EventPayload] = [])
+        /// Slots may be free: start queued tasks while the limits allow, fairly between users.
+        case grantSlots
+        /// The daemon-wide limits changed (and at start): kept, and slots granted within them.
+        case limitsChanged(SlotLimits)
+        /// The retry timer fired: every waiting task whose time has come retries.
+        case retryTimerFired
+        /// The once-a-second tick: pending tasks whose resource deadline has passed fail (read from the
+        /// deadline index, not a walk over the tasks).
+        case clockTick
+        /// A completion's result from off the core: a digest, the name the runner chose, how a move went.
+        case completion(Int64, attempt: Int, CompletionMachine.Input)
+        /// Recovery found the journaled publish intent of a task and `recovery` on the file system.
+        case recoveredCompletion(Int64, FilePublisher.Recovery, totalBytes: Int64)
+        /// A task's attempt ended (`jitterSample`, 0..<1, spreads the retry times of transient failures).
+        case attemptEnded(Int64, AttemptOutcome, jitterSample: Double)
+        /// What a task's attempt in flight reports (DaemonState+Progress.swift).
+        case attemptProgress(Int64, Progress)
+        /// A task's row changed outside its lifecycle (`task.move`, `task.update`): journaled, and slots granted.
+        case edited(Int64, TaskEdit)
+        /// A new session was journaled.
+        case sessionOpened(ManagedSession)
+        /// A session's configuration changed (journaled): a new `maxConcurrent` applies at once.
+        case sessionConfigured(String, SessionConfiguration)
+        /// `session.invalidate` (DaemonState+Sessions.swift): its tasks are canceled as asked, and it takes
+        /// nothing new.
+        case sessionInvalidating(String, cancelTasks: Bool)
+        /// An invalidated session's rows were deleted: it leaves the state with its tasks.
+        case sessionRemoved(String)
+        /// The session's journaled events through `lastSeq` (`count` of them) were stored.
+        case eventsJournaled(session: String, lastSeq: Int64, count: Int)
+        /// The session's events through `through` were acknowledged and `pruned` from the journal.
+        case eventsAcknowledged(session: String, through: Int64, pruned: Int, droppedBodies: [Int64])
+        /// Recovery: a journaled session with its unacknowledged events (fed before its tasks).
+        case sessionRestored(ManagedSession)
+        /// Recovery: a journaled unfinished task (or one whose publish a crash interrupted), in any order: it
+        /// keeps its place in the queue, and tasks queued later take places after every journaled one.
+        /// `partialLength`: the partial file's length on disk, when `partialMayBeShort` said to look (nil: not
+        /// looked at, or no file); durable ranges past it were lost (a disk that lost writes, a file cut) and are
+        /// dropped, so the transfer resumes from what is there.
+        case taskRestored(ManagedTask, partialLength: Int64? = nil)
+        /// Recovery: how many finished tasks (in the journal only) each session has, per state.
+        case finishedTasksCounted([String: [TaskState: Int]])
+        /// Recovery fed every session and task: invalidations that were waiting for nothing more finish.
+        case restoreFinished
+        /// Finished tasks of a session were deleted from the journal (their retention passed).
+        case finishedTasksDeleted(String, [TaskState: Int])
+        /// Shutdown began: nothing starts and nothing retries from now on.
+        case shutdownBegan
+        /// The extra connections in use to `host` (beyond one per running task) are now `extras`: fewer may
+        /// let a task queued for the host start.
+        case connectionsChanged(host: String, extras: Int)
+        /// The network or power conditions changed (DaemonState+Conditions.swift).
+        case conditionsChanged(SystemConditions, serial: Int)
+        /// The session's live subscribers are now `count` (subscribed, or a connection left): with none, waiting
+        /// events start its launch unit.
+        case subscribersChanged(String, count: Int)
+        /// The service manager answered the start of the session's launch unit `unit` (nil: started).
+        case launchStartAnswered(String, unit: String, error: String?)
+        /// The session's started launch unit ended (its service `Result` and main exit status).
+        case launchUnitEnded(String, unit: String, result: String, exitStatus: Int32)
+        /// The resume data a uid keeps changed by `kept` (tokens journaled, redeemed, expired, deleted with their
+        /// session; at start, what the journal holds) and the cancels making some by `inFlight`.
+        case resumeDataChanged(uid: UInt32, kept: Int, inFlight: Int)
+        /// A sweep (`sweepRetention`) ended; `backlog`: it stopped at its budget with finished tasks left to delete
+        /// (the next tick sweeps again).
+        case retentionSwept(backlog: Bool)
+        /// The first response named a download the client named no file for (the runner chose the free path).
+        case responseNamed(Int64, destination: String, suggestedFilename: String)
+    }
+
+    /// What an attempt in flight reports, in order.
+    enum Progress {
+        /// A download's response was accepted.
+        case started(ResponseStart)
+        /// Response body bytes (a download's totals are positions in the file).
+        case received(delta: Int64, total: Int64, expected: Int64?)
+        /// An upload's file was opened: this attempt sends `bytes` bytes.
+        case bodyOpened(bytes: Int64)
+        /// Part of an upload's body was sent.
+        case sent(delta: Int64, total: Int64, expected: Int64?)
+    }
+
+    enum Action: Equatable {
+        /// The task's state machine refused the `task` input: nothing changed (the caller answers with it).
+        case refused(Refused)
+        /// Journal the task's row with these events in one transaction, then deliver them live. While the
+        /// task's attempt is in flight and the task unfinished, the row carries the attempt's durable length,
+        /// which only the runner knows (checkpoints raise it off the core).
+        case journal(TaskRecord, [EventPayload])
+        /// Deliver a live event that is never journaled (progress) to the session's subscribers.
+        case deliver(session: String, task: Int64, EventPayload)
+        /// Start an attempt of the task (it is `running` and holds a slot).
+        case startAttempt(Int64)
+        /// Stop the task's attempt in flight (its outcome comes back as an input).
+        case stopAttempt(Int64)
+        /// Remove the task's partial file (nothing is writing it).
+        case removePartial(path: String)
+        /// Wake the retry timer at this time (or keep one that wakes earlier).
+        case armRetryTimer(at: Double)
+        /// Compute the digest of the task's partial off the core; feed it back as `completion(.digestComputed)`.
+        case computeDigest(Int64, attempt: Int, path: String)
+        /// Choose a free name to publish at (it looks at the file system); feed it back as
+        /// `completion(.nameChosen)`.
+        case chooseName(Int64, attempt: Int, avoiding: Set<String>)
+        /// Sync the journal (the intent), then move the partial to `location` off the core; feed the outcome
+        /// back as `completion(.moveEnded)`.
+        case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool)
+        /// The task's completion ended (published at `location`, or failed): whoever waits for its move goes on.
+        case completionEnded(Int64, location: String?, error: TaskError?)
+        /// Delete this invalidated session (its tasks have finished and no transfer of it is stopping): its
+        /// resume data, its journal rows; then feed `sessionRemoved` and tell its subscribers.
+        case finishInvalidation(session: String)
+        /// Journal the session's launch record (`sessions.launch`; nil clears it).
+        case recordLaunch(session: String, SessionLaunchRecord?)
+        /// Ask the service manager to start the session's launch unit (after `failures` failed starts in a row);
+        /// feed its answer as `launchStartAnswered`.
+        case startUnit(session: String, unit: String, failures: Int)
+        /// Watch the started unit until it ends; feed `launchUnitEnded`.
+        case watchUnit(session: String, unit: String)
+        /// Delete the finished tasks these sweeps allow from the journal, within the runner's budget; feed
+        /// `finishedTasksDeleted` per batch and `retentionSwept` at the end.
+        case sweepRetention([RetentionSweep])
+        /// Delete the resume data created `resumeDataLifetime` before `now`, with its partial files.
+        case pruneResumeData(now: Double)
+    }
+
+    /// What `task.update` and `task.move` change in a task's row (nil: unchanged).
+    struct TaskEdit: Equatable, Sendable {
+        var priority: TaskPriority?
+        /// Bytes per second; 0 removes the task's own limit.
+        var bandwidthLimit: Int64?
+        /// Before every other task of its priority, or behind all of them.
+        var move: TaskMoveParams.Position?
+    }
+
+    /// An input a task's state machine refuses in its state.
+    struct Refused: Error, Equatable {
+        let task: Int64
+        let transition: TaskStateMachine.IllegalTransition
+    }
+}
