@@ -149,6 +149,7 @@ let package = Package(
                 "HalfTunesProtocol",
                 "TestOrigin",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"), // to make the daemon's journal refuse a write
             ]
         ),
     ]

@@ -35,14 +35,18 @@ struct CreateBatch {
 }
 
 extension DaemonCore {
-    func createTask(_ p: TaskCreateParams, caller: Caller) throws(RPCError) -> TaskInfo {
-        try createTasks([(p, caller)])[0].get()
+    func createTask(_ p: TaskCreateParams, caller: Caller) async throws(RPCError) -> TaskInfo {
+        try await createTasks([(p, caller)])[0].get()
     }
 
     /// Consecutive task.create requests (of one connection, in order): each is checked as if the ones before
-    /// it were already created, then every one that passed is journaled in ONE transaction (all or none),
-    /// and only then are they put in memory and their events sent. Answers come back in request order.
-    func createTasks(_ requests: [(TaskCreateParams, Caller)]) -> [Result<TaskInfo, RPCError>] {
+    /// it were already created, then every one that passed is journaled in ONE write (all or none), answered
+    /// once that write's outcome is known. The write is submitted, not waited for: its ids and event seqs are
+    /// handed out at once, so the tasks join the state (taking their destinations, places and counts) and their
+    /// events go out in this turn, in seq order with everything else; they start no transfer until the rows are
+    /// written (`inserting`), and leave the state again if the write fails. Meanwhile the core serves other
+    /// calls. Answers come back in request order.
+    func createTasks(_ requests: [(TaskCreateParams, Caller)]) async -> [Result<TaskInfo, RPCError>] {
         var results = [Result<TaskInfo, RPCError>](repeating: .failure(RPCError(.internalError, "not created")),
                                                    count: requests.count)
         var batch = CreateBatch()
@@ -58,8 +62,9 @@ extension DaemonCore {
         }
         guard !pending.isEmpty else { return results }
         let stored: [(TaskRecord, [Event])]
+        let written: WriteOutcome
         do throws(RPCError) {
-            stored = try journaled { try journal.insertTasks(pending.map { ($0.create.record, $0.create.events) }) }
+            (stored, written) = try journaled { try journal.submitTasks(pending.map { ($0.create.record, $0.create.events) }) }
         } catch {
             for (index, create) in pending {
                 results[index] = .failure(error)
@@ -68,27 +73,44 @@ extension DaemonCore {
             }
             return results
         }
-        var ids: [(index: Int, id: Int64)] = []
         var created: [ManagedTask] = []
         created.reserveCapacity(stored.count)
-        for ((index, create), (record, _)) in zip(pending, stored) {
+        for (create, (record, _)) in zip(pending.map(\.create), stored) {
             var managed = ManagedTask(record: record, owner: state.sessions[record.session]?.record.uid ?? 0,
                                       machine: create.machine, bytesReceived: record.bytesDurable)
             managed.bytesExpectedToSend = create.bytesExpectedToSend
+            managed.inserting = true
             created.append(managed)
-            logger.info("task created", metadata: ["task": "\(record.id!)", "session": "\(record.session)",
-                                                   "url": "\(record.url)", "kind": "\(record.kind)"])
-            ids.append((index, record.id!))
         }
         let actions = feed(.created(created))
         for (_, events) in stored { broadcast(events) } // the created events before any of what follows
         run(actions)
         // A task that ended at once (offline in a session that does not wait for connectivity) is in the
-        // journal only: it is described from the row just written.
+        // journal only: it is described from the row submitted for it.
         var finished: [Int64: TaskRecord] = [:]
         for case let .journal(record, _) in actions where record.state.isTerminal { finished[record.id!] = record }
-        for (index, id) in ids {
-            if let t = state.tasks[id] ?? finished[id].flatMap(finishedTask) { results[index] = .success(info(t)) }
+
+        let ids = stored.map { $0.0.id! }
+        if let error = await written.failure {
+            logger.error("journal write failed: \(error)")
+            feedAndRun(.createsJournaled(ids, failed: true))
+            for (index, _) in pending {
+                results[index] = .failure(RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed"))
+            }
+            return results
+        }
+        feedAndRun(.createsJournaled(ids, failed: false))
+        for ((index, _), (record, _)) in zip(pending, stored) {
+            logger.info("task created", metadata: ["task": "\(record.id!)", "session": "\(record.session)",
+                                                   "url": "\(record.url)", "kind": "\(record.kind)"])
+            let id = record.id!
+            if let t = state.tasks[id] ?? finished[id].flatMap(finishedTask) {
+                results[index] = .success(info(t))
+            } else if let t = try? await nonblocking({ try $0.loadTask(id) }).flatMap(finishedTask) {
+                results[index] = .success(info(t)) // ended meanwhile (cancelled by another client)
+            } else {
+                results[index] = .failure(RPCError(.ioError, "Task \(id) was created, but could not be read back"))
+            }
         }
         return results
     }

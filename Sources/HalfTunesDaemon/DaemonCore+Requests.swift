@@ -24,7 +24,7 @@ extension DaemonCore {
                     run.append((id, burst[i].1, p, caller))
                     i += 1
                 }
-                let results = createTasks(run.map { ($0.params, $0.caller) })
+                let results = await createTasks(run.map { ($0.params, $0.caller) })
                 for (request, result) in zip(run, results) {
                     answer(RPCRouter.answer(id: request.id, result), request.bytes)
                 }

@@ -28,6 +28,11 @@ struct ManagedTask {
     /// A `queued` task whose `earliestBeginDate` has not come yet: it is not in the queue until then
     /// (`DaemonState.deferIfEarly`, `TaskTable.dueBegins`).
     var deferredUntil: Double?
+    /// Its row is still being inserted (`task.create` submits the insert and goes on): a queued one stays out of
+    /// the queue, so nothing is transferred for a task the journal may never hold, until `createsJournaled`.
+    var inserting = false
+    /// Whether it stays out of the queue while `queued` (waiting for its begin date or for its row).
+    var outOfQueue: Bool { deferredUntil != nil || inserting }
     /// The per-host limit's key (`HostKey`).
     var hostKey: String { HostKey.of(record.url) }
 

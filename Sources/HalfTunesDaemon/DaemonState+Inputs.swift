@@ -5,9 +5,14 @@ import HalfTunesProtocol
 
 extension DaemonState {
     enum Input {
-        /// Tasks were journaled as created (suspended, or queued with their place): they join the state and
-        /// the queued ones may start.
+        /// Tasks were created (suspended, or queued with their place) and their rows submitted to the journal:
+        /// they join the state, taking their destinations, places and counts at once. Those still `inserting`
+        /// start nothing until `createsJournaled`; the others may start.
         case created([ManagedTask])
+        /// The rows of tasks created `inserting` were written (`failed: false`): the queued ones may start. Or
+        /// the insert failed: the tasks leave the state as if never created (their resume data's partial, if
+        /// any, is removed); the journal holds nothing of them.
+        case createsJournaled([Int64], failed: Bool)
         /// A lifecycle input for one task (`task.resume`, `task.suspend`, `task.cancel`). `extra` events go just
         /// before `didComplete`. Its state machine may refuse it: then the only action is `refused`.
         case task(Int64, TaskStateMachine.Input, extra: [EventPayload] = [])

@@ -73,6 +73,17 @@ struct DaemonState {
                 if t.machine.state == .queued, !mayTransfer(session: t.record.session) { regate(t.id, now: now, into: &actions) }
             }
             grantSlots(limits, now: now, into: &actions)
+        case let .createsJournaled(ids, failed):
+            for id in ids {
+                guard let t = tasks[id], t.inserting else { continue }
+                if failed {
+                    tasks[id] = nil
+                    if !t.record.durableRanges.isEmpty { actions.append(.removePartial(path: t.record.partialPath)) }
+                } else {
+                    tasks[id]?.inserting = false
+                }
+            }
+            grantSlots(limits, now: now, into: &actions)
         case let .task(id, taskInput, extra):
             do {
                 try apply(taskInput, to: id, extra: extra, now: now, into: &actions)

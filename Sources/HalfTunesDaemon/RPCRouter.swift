@@ -120,7 +120,7 @@ struct RPCRouter: Sendable {
                 return .failure(id: id, error)
             }
         case .create(let id, let p, let caller):
-            return Self.answer(id: id, core.createTasks([(p, caller)])[0])
+            return Self.answer(id: id, await core.createTasks([(p, caller)])[0])
         }
     }
 

@@ -214,7 +214,7 @@ struct TaskTable {
             let host = task.hostKey
             Self.add(delta, to: &runningByHost, host)
             changedHosts.insert(host)
-        } else if state == .queued, task.deferredUntil == nil { // a task waiting for its date asks nothing yet
+        } else if state == .queued, !task.outOfQueue { // a task waiting for its date (or its row) asks nothing yet
             let host = task.hostKey
             Self.add(delta, to: &queuedByHost, host)
             changedHosts.insert(host)
@@ -259,6 +259,7 @@ struct TaskTable {
         var retryAt: Double?
         var completing: Bool
         var deferredUntil: Double?
+        var inserting: Bool
 
         init(_ t: ManagedTask) {
             state = t.machine.state
@@ -274,6 +275,7 @@ struct TaskTable {
             deadline = t.record.resourceDeadline
             retryAt = TaskTable.retryAt(t)
             deferredUntil = t.deferredUntil
+            inserting = t.inserting
         }
     }
 
@@ -291,7 +293,7 @@ struct TaskTable {
 
     /// A task's place in the queue while it is queued.
     private static func queueEntry(_ task: ManagedTask) -> RunQueue.Entry? {
-        guard task.machine.state == .queued, task.deferredUntil == nil, let id = task.record.id else { return nil }
+        guard task.machine.state == .queued, !task.outOfQueue, let id = task.record.id else { return nil }
         return RunQueue.Entry(key: RunQueue.Key(priority: task.record.priority, order: task.record.queueOrder, id: id),
                               owner: task.owner, session: task.record.session, host: task.hostKey)
     }

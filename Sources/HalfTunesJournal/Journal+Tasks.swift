@@ -29,39 +29,82 @@ extension Journal {
     /// Inserts new tasks, each with its events, in ONE transaction (one commit for all of them, so one
     /// WAL write of the pages they share); all of them or none. Returns them as `insertTask` does, in order.
     public func insertTasks(_ tasks: [(task: TaskRecord, events: [Event])]) throws -> [(TaskRecord, [Event])] {
-        var prepared: [(TaskRecord, [Event], StatementArguments)] = []
-        prepared.reserveCapacity(tasks.count)
-        for (t, events) in tasks {
+        let insert = try Journal.taskInsert(tasks, ids: writer.numberTasks(tasks.count))
+        return try write(numbering: insert.events) { db, numbered in
+            try insert.write(db, numbered)
+            return insert.stored(numbered)
+        }
+    }
+
+    /// `insertTasks` without waiting: each task's id and its events' `seq`s are handed out now, and the rows and
+    /// events are queued for the journal's writer, in order after every write submitted before (so every later
+    /// write about these tasks may be submitted at once). Returns the tasks and events as `insertTasks` does.
+    /// Checks what can be checked now and throws as `insertTasks` does; the write's own outcome is `written`'s
+    /// (a failure: a full disk, a session deleted meanwhile; then no task and no event of it is in the journal,
+    /// and this journal never hands out their ids and seqs again; after a reopen, only ids and seqs beyond the
+    /// last ones written are handed out, so those of a failed write that nothing followed may be again).
+    public func submitTasks(_ tasks: [(task: TaskRecord, events: [Event])])
+        throws -> (tasks: [(TaskRecord, [Event])], written: WriteOutcome)
+    {
+        let insert = try Journal.taskInsert(tasks, ids: writer.numberTasks(tasks.count))
+        let written = WriteOutcome()
+        let numbered = try submit(numbering: insert.events, done: { written.resolve($0) }) { db, numbered in
+            try insert.write(db, numbered)
+        }
+        return (insert.stored(numbered), written)
+    }
+
+    static let insertRowSQL = "INSERT INTO tasks (id, \(TaskRecord.columns.joined(separator: ", "))) VALUES ("
+        + Journal.placeholders(TaskRecord.columns.count + 1) + ")"
+
+    /// New tasks' rows with the ids given, and their events (those without a task get its id), checked now; the
+    /// write that inserts them with the events once numbered, and what it stores.
+    struct TaskInsert {
+        var records: [TaskRecord]
+        var arguments: [StatementArguments]
+        /// Every task's events, in order (numbered when submitted); `counts[i]` of them are task `i`'s.
+        var events: [Event]
+        var counts: [Int]
+
+        func write(_ db: Database, _ numbered: [Event]) throws {
+            var checkedSessions: Set<String> = []
+            for (record, arguments) in zip(records, arguments) {
+                if checkedSessions.insert(record.session).inserted { try Journal.requireSession(record.session, db) }
+                try db.cachedStatement(sql: insertRowSQL).execute(arguments: arguments)
+            }
+            _ = try Journal.append(numbered, db)
+        }
+
+        func stored(_ numbered: [Event]) -> [(TaskRecord, [Event])] {
+            var next = numbered.startIndex
+            return zip(records, counts).map { record, count in
+                defer { next += count }
+                return (record, Array(numbered[next..<(next + count)]))
+            }
+        }
+    }
+
+    static func taskInsert(_ tasks: [(task: TaskRecord, events: [Event])], ids: [Int64]) throws -> TaskInsert {
+        var insert = TaskInsert(records: [], arguments: [], events: [], counts: [])
+        insert.records.reserveCapacity(tasks.count)
+        insert.arguments.reserveCapacity(tasks.count)
+        for ((t, events), id) in zip(tasks, ids) {
             if let id = t.id { throw JournalError.taskAlreadyHasID(id) }
             try Journal.checkJournaled(events, session: t.session)
-            prepared.append((t, events, try t.arguments()))
-        }
-        let columns = TaskRecord.columns
-        let sql = "INSERT INTO tasks (\(columns.joined(separator: ", "))) VALUES ("
-            + Journal.placeholders(columns.count) + ")"
-        // Every task's events, numbered in order when submitted; each task takes its own back.
-        let counts = prepared.map { $0.1.count }
-        return try write(numbering: prepared.flatMap { $0.1 }) { db, numbered in
-            var stored: [(TaskRecord, [Event])] = []
-            stored.reserveCapacity(prepared.count)
-            var checkedSessions: Set<String> = []
-            var next = numbered.startIndex
-            for ((t, _, arguments), count) in zip(prepared, counts) {
-                if checkedSessions.insert(t.session).inserted { try Journal.requireSession(t.session, db) }
-                try db.cachedStatement(sql: sql).execute(arguments: arguments)
-                var row = t
-                let id = db.lastInsertedRowID
-                row.id = id
-                let withTask = numbered[next..<(next + count)].map { event -> Event in
-                    var event = event
-                    if event.task == nil { event.task = id }
-                    return event
-                }
-                next += count
-                stored.append((row, try Journal.append(withTask, db)))
+            var row = t
+            row.id = id
+            var arguments: StatementArguments = [id]
+            arguments += try t.arguments()
+            insert.records.append(row)
+            insert.arguments.append(arguments)
+            insert.events += events.map { event in
+                var event = event
+                if event.task == nil { event.task = id }
+                return event
             }
-            return stored
+            insert.counts.append(events.count)
         }
+        return insert
     }
 
     /// Replaces the whole task row and appends the events in ONE transaction; returns the events with `seq`

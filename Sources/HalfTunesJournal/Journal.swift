@@ -79,7 +79,12 @@ public final class Journal: Sendable {
             max(try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'") ?? 0,
                 try Int64.fetchOne(db, sql: "SELECT max(seq) FROM events") ?? 0)
         }
-        self.writer = JournalWriter(dbQueue: queue, durability: durability, lastEventSeq: lastSeq)
+        // Task ids too: handed out when an insert is submitted (`submitTasks`), never one used before.
+        let lastTaskID = try queue.read { db in
+            max(try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'tasks'") ?? 0,
+                try Int64.fetchOne(db, sql: "SELECT max(id) FROM tasks") ?? 0)
+        }
+        self.writer = JournalWriter(dbQueue: queue, durability: durability, lastEventSeq: lastSeq, lastTaskID: lastTaskID)
     }
 
     /// Closes the database (SQLite checkpoints the WAL into the main file). Later calls throw `closed`;
@@ -166,11 +171,14 @@ public final class Journal: Sendable {
 
     /// Queues `work` for the writer and returns at once (`events` numbered for it, returned so); a failure is
     /// reported to `onSubmittedWriteFailure`.
+    /// `done`, if given, gets the write's outcome instead (on the writer's thread, once it is written: before it
+    /// is durable).
     @discardableResult
-    func submit(numbering events: [Event] = [], _ work: @escaping (Database, [Event]) throws -> Void) throws -> [Event] {
+    func submit(numbering events: [Event] = [], done: (@Sendable (Error?) -> Void)? = nil,
+                _ work: @escaping (Database, [Event]) throws -> Void) throws -> [Event] {
         try gate.open {
             try durability.checkWritable()
-            return writer.submit(events, work)
+            return writer.submit(events, done: done, work)
         }
     }
 

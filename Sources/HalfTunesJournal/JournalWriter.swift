@@ -34,6 +34,8 @@ final class JournalWriter: @unchecked Sendable {
     private var submitted: UInt64
     private var written: UInt64
     private var lastEventSeq: Int64
+    /// The latest task id handed out (`numberTasks`): ids are known when an insert is submitted, like seqs.
+    private var lastTaskID: Int64
     private var stopped = false
     /// A batch (or an inline write, see `perform`) is being written: nothing else is started meanwhile.
     private var writing = false
@@ -48,10 +50,11 @@ final class JournalWriter: @unchecked Sendable {
     private var transactions: UInt64 = 0
     private var writes: UInt64 = 0
 
-    init(dbQueue: DatabaseQueue, durability: JournalDurability, lastEventSeq: Int64) {
+    init(dbQueue: DatabaseQueue, durability: JournalDurability, lastEventSeq: Int64, lastTaskID: Int64) {
         self.dbQueue = dbQueue
         self.durability = durability
         self.lastEventSeq = lastEventSeq
+        self.lastTaskID = lastTaskID
         submitted = durability.lastCommit
         written = submitted
         // The thread holds the writer until `stop()` ends it (Journal's close or deinit).
@@ -154,6 +157,16 @@ final class JournalWriter: @unchecked Sendable {
             numbered[i].seq = lastEventSeq
         }
         return numbered
+    }
+
+    /// The next `count` task ids, in order: never one handed out before (even if its insert failed), so a new
+    /// task's id is known before its row is written and every write about it can be submitted at once.
+    func numberTasks(_ count: Int) -> [Int64] {
+        condition.lock()
+        defer { condition.unlock() }
+        let first = lastTaskID + 1
+        lastTaskID += Int64(count)
+        return Array(first..<(first + Int64(count)))
     }
 
     /// Blocks until every write submitted before this call has been written.

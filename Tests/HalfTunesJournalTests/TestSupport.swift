@@ -66,3 +66,15 @@ func fileMode(_ path: String) -> mode_t? {
     guard stat(path, &st) == 0 else { return nil }
     return st.st_mode & 0o777
 }
+
+/// `withTemporaryDirectory` for async bodies.
+func withTemporaryDirectoryAsync<T>(_ body: (String) async throws -> T) async throws -> T {
+    let template = NSTemporaryDirectory() + "halftunes-journal-tests.XXXXXX"
+    var bytes = Array(template.utf8CString)
+    guard let made = mkdtemp(&bytes) else {
+        throw JournalError.cannotOpen(path: template, reason: "mkdtemp failed: \(String(cString: strerror(errno)))")
+    }
+    let dir = String(cString: made)
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    return try await body(dir)
+}

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HalfTunesKit
 import HalfTunesProtocol
 import TestOrigin
@@ -56,6 +57,47 @@ struct CreateBurstTests {
             let after = try daemon.client().tasks(session: "burst")
             #expect(Set(after.map(\.id)) == created)
             #expect(Set(after.map { ($0.destination as NSString).lastPathComponent }) == ["a", "song.mp3", "song (1).mp3", "c1", "c3"])
+        }
+    }
+
+    /// A create whose journal write fails (a trigger added to the live daemon's journal refuses the row, as a
+    /// full disk would) is answered `ioError`, and nothing of it is left: no task in the list or the counts, no
+    /// request to the server (nothing starts before its row is written), its destination free again; the
+    /// daemon goes on, and after kill -9 only what was answered as created exists.
+    @Test func aCreateWhoseRowCannotBeWrittenFailsAndLeavesNothing() async throws {
+        try await withDaemon() { daemon, origin in
+            origin.put("/kept.bin", TestOrigin.randomBytes(count: 1000, seed: 701))
+            origin.put("/refused.bin", TestOrigin.randomBytes(count: 1000, seed: 702))
+            let client = try daemon.client()
+            _ = try client.openSession("refuse")
+            let kept = try client.createTask(TaskCreateParams(session: "refuse", url: origin.url("/kept.bin"), destination: "kept"))
+            let journal = try DatabaseQueue(path: daemon.stateDir + "/journal.sqlite")
+            try await journal.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER refused_by_test BEFORE INSERT ON tasks WHEN NEW.url LIKE '%/refused.bin'
+                    BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+                    """)
+            }
+            try journal.close()
+            let refused = #"{"jsonrpc":"2.0","id":1,"method":"task.create","params":{"session":"refuse","url":"\#(origin.url("/refused.bin"))","destination":"r","start":true}}"#
+            let s = try RawSocket(path: daemon.socketPath)
+            try s.send(refused + "\n")
+            let answer = try #require(try s.readObject())
+            #expect(answer.errorCode == RPCErrorCode.ioError.rawValue, "\(answer)")
+            #expect(((answer["error"] as? [String: Any])?["message"] as? String)?.contains("could not be written") == true)
+            #expect(try client.tasks(session: "refuse").map(\.id) == [kept.id])
+            #expect(try client.status().tasks.filter { $0.value > 0 } == ["suspended": 1])
+            #expect(origin.requests("/refused.bin").isEmpty)
+
+            // The destination it took is free again, and the daemon goes on creating and downloading.
+            let again = try client.createTask(TaskCreateParams(session: "refuse", url: origin.url("/kept.bin"),
+                                                               destination: "r", start: true))
+            #expect((again.destination as NSString).lastPathComponent == "r")
+            #expect(again.id > kept.id)
+            _ = try client.waitFor(task: again.id, state: .completed)
+            daemon.kill9()
+            try daemon.restart()
+            #expect(Set(try daemon.client().tasks(session: "refuse").map(\.id)) == [kept.id, again.id])
         }
     }
 }
