@@ -266,3 +266,20 @@ extension TaskIDParams: JSONValueDecodable {
         self.init(id: id)
     }
 }
+
+extension TaskError: JSONValueDecodable {
+    /// Read directly (the journal holds one per finished task, read back for every page of `task.list`).
+    public init?(jsonValue: JSONValue) {
+        guard case .object(let object) = jsonValue, case .string(let code)? = object["code"],
+              case .string(let message)? = object["message"], object.count <= 3 else { return nil }
+        var m = Members(object: object)
+        let status = m.int("httpStatus")
+        if m.failed || (object.count == 3 && object["httpStatus"] == nil) { return nil }
+        guard let status else {
+            self.init(code: code, message: message)
+            return
+        }
+        guard let httpStatus = Int(exactly: status) else { return nil }
+        self.init(code: code, message: message, httpStatus: httpStatus)
+    }
+}

@@ -138,4 +138,30 @@ struct JSONValueConvertibleTests {
         }
         #expect(agreed > 500) // the usual shapes do take the direct path (985 of 3000 with this seed)
     }
+
+    /// A task error read directly agrees with JSONDecoder wherever the direct reading answers, and answers for
+    /// the shapes the journal writes.
+    @Test func taskErrorsReadDirectlyAgreeWithJSONDecoder() throws {
+        let written = [TaskError(code: "canceled", message: "Canceled by the client"),
+                       TaskError(code: "httpStatus", message: "404 Not Found", httpStatus: 404)]
+        for error in written {
+            #expect(TaskError(jsonValue: error.jsonValue) == error)
+        }
+        let odd: [JSONValue] = [
+            .object(["code": .string("a"), "message": .string("b"), "httpStatus": .null]),
+            .object(["code": .string("a"), "message": .string("b"), "httpStatus": .string("404")]),
+            .object(["code": .string("a"), "message": .string("b"), "extra": .int(1)]),
+            .object(["code": .string("a")]),
+            .object(["code": .int(1), "message": .string("b")]),
+            .object(["code": .string("a"), "message": .string("b"), "httpStatus": .int(Int64.max)]),
+            .array([]),
+        ]
+        for value in odd {
+            let slow = try? value.decode(TaskError.self)
+            if let fast = TaskError(jsonValue: value) {
+                #expect(slow == fast, "\(value)")
+            }
+        }
+        #expect(TaskError(jsonValue: odd[0]) == TaskError(code: "a", message: "b"))
+    }
 }
