@@ -31,6 +31,7 @@ import http.client
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -113,11 +114,18 @@ def run_halftunesd(bin_dir, work, url, args):
         for i in range(args.transfers):
             c.call("task.create", {"session": "bulk", "url": url, "destination": f"bulk-{i}.bin", "start": True})
         wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= args.transfers, "bulk transfers")
-        return measure(daemon.process.pid, args,
-                       lambda i, start, q: halftunesd_client(daemon.socket, i, url, args.seconds, start, q),
-                       lambda start, q: halftunesd_probe(daemon.socket, args.seconds, start, q))
+        result = measure(daemon.process.pid, args,
+                         lambda i, start, q: halftunesd_client(daemon.socket, i, url, args.seconds, start, q),
+                         lambda start, q: halftunesd_probe(daemon.socket, args.seconds, start, q))
     finally:
         daemon.stop()
+    # The journal's own count, logged at shutdown (the whole run, set-up included): how well it gathers writes.
+    with open(os.path.join(work, "daemon.log"), errors="replace") as f:
+        for line in f:
+            found = re.search(r"journalTransactions=(\d+).*journalWrites=(\d+)", line)
+            if found:
+                result["journalTransactions"], result["journalWrites"] = int(found[1]), int(found[2])
+    return result
 
 
 # --- aria2c ---------------------------------------------------------------------------------------------------
@@ -267,6 +275,9 @@ def main():
         for tool, r in results.items():
             print(f"{tool:<12}{r['callsPerSecond']:>10.0f}{r['probeP50ms']:>10.1f}ms{r['probeP99ms']:>8.1f}ms"
                   f"{r['probeMaxms']:>8.1f}ms{r['cores']:>8.2f}{r['writtenMiB']:>8.0f} MiB")
+        if "journalTransactions" in results["halftunesd"]:
+            r = results["halftunesd"]
+            print(f"halftunesd's journal: {r['journalWrites']} writes in {r['journalTransactions']} transactions")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"clients": args.clients, "seconds": args.seconds, "transfers": args.transfers, "slots": args.slots,

@@ -148,7 +148,9 @@ public final class Journal: Sendable {
 
     /// Runs `query` (reads of this journal, e.g. `{ try $0.loadTasks(ids: ids) }`) on the writer's thread once
     /// every write submitted before this call is written, and returns its result: the caller's thread never
-    /// blocks (an actor awaiting this runs other work meanwhile). `query` must not write.
+    /// blocks (an actor awaiting this runs other work meanwhile). It may also see writes submitted after this call
+    /// (the writer writes everything queued in one transaction, then runs the reads queued with it). `query` must
+    /// not write.
     public func reading<T: Sendable>(_ query: @escaping @Sendable (Journal) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
             writer.read { continuation.resume(with: Result { try query(self) }) }

@@ -194,10 +194,10 @@ final class JournalWriter: @unchecked Sendable {
 
     /// One transaction of `count` writes through `ticket` was written: readers waiting for it go on, the next
     /// batch may start, and `durability` counts it committed.
-    private func didWrite(through ticket: UInt64, writes count: Int) {
+    private func didWrite(through ticket: UInt64, writes count: Int, stillReading: Bool = false) {
         condition.lock()
         written = ticket
-        writing = false
+        writing = stillReading // reads taken with the batch run next, before anything else is started
         transactions += 1
         writes += UInt64(count)
         condition.broadcast()
@@ -218,34 +218,31 @@ final class JournalWriter: @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            // The writes up to the first read (one transaction), or that read on its own.
-            let batch: [Item]
-            if queue[0].isRead {
-                batch = [queue.removeFirst()]
-            } else {
-                let end = queue.firstIndex(where: \.isRead) ?? queue.endIndex
-                batch = Array(queue[..<end])
-                queue.removeFirst(end)
-            }
+            // Every write queued (one transaction), then every read queued: a read sees the writes submitted
+            // before it, and may see later ones too (it never waits for them), so reads do not cut the batch in
+            // pieces — under control-plane load they came between almost every two writes.
+            let taken = queue
+            queue.removeAll(keepingCapacity: true)
             writing = true
             let onFailure = failureHandler
             condition.unlock()
 
-            if let read = batch[0].read {
-                read()
-                condition.lock()
-                writing = false
-                condition.broadcast()
-                condition.unlock()
-                continue
+            let batch = taken.filter { !$0.isRead }
+            if !batch.isEmpty {
+                let errors = write(batch)
+                // Failures nobody waits for are reported before the writes count as written.
+                for (item, error) in zip(batch, errors) where item.done == nil {
+                    if let error { onFailure?("\(error)") }
+                }
+                didWrite(through: batch[batch.count - 1].ticket, writes: batch.count, stillReading: batch.count < taken.count)
+                for (item, error) in zip(batch, errors) { item.done?(error) }
             }
-            let errors = write(batch)
-            // Failures nobody waits for are reported before the writes count as written.
-            for (item, error) in zip(batch, errors) where item.done == nil {
-                if let error { onFailure?("\(error)") }
-            }
-            didWrite(through: batch[batch.count - 1].ticket, writes: batch.count)
-            for (item, error) in zip(batch, errors) { item.done?(error) }
+            guard batch.count < taken.count else { continue }
+            for item in taken { item.read?() }
+            condition.lock()
+            writing = false
+            condition.broadcast()
+            condition.unlock()
         }
     }
 
