@@ -63,10 +63,12 @@ extension DaemonCore {
     /// Events read from the journal at a time while replaying.
     static let replayPage = 512
 
-    /// Replays journaled events after `after`, then `didFinishEvents`, then registers for live events.
-    /// The replay is paced by the client's reading (it never overflows the outbox of a client that
-    /// reads); the last journal read and the registration happen in one actor turn, so no journaled
-    /// event can slip between replay and live delivery.
+    /// Registers for live events, replays journaled events after `after`, then sends `didFinishEvents` and the
+    /// live events from then on. The replay is paced by the client's reading (it never overflows the outbox of
+    /// a client that reads), and its pages are read off the core (`Journal.reading`). No event slips between
+    /// replay and live delivery: the registration comes first, in the turn that queues the first read, and holds
+    /// the live events (`Outbox.holdEvents`) until the replay ends; then the ones the replay did not send go out,
+    /// in order, before `didFinishEvents`.
     func subscribe(_ p: EventsSubscribeParams, caller: Caller, requestID: RPCID?, outbox: Outbox) async throws(RPCError) {
         let s = try session(p.session, for: caller)
         let held = subscribers.reduce(0) { $0 + ($1.key != p.session && $1.value[outbox.connectionID] != nil ? 1 : 0) }
@@ -76,42 +78,55 @@ extension DaemonCore {
         let after = max(0, p.after ?? 0)
         let result = EventsSubscribeResult(session: p.session, after: after, prunedThrough: s.record.ackedThrough)
         outbox.send(response: RPCResponse(id: requestID, result: (try? JSONValue(encoding: result)) ?? .null))
+        let session = p.session
+        outbox.holdEvents(of: session)
+        subscribers[session, default: [:]][outbox.connectionID] = outbox
+        subscribersChanged(session)
         var cursor = after
-        while true {
-            guard state.sessions[p.session] != nil, !outbox.isClosed else { return }
-            let page = try journaled { try journal.events(session: p.session, after: cursor, limit: Self.replayPage) }
-            var paused = false
-            for event in page {
-                if outbox.pendingBytes > outbox.limit / 2 {
-                    paused = true
-                    guard await outbox.drained(below: outbox.limit / 4) else { return }
+        do throws(RPCError) {
+            while state.sessions[session] != nil, !outbox.isClosed {
+                let from = cursor
+                let page = try await nonblocking { try $0.events(session: session, after: from, limit: Self.replayPage) }
+                for event in page {
+                    if outbox.pendingBytes > outbox.limit / 2 {
+                        guard await outbox.drained(below: outbox.limit / 4) else { break }
+                    }
+                    outbox.send(replayed: event)
+                    cursor = event.seq ?? cursor
                 }
-                outbox.send(notification: event)
-                cursor = event.seq ?? cursor
+                if page.count < Self.replayPage { break } // every event journaled before the hold is sent
             }
-            // Finish only on a short page read in this very turn; after a pause, look again.
-            if page.count < Self.replayPage && !paused { break }
+        } catch {
+            outbox.releaseEvents(of: session, after: cursor)
+            if subscribers[session]?.removeValue(forKey: outbox.connectionID) != nil {
+                if subscribers[session]?.isEmpty == true { subscribers[session] = nil }
+                subscribersChanged(session)
+            }
+            throw error
         }
-        guard let current = state.sessions[p.session] else { return }
-        outbox.send(notification: Event(seq: nil, session: p.session, task: nil, time: Timestamp.format(clock()),
-                                        payload: .didFinishEvents(through: max(current.lastEventSeq, cursor))))
-        subscribers[p.session, default: [:]][outbox.connectionID] = outbox
-        subscribersChanged(p.session)
+        // The live events held meanwhile (those the replay did not send; `didBecomeInvalid` if the session ended).
+        outbox.releaseEvents(of: session, after: cursor)
+        guard let current = state.sessions[session], subscribers[session]?[outbox.connectionID] === outbox else { return }
+        outbox.send(replayed: Event(seq: nil, session: session, task: nil, time: Timestamp.format(clock()),
+                                    payload: .didFinishEvents(through: max(current.lastEventSeq, cursor))))
     }
 
-    func ack(_ p: EventsAckParams, caller: Caller) throws(RPCError) -> EventsAckResult {
+    /// The acknowledgement is written in its turn on the journal's thread; the core serves other calls meanwhile.
+    func ack(_ p: EventsAckParams, caller: Caller) async throws(RPCError) -> EventsAckResult {
         let s = try session(p.session, for: caller)
         guard p.through >= 0 else { throw RPCError.invalidParams("through must be ≥ 0") }
         guard p.through <= s.lastEventSeq else {
             throw RPCError.invalidParams("through (\(p.through)) is beyond the session's last event (\(s.lastEventSeq))")
         }
-        let (pruned, droppedBodies) = try journaled { try journal.ack(session: p.session, through: p.through) }
+        let (session, through) = (p.session, p.through)
+        let (pruned, droppedBodies) = try await journaling { try $0.ack(session: session, through: through) }
         feedAndRun(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
                                           droppedBodies: droppedBodies))
         // (A session that keeps nothing once acknowledged lost its finished tasks in those actions.) A large
         // acknowledgement frees many pages (given back to the file system).
-        if pruned >= Self.largeAcknowledgement { try? journal.releaseFreePages() }
-        return EventsAckResult(ackedThrough: max(s.record.ackedThrough, p.through), pruned: pruned)
+        if pruned >= Self.largeAcknowledgement { journal.submitting { try $0.releaseFreePages() } }
+        let acked = state.sessions[p.session]?.record.ackedThrough ?? s.record.ackedThrough
+        return EventsAckResult(ackedThrough: max(acked, p.through), pruned: pruned)
     }
 
     func connectionClosed(_ connectionID: UInt64) {

@@ -62,7 +62,7 @@ extension DaemonCore {
     /// `daemon.setLimits`: checks every given value, journals them, applies them to running transfers.
     /// The limits are shared by every user of the daemon, so only root and the daemon's own user may
     /// change them.
-    func setLimits(_ p: DaemonSetLimitsParams, uid: UInt32) throws(RPCError) -> DaemonLimits {
+    func setLimits(_ p: DaemonSetLimitsParams, uid: UInt32) async throws(RPCError) -> DaemonLimits {
         let daemonUID = UInt32(geteuid())
         guard uid == 0 || uid == daemonUID else {
             throw RPCError(.permissionDenied, "Only root\(daemonUID == 0 ? "" : " and uid \(daemonUID), the daemon's user,") "
@@ -82,7 +82,8 @@ extension DaemonCore {
         if let v = p.maxConnectionsPerHost { values[LimitKey.maxConnectionsPerHost] = String(v) }
         if let v = p.bandwidthLimit { values[LimitKey.bandwidthLimit] = String(v) }
         guard !values.isEmpty else { return limits }
-        try journaled { try journal.setSettings(values) }
+        let settings = values
+        try await journaling { try $0.setSettings(settings) } // in order: two calls' overrides apply as written
         if let v = p.maxConcurrent { limitOverrides.maxConcurrent = v }
         if let v = p.maxConnectionsPerHost { limitOverrides.maxConnectionsPerHost = v }
         if let v = p.bandwidthLimit { limitOverrides.bandwidthLimit = v }

@@ -18,15 +18,15 @@ extension DaemonCore {
 
     /// `task.move`: the front or back of its priority class. A queued task moves at once; a suspended or
     /// waiting one gets that place when it is queued again.
-    func moveTask(_ p: TaskMoveParams, caller: Caller) throws(RPCError) -> TaskInfo {
-        let t = try task(p.id, for: caller)
+    func moveTask(_ p: TaskMoveParams, caller: Caller) async throws(RPCError) -> TaskInfo {
+        let t = try await task(p.id, for: caller)
         guard [.queued, .suspended, .waiting].contains(t.machine.state) else {
             throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "move")
         }
         let actions = feed(.edited(p.id, DaemonState.TaskEdit(move: p.to)))
         logger.info("task moved", metadata: ["task": "\(p.id)", "to": "\(p.to.rawValue)"])
         run(actions)
-        return info(try task(p.id, for: caller))
+        return info(try await task(p.id, for: caller))
     }
 }
 

@@ -12,10 +12,12 @@ extension DaemonCore {
     /// Returns the task as it is now: one the input finished is described from the row its actions journal, not
     /// read back from the journal (which would wait for the writer).
     @discardableResult
-    func apply(_ input: TaskStateMachine.Input, to id: Int64) throws(RPCError) -> ManagedTask? {
-        guard state.tasks[id] != nil else {
+    func apply(_ input: TaskStateMachine.Input, to id: Int64) async throws(RPCError) -> ManagedTask? {
+        if state.tasks[id] == nil {
             // A finished task lives in the journal only: it refuses every input as its state machine would.
-            guard var finished = finishedTask(id)?.machine else { throw RPCError.unknownTask(id) }
+            guard let read = try await finishedTask(id) else { throw RPCError.unknownTask(id) }
+            guard state.tasks[id] == nil else { return try await apply(input, to: id) } // back in memory meanwhile
+            var finished = read.machine
             do {
                 _ = try finished.handle(input, now: clock())
             } catch {
@@ -122,13 +124,9 @@ extension DaemonCore {
         }
     }
 
-    /// `recordLaunch`: the session's launch record, journaled.
+    /// `recordLaunch`: the session's launch record, journaled in its turn (submitted: a failure is logged).
     func recordLaunch(_ identifier: String, _ record: SessionLaunchRecord?) {
-        do {
-            try journal.setSessionLaunch(identifier, record)
-        } catch {
-            logger.error("journal write failed: \(error)", metadata: ["session": "\(identifier)"])
-        }
+        journal.submitting { try $0.setSessionLaunch(identifier, record) }
     }
 
     private func launchStartAnswered(_ identifier: String, unit: String, error: String?) {

@@ -6,7 +6,10 @@ import HalfTunesProtocol
 extension DaemonCore {
     static let maxIdentifierLength = 255
 
-    func openSession(_ p: SessionOpenParams, uid: UInt32) throws(RPCError) -> SessionOpenResult {
+    /// The session's row is written in its turn on the journal's thread while the core serves other calls; a new
+    /// session is in the state from the start (its identifier and the caps are taken), and leaves it again if the
+    /// row cannot be written.
+    func openSession(_ p: SessionOpenParams, uid: UInt32) async throws(RPCError) -> SessionOpenResult {
         let id = p.identifier
         // The router qualified the identifier with the owner's uid ("1000/com.example.app").
         let owner = SessionNames.owner(of: id) ?? uid
@@ -24,19 +27,28 @@ extension DaemonCore {
             }
             if p.configuration != nil, config != existing.record.configuration {
                 existing.record.configuration = config
-                try journaled { try journal.upsertSession(existing.record) }
-                feedAndRun(.sessionConfigured(id, config)) // a new launch unit may start at once
-                existing = state.sessions[id] ?? existing
+                let record = existing.record
+                try await journaling { try $0.upsertSession(record) }
+                // Written in submission order: the state takes the configuration last written.
+                if state.sessions[id]?.record.state == .active { feedAndRun(.sessionConfigured(id, config)) }
+                existing = state.sessions[id] ?? existing // a new launch unit may have started at once
             }
             return SessionOpenResult(session: sessionInfo(existing), reattached: true)
         }
         try checkCapsForNewSession(owner: owner)
         let record = SessionRecord(identifier: id, uid: owner, configuration: config, state: .active, createdAt: clock())
-        try journaled { try journal.upsertSession(record) }
-        let s = ManagedSession(record: record, lastEventSeq: (try? journal.lastEventSeq(session: id)) ?? 0, pendingEvents: 0)
+        // A session not in the state has no row (the state holds every journaled session), nor events.
+        let s = ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)
         feedAndRun(.sessionOpened(s))
+        do throws(RPCError) {
+            try await journaling { try $0.upsertSession(record) }
+        } catch {
+            // Whatever was created in it meanwhile was submitted after the row and fails with it.
+            if state.sessions[id]?.record.createdAt == record.createdAt { feedAndRun(.sessionRemoved(id)) }
+            throw error
+        }
         logger.info("session opened", metadata: ["session": "\(id)"])
-        return SessionOpenResult(session: sessionInfo(s), reattached: false)
+        return SessionOpenResult(session: sessionInfo(state.sessions[id] ?? s), reattached: false)
     }
 
     /// Why `name` cannot be a session identifier, or nil: 1–255 bytes of letters, digits and
@@ -146,7 +158,11 @@ extension DaemonCore {
         // finishTasksAndInvalidate (no cancelTasks): pending tasks finish; suspended ones would never end, so
         // they are canceled. The session's new state is journaled before anything may delete it.
         let actions = feed(.sessionInvalidating(p.identifier, cancelTasks: p.cancelTasks == true))
-        if let s = state.sessions[p.identifier] { try journaled { try journal.upsertSession(s.record) } }
+        // Submitted, not awaited: written before anything the actions submit (the deletion included).
+        if let s = state.sessions[p.identifier] {
+            let record = s.record
+            journal.submitting { try $0.upsertSession(record) }
+        }
         run(actions)
         let remaining = state.tasks.unfinished(session: p.identifier)
         return SessionInvalidateResult(invalidated: remaining == 0, remainingTasks: remaining)
@@ -174,6 +190,17 @@ extension DaemonCore {
     }
 
     /// Runs a journal write, turning its failure into an actionable RPC error.
+    /// The journal's waited writes and reads in `operation`, run in their turn on the journal's thread: the core
+    /// awaits them without blocking a thread, and serves other calls meanwhile (`Journal.writing`).
+    func journaling<T: Sendable>(_ operation: @escaping @Sendable (Journal) throws -> T) async throws(RPCError) -> T {
+        do {
+            return try await journal.writing(operation)
+        } catch {
+            logger.error("journal write failed: \(error)")
+            throw RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed")
+        }
+    }
+
     func journaled<T>(_ body: () throws -> T) throws(RPCError) -> T {
         do {
             return try body()

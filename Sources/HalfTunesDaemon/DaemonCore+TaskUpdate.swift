@@ -4,8 +4,8 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonCore {
-    func updateTask(_ p: TaskUpdateParams, caller: Caller) throws(RPCError) -> TaskInfo {
-        let t = try task(p.id, for: caller)
+    func updateTask(_ p: TaskUpdateParams, caller: Caller) async throws(RPCError) -> TaskInfo {
+        let t = try await task(p.id, for: caller)
         guard !t.machine.state.isTerminal else {
             throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "update")
         }
@@ -19,6 +19,6 @@ extension DaemonCore {
         logger.info("task updated", metadata: ["task": "\(p.id)", "priority": "\((p.priority ?? t.record.priority).rawValue)",
                                                "bandwidthLimit": "\(limit ?? 0)"])
         run(actions)
-        return info(try task(p.id, for: caller))
+        return info(try await task(p.id, for: caller))
     }
 }

@@ -5,27 +5,27 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonCore {
-    func resumeTask(_ id: Int64, caller: Caller) throws(RPCError) -> TaskInfo {
+    func resumeTask(_ id: Int64, caller: Caller) async throws(RPCError) -> TaskInfo {
         guard !state.shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
-        _ = try task(id, for: caller) // only the owner (or root) may
-        if let now = try apply(.resume, to: id) { return info(now) }
-        return info(try task(id, for: caller))
+        _ = try await task(id, for: caller) // only the owner (or root) may
+        if let now = try await apply(.resume, to: id) { return info(now) }
+        return info(try await task(id, for: caller))
     }
 
     /// Pauses the task. Returns once its transfer has stopped, so `bytesDurable` in the answer is
     /// final: everything received was fsynced and journaled, and a resume continues exactly there.
     func suspendTask(_ id: Int64, caller: Caller) async throws(RPCError) -> TaskInfo {
-        _ = try task(id, for: caller) // only the owner (or root) may
+        _ = try await task(id, for: caller) // only the owner (or root) may
         await waitUntilMoved(id)
-        try apply(.suspend, to: id)
+        try await apply(.suspend, to: id)
         if let runtime = attempts[id]?.runtime { _ = await runtime.outcome() } // stopping: wait for its end
-        return info(try task(id, for: caller))
+        return info(try await task(id, for: caller))
     }
 
     func cancelTask(_ id: Int64, produceResumeData: Bool, caller: Caller) async throws(RPCError) -> TaskCancelResult {
-        _ = try task(id, for: caller) // only the owner (or root) may
+        _ = try await task(id, for: caller) // only the owner (or root) may
         await waitUntilMoved(id)
-        let before = try task(id, for: caller)
+        let before = try await task(id, for: caller)
         let canKeep = produceResumeData && Validators(etag: before.record.etag, lastModified: before.record.lastModified).ifRangeValue != nil
         if canKeep {
             // Resume data keeps a partial file until redeemed or expired: a user keeps a bounded number of them.
@@ -40,7 +40,7 @@ extension DaemonCore {
         }
         if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: 1)) }
         defer { if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: -1)) } }
-        let after = try apply(.cancel(keepPartial: canKeep), to: id)
+        let after = try await apply(.cancel(keepPartial: canKeep), to: id)
         var resumeData: String?
         if canKeep {
             // Wait for the transfer to stop so the durable ranges are final. The runtime has them at once;
@@ -50,17 +50,18 @@ extension DaemonCore {
                 _ = await runtime.outcome()
                 durable = runtime.durableRanges
             }
-            resumeData = try makeResumeData(for: id, durable: durable)
+            resumeData = try await makeResumeData(for: id, durable: durable)
         }
         // Without resume data nothing was awaited since `apply`: its answer is the task as it is.
         if !canKeep, let after { return TaskCancelResult(task: info(after), resumeData: nil) }
-        return TaskCancelResult(task: info(try task(id, for: caller)), resumeData: resumeData)
+        return TaskCancelResult(task: info(try await task(id, for: caller)), resumeData: resumeData)
     }
 
     /// `durable`: the ranges of the attempt that just stopped, newer than the row's (which they replace: after a
     /// restart from zero the row's older ranges are no longer in the file).
-    private func makeResumeData(for id: Int64, durable: ByteRanges?) throws(RPCError) -> String? {
-        guard let r = state.tasks[id]?.record ?? (try? journal.loadTask(id)) ?? nil else { return nil }
+    private func makeResumeData(for id: Int64, durable: ByteRanges?) async throws(RPCError) -> String? {
+        let known = state.tasks[id]
+        guard let r = try await (known != nil ? known : finishedTask(id))?.record else { return nil }
         let ranges = (durable ?? r.durableRanges).clipped(to: PartialFile.length(path: r.partialPath) ?? 0)
         let bytes = ranges.count
         guard bytes > 0 else {
@@ -72,7 +73,7 @@ extension DaemonCore {
                                     destination: r.destination, ranges: ranges, bytesExpected: r.bytesExpected,
                                     etag: r.etag, lastModified: r.lastModified, createdAt: clock())
         do throws(RPCError) {
-            try journaled { try journal.insertResumeToken(row) }
+            try await journaling { try $0.insertResumeToken(row) }
         } catch {
             discardPartial(r.partialPath) // no token will ever name it
             throw error
@@ -121,7 +122,8 @@ extension DaemonCore {
         let ids = page.ids.prefix(limit)
         // A task unfinished when the page was read and finished since is in neither: read again (rare).
         let finishedSince = ids.filter { self.state.tasks[$0] == nil && page.finished[$0] == nil }
-        let late = finishedSince.isEmpty ? [:] : try journaled { try journal.loadTasks(ids: Array(finishedSince)) }
+        let lateIDs = Array(finishedSince)
+        let late = lateIDs.isEmpty ? [:] : try await nonblocking { try $0.loadTasks(ids: lateIDs) }
         var list: [ManagedTask] = []
         for id in ids {
             guard let t = self.state.tasks[id] ?? (page.finished[id] ?? late[id]).flatMap(finishedTask),

@@ -186,19 +186,22 @@ actor DaemonCore {
         return s
     }
 
-    /// The task (a finished one read from the journal); a task of another uid's session is "unknown", as if
-    /// it did not exist.
-    func task(_ id: Int64, for caller: Caller) throws(RPCError) -> ManagedTask {
-        guard let t = state.tasks[id] ?? finishedTask(id), caller.mayAccess(owner: t.owner) else {
-            throw RPCError.unknownTask(id)
+    /// The task (a finished one read from the journal, without blocking the core); a task of another uid's
+    /// session is "unknown", as if it did not exist.
+    func task(_ id: Int64, for caller: Caller) async throws(RPCError) -> ManagedTask {
+        if let t = state.tasks[id] {
+            guard caller.mayAccess(owner: t.owner) else { throw RPCError.unknownTask(id) }
+            return t
         }
+        guard let t = try await finishedTask(id), caller.mayAccess(owner: t.owner) else { throw RPCError.unknownTask(id) }
         return t
     }
 
-    /// A finished task, which lives in the journal only, as the daemon describes it (nil when there is none).
-    func finishedTask(_ id: Int64) -> ManagedTask? {
-        guard let record = try? journal.loadTask(id) else { return nil }
-        return finishedTask(record)
+    /// A task not in memory when asked, read from the journal without blocking the core: finished (its row is
+    /// final), or in memory again by the time the read ends (nil when there is none).
+    func finishedTask(_ id: Int64) async throws(RPCError) -> ManagedTask? {
+        let record = try await nonblocking { try $0.loadTask(id) }
+        return state.tasks[id] ?? record.flatMap(finishedTask)
     }
 
     func finishedTask(_ record: TaskRecord) -> ManagedTask? {

@@ -78,6 +78,25 @@ final class Outbox: Sendable {
 
     func setViewer(_ uid: UInt32) { viewer.withLockedValue { $0 = uid } }
 
+    /// Live events of sessions whose journaled events are being replayed to this connection, held until the
+    /// replay ends (`holdEvents`, `releaseEvents`).
+    private let replaying = NIOLockedValueBox<[String: [Event]]>([:])
+    /// The most live events held for one replay: a replay that falls this far behind closes the connection (the
+    /// client subscribes again from the last `seq` it saw).
+    static let maxHeldEvents = 100_000
+
+    /// From now on the session's live events are held, not sent, until `releaseEvents`.
+    func holdEvents(of session: String) {
+        replaying.withLockedValue { $0[session] = [] }
+    }
+
+    /// Sends the session's live events held since `holdEvents`, in order, leaving out the journaled ones at or
+    /// below `cursor` (the replay sent those), and sends its live events at once again.
+    func releaseEvents(of session: String, after cursor: Int64) {
+        let held = replaying.withLockedValue { $0.removeValue(forKey: session) } ?? []
+        for event in held where (event.seq ?? .max) > cursor { send(replayed: event) }
+    }
+
     func send(response: RPCResponse) {
         var response = response
         let uid = viewer.withLockedValue { $0 }
@@ -91,6 +110,21 @@ final class Outbox: Sendable {
     }
 
     func send(notification event: Event) {
+        let held: Bool? = replaying.withLockedValue { r in
+            guard !r.isEmpty, r[event.session] != nil else { return false }
+            guard r[event.session]!.count < Self.maxHeldEvents else { return nil }
+            r[event.session]!.append(event)
+            return true
+        }
+        guard held == false else {
+            if held == nil { close() } // the replay fell too far behind
+            return
+        }
+        send(replayed: event)
+    }
+
+    /// Sends an event whatever is held (the replay's own, and the held ones it releases).
+    func send(replayed event: Event) {
         var params = event.jsonValue
         if let uid = viewer.withLockedValue({ $0 }) { params = SessionNames.present(params, to: uid) }
         guard let line = try? RPCNotification(method: HalfTunes.eventNotification, params: params).line()

@@ -48,23 +48,23 @@ struct RPCRouter: Sendable {
 
     init() {
         route(.daemonStatus) { (_: Empty, _, core) in core.status() }
-        route(.sessionOpen) { (p: SessionOpenParams, ctx, core) in try core.openSession(p, uid: ctx.uid) }
+        route(.sessionOpen) { (p: SessionOpenParams, ctx, core) in try await core.openSession(p, uid: ctx.uid) }
         route(.sessionList) { (_: Empty, ctx, core) in core.listSessions(caller: ctx.caller) }
         route(.sessionInvalidate) { (p: SessionInvalidateParams, ctx, core) in try await core.invalidateSession(p, caller: ctx.caller) }
         routes[RPCMethod.taskCreate.rawValue] = { ctx, params in
             .create(id: ctx.requestID, try Self.decodeParams(params), ctx.caller)
         }
-        route(.taskResume) { (p: TaskIDParams, ctx, core) in try core.resumeTask(p.id, caller: ctx.caller) }
+        route(.taskResume) { (p: TaskIDParams, ctx, core) in try await core.resumeTask(p.id, caller: ctx.caller) }
         route(.taskSuspend) { (p: TaskIDParams, ctx, core) in try await core.suspendTask(p.id, caller: ctx.caller) }
         route(.taskCancel) { (p: TaskCancelParams, ctx, core) in
             try await core.cancelTask(p.id, produceResumeData: p.produceResumeData == true, caller: ctx.caller)
         }
         route(.taskGet) { (p: TaskIDParams, ctx, core) in try await core.getTask(p.id, caller: ctx.caller) }
         route(.taskList) { (p: TaskListParams, ctx, core) in try await core.listTasks(p, caller: ctx.caller) }
-        route(.taskUpdate) { (p: TaskUpdateParams, ctx, core) in try core.updateTask(p, caller: ctx.caller) }
-        route(.taskMove) { (p: TaskMoveParams, ctx, core) in try core.moveTask(p, caller: ctx.caller) }
-        route(.daemonSetLimits) { (p: DaemonSetLimitsParams, ctx, core) in try core.setLimits(p, uid: ctx.uid) }
-        route(.eventsAck) { (p: EventsAckParams, ctx, core) in try core.ack(p, caller: ctx.caller) }
+        route(.taskUpdate) { (p: TaskUpdateParams, ctx, core) in try await core.updateTask(p, caller: ctx.caller) }
+        route(.taskMove) { (p: TaskMoveParams, ctx, core) in try await core.moveTask(p, caller: ctx.caller) }
+        route(.daemonSetLimits) { (p: DaemonSetLimitsParams, ctx, core) in try await core.setLimits(p, uid: ctx.uid) }
+        route(.eventsAck) { (p: EventsAckParams, ctx, core) in try await core.ack(p, caller: ctx.caller) }
         routes[RPCMethod.eventsSubscribe.rawValue] = { ctx, params in
             let p: EventsSubscribeParams = try Self.decodeParams(params)
             return .call(id: ctx.requestID) { core in

@@ -157,11 +157,31 @@ public final class Journal: Sendable {
         }
     }
 
+    /// Runs `operation` (this journal's waited writes and reads, e.g. `{ try $0.ack(session: s, through: n) }`) on
+    /// the writer's thread in its turn — after every write submitted before this call, before every one submitted
+    /// after it — and returns its result: the caller's thread never blocks (an actor awaiting this serves other
+    /// calls meanwhile). Each write it makes is a transaction of its own and carries no events. Durable once
+    /// `durability` covers `durability.lastCommit` read after this call returns.
+    public func writing<T: Sendable>(_ operation: @escaping @Sendable (Journal) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
+            writer.operation({ continuation.resume(with: Result { try operation(self) }) },
+                             stopped: { continuation.resume(throwing: JournalError.closed) })
+        }
+    }
+
+    /// `writing` without waiting for the outcome: `operation` runs in its turn, a failure goes to
+    /// `onSubmittedWriteFailure`.
+    public func submitting(_ operation: @escaping @Sendable (Journal) throws -> Void) {
+        writer.operation({
+            do { try operation(self) } catch { self.writer.reportFailure("\(error)") }
+        }, stopped: {})
+    }
+
     /// Runs `body` in one write transaction on the writer (after every write submitted before) and waits for
     /// it (durable once `durability` covers `durability.lastCommit`). `events` are numbered for it.
     func write<T>(numbering events: [Event] = [], _ body: @escaping (Database, [Event]) throws -> T) throws -> T {
         try gate.open {
-            precondition(!writer.onWriterThread, "a query run by Journal.reading must not write")
+            precondition(!writer.onWriterThread || writer.inOperation, "a query run by Journal.reading must not write")
             try durability.checkWritable()
             return try writer.perform(events, body)
         }

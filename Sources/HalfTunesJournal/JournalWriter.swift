@@ -19,13 +19,19 @@ final class JournalWriter: @unchecked Sendable {
 
     private struct Item {
         let ticket: UInt64
-        let work: Work
-        /// The waiting caller (`perform`); nil for a submitted write.
-        let done: ((Error?) -> Void)?
-        /// A read (`read(_:done:)`): run on its own, outside any transaction, after the writes before it are
-        /// written; `work` is not used then.
-        var read: (() -> Void)? = nil
-        var isRead: Bool { read != nil }
+        let kind: Kind
+
+        enum Kind {
+            /// A write, gathered with the writes next to it into one transaction. `done`: the waiting caller
+            /// (`perform`), or the submitter's outcome; nil for a submitted write (failures to `failureHandler`).
+            case write(Work, done: ((Error?) -> Void)?)
+            /// A read (`read(_:)`): run outside any transaction, after the transaction of the writes taken with it.
+            case read(() -> Void)
+            /// An operation (`operation(_:)`): the journal's waited writes and reads, run in its turn — after the
+            /// writes submitted before it, before those submitted after it — each of its writes a transaction of its
+            /// own, on this thread.
+            case operation(() -> Void)
+        }
     }
 
     private let condition = NSCondition()
@@ -45,6 +51,8 @@ final class JournalWriter: @unchecked Sendable {
     private var thread: Thread?
     /// The writer's own thread, once it runs: a read it runs waits for nothing (see `waitUntilWritten`).
     private var writerThread: pthread_t?
+    /// The ticket of the operation the writer's thread is running, if any (its waited writes run inline).
+    private var operationTicket: UInt64?
     private let dbQueue: DatabaseQueue
     private let durability: JournalDurability
     private var transactions: UInt64 = 0
@@ -78,7 +86,7 @@ final class JournalWriter: @unchecked Sendable {
         defer { condition.unlock() }
         let numbered = number(events)
         submitted = durability.issue()
-        queue.append(Item(ticket: submitted, work: { db in try work(db, numbered) }, done: done))
+        queue.append(Item(ticket: submitted, kind: .write({ db in try work(db, numbered) }, done: done)))
         condition.signal()
         return numbered
     }
@@ -88,6 +96,15 @@ final class JournalWriter: @unchecked Sendable {
     /// in its turn all the same: what is submitted meanwhile waits for it.
     func perform<T>(_ events: [Event] = [], _ body: @escaping (Database, [Event]) throws -> T) throws -> T {
         condition.lock()
+        if operationTicket != nil, let writerThread, pthread_equal(writerThread, pthread_self()) != 0 {
+            // Inside an operation, in its turn: written at once, as part of it (its events, if any, would be numbered
+            // after writes submitted meanwhile and written before them: operations carry none).
+            precondition(events.isEmpty, "a journal operation's writes carry no events")
+            condition.unlock()
+            let result = Result { try dbQueue.write { db in try body(db, []) } }
+            counted(writes: 1)
+            return try result.get()
+        }
         if queue.isEmpty && !writing && !heldForTesting && !stopped {
             writing = true
             let numbered = number(events)
@@ -96,6 +113,10 @@ final class JournalWriter: @unchecked Sendable {
             condition.unlock()
             let result = Result { try dbQueue.write { db in try body(db, numbered) } }
             didWrite(through: ticket, writes: 1)
+            condition.lock()
+            writing = false
+            condition.broadcast()
+            condition.unlock()
             return try result.get()
         }
         condition.unlock()
@@ -122,9 +143,42 @@ final class JournalWriter: @unchecked Sendable {
             body()
             return
         }
-        queue.append(Item(ticket: submitted, work: { _ in }, done: nil, read: body))
+        queue.append(Item(ticket: submitted, kind: .read(body)))
         condition.signal()
         condition.unlock()
+    }
+
+    /// Queues `body` to run on the writer's thread in its turn: after every write submitted before it is written,
+    /// and before any submitted after it. The journal's waited writes called from `body` are written there and
+    /// then, each in a transaction of its own (they carry no events), and its reads wait for nothing; the caller
+    /// does not wait. Durable once `durability` covers the ticket it took. After `stop()`, `stopped` runs instead.
+    func operation(_ body: @escaping () -> Void, stopped whenStopped: @escaping () -> Void) {
+        condition.lock()
+        guard !stopped else {
+            condition.unlock()
+            whenStopped()
+            return
+        }
+        submitted = durability.issue()
+        queue.append(Item(ticket: submitted, kind: .operation(body)))
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Whether the caller is an operation the writer's thread runs (`operation(_:stopped:)`): it may write.
+    var inOperation: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let writerThread, operationTicket != nil else { return false }
+        return pthread_equal(writerThread, pthread_self()) != 0
+    }
+
+    /// Reports the failure of a submitted operation (nobody waits for it).
+    func reportFailure(_ message: String) {
+        condition.lock()
+        let handler = failureHandler
+        condition.unlock()
+        handler?(message)
     }
 
     /// Whether the caller runs on the writer's thread (a read queued by `read(_:done:)`).
@@ -140,6 +194,13 @@ final class JournalWriter: @unchecked Sendable {
         heldForTesting = hold
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// Tests: how many items are queued.
+    var queuedCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queue.count
     }
 
     /// Transactions written, and the writes they held (how much the batching gathers).
@@ -194,15 +255,22 @@ final class JournalWriter: @unchecked Sendable {
 
     /// One transaction of `count` writes through `ticket` was written: readers waiting for it go on, the next
     /// batch may start, and `durability` counts it committed.
-    private func didWrite(through ticket: UInt64, writes count: Int, stillReading: Bool = false) {
+    private func didWrite(through ticket: UInt64, writes count: Int) {
         condition.lock()
         written = ticket
-        writing = stillReading // reads taken with the batch run next, before anything else is started
-        transactions += 1
+        transactions += UInt64(count > 0 ? 1 : 0)
         writes += UInt64(count)
         condition.broadcast()
         condition.unlock()
         durability.didCommit(through: ticket)
+    }
+
+    /// A transaction of an operation's, counted (the operation counts as written once it returns).
+    private func counted(writes count: Int) {
+        condition.lock()
+        transactions += 1
+        writes += UInt64(count)
+        condition.unlock()
     }
 
     private func run() {
@@ -218,27 +286,50 @@ final class JournalWriter: @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            // Every write queued (one transaction), then every read queued: a read sees the writes submitted
-            // before it, and may see later ones too (it never waits for them), so reads do not cut the batch in
-            // pieces — under control-plane load they came between almost every two writes.
+            // Everything queued: the writes in as few transactions as the operations between them allow (one,
+            // when there is none), each operation in its turn, then every read. A read sees the writes submitted
+            // before it, and may see later ones (it never waits for them), so reads do not cut the batch in
+            // pieces: under control-plane load they came between almost every two writes.
             let taken = queue
             queue.removeAll(keepingCapacity: true)
             writing = true
             let onFailure = failureHandler
             condition.unlock()
 
-            let batch = taken.filter { !$0.isRead }
-            if !batch.isEmpty {
-                let errors = write(batch)
+            var segment: [(ticket: UInt64, work: Work, done: ((Error?) -> Void)?)] = []
+            func flush() {
+                guard !segment.isEmpty else { return }
+                let errors = write(segment.map(\.work))
                 // Failures nobody waits for are reported before the writes count as written.
-                for (item, error) in zip(batch, errors) where item.done == nil {
+                for (item, error) in zip(segment, errors) where item.done == nil {
                     if let error { onFailure?("\(error)") }
                 }
-                didWrite(through: batch[batch.count - 1].ticket, writes: batch.count, stillReading: batch.count < taken.count)
-                for (item, error) in zip(batch, errors) { item.done?(error) }
+                didWrite(through: segment[segment.count - 1].ticket, writes: segment.count)
+                for (item, error) in zip(segment, errors) { item.done?(error) }
+                segment.removeAll(keepingCapacity: true)
             }
-            guard batch.count < taken.count else { continue }
-            for item in taken { item.read?() }
+            for item in taken {
+                switch item.kind {
+                case let .write(work, done):
+                    segment.append((item.ticket, work, done))
+                case .read:
+                    continue
+                case .operation(let body):
+                    flush()
+                    condition.lock()
+                    operationTicket = item.ticket
+                    condition.unlock()
+                    body()
+                    condition.lock()
+                    operationTicket = nil
+                    condition.unlock()
+                    didWrite(through: item.ticket, writes: 0)
+                }
+            }
+            flush()
+            for item in taken {
+                if case .read(let read) = item.kind { read() }
+            }
             condition.lock()
             writing = false
             condition.broadcast()
@@ -249,18 +340,18 @@ final class JournalWriter: @unchecked Sendable {
     /// Writes the batch in one transaction, each write in a savepoint of its own; if the transaction itself
     /// fails (its commit: a full disk, an I/O error), each write again in a transaction of its own, so each
     /// gets its own outcome. Returns each write's error, or nil.
-    private func write(_ batch: [Item]) -> [Error?] {
+    private func write(_ batch: [Work]) -> [Error?] {
         var errors = [Error?](repeating: nil, count: batch.count)
         do {
             try dbQueue.write { db in
                 if batch.count == 1 {
-                    try batch[0].work(db) // its error fails the transaction, and is its own
+                    try batch[0](db) // its error fails the transaction, and is its own
                     return
                 }
-                for (i, item) in batch.enumerated() {
+                for (i, work) in batch.enumerated() {
                     do {
                         try db.inSavepoint {
-                            try item.work(db)
+                            try work(db)
                             return .commit
                         }
                     } catch {
@@ -270,9 +361,9 @@ final class JournalWriter: @unchecked Sendable {
             }
         } catch {
             if batch.count == 1 { return [error] }
-            for (i, item) in batch.enumerated() {
+            for (i, work) in batch.enumerated() {
                 do {
-                    try dbQueue.write { db in try item.work(db) }
+                    try dbQueue.write { db in try work(db) }
                     errors[i] = nil
                 } catch {
                     errors[i] = error

@@ -91,4 +91,32 @@ struct EventReplayTests {
             #expect(replay2.all.allSatisfy { $0.session == "two" })
         }
     }
+
+    /// Events journaled while a subscriber's replay is under way (the replay reads its pages off the core, and
+    /// pauses while the client lags behind a small output limit) reach it exactly once, in order: every seq from
+    /// 1 to the last, no gap and no duplicate, whether the replay or the live stream carried it.
+    @Test func eventsJournaledDuringAReplayArriveOnceInOrder() async throws {
+        try await withDaemon(["--max-pending-output", "65536"]) { daemon, origin in
+            let client = try daemon.client()
+            _ = try client.openSession("busy")
+            for i in 0..<300 {
+                let t = try client.createTask(TaskCreateParams(session: "busy", url: "http://127.0.0.1:9/a\(i)", destination: "a\(i)"))
+                _ = try client.cancel(t.id)
+            }
+            let writer = try daemon.client()
+            let more = Task.detached {
+                for i in 0..<150 {
+                    let t = try writer.createTask(TaskCreateParams(session: "busy", url: "http://127.0.0.1:9/b\(i)", destination: "b\(i)"))
+                    _ = try writer.cancel(t.id)
+                }
+            }
+            let recorder = try EventRecorder(client: client, session: "busy", after: 0)
+            try await more.value
+            let last = try client.session("busy").lastEventSeq
+            _ = try recorder.wait(for: "the last event") { $0.seq == last }
+            let seqs = recorder.all.compactMap(\.seq)
+            #expect(seqs == Array(1...last), "\(seqs.count) events for seqs 1...\(last)")
+            #expect(recorder.all.filter(\.isDidFinishEvents).count == 1)
+        }
+    }
 }
