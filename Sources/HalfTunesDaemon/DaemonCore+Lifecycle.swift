@@ -1,3 +1,4 @@
+// The core's life: recovery, shutdown, the daemon-wide limits, and what the service manager asks of it.
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
@@ -7,7 +8,7 @@ extension DaemonCore {
     /// Replays the journal: re-attaches every session and task, finishes interrupted publishes, puts
     /// running and queued tasks back in the queue (in their old order), re-arms retry timers, and
     /// drops expired resume data. Runs before the control socket accepts anyone.
-    func recover() throws {
+    func recover() async throws {
         CrashPoints.stop(CrashPoints.recoverStart)
         let began = ContinuousClock.now
         loadLimits()
@@ -51,7 +52,8 @@ extension DaemonCore {
         }
         feedAndRun(.restoreFinished) // expires old resume data, which the counts above include
         chargeResumeDataPartials()
-        housekeeping = Task { [weak self] in
+        await settled() // invalidations ended and resume data expired before anything is served
+        timers.housekeeping = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: 1_000_000_000)
                 await self?.tick()
@@ -87,10 +89,11 @@ extension DaemonCore {
     /// on the next start. Returns within the configured grace period.
     func shutdown() async {
         feedAndRun(.shutdownBegan)
-        launcher.close()
-        housekeeping?.cancel()
-        retryWake?.task.cancel()
-        retryWake = nil
+        await settled() // the journal work under way ends before the journal closes
+        services.launcher.close()
+        timers.housekeeping?.cancel()
+        timers.retryWake?.task.cancel()
+        timers.retryWake = nil
         let runtimes = attempts.values.map(\.runtime)
         for runtime in runtimes { runtime.stop() }
         let grace = configuration.shutdownGrace
@@ -115,5 +118,149 @@ extension DaemonCore {
                                                          "unfinished": "\(unfinished)",
                                                          "journalTransactions": "\(written.transactions)",
                                                          "journalWrites": "\(written.writes)"])
+    }
+}
+
+// MARK: - Daemon-wide limits: configured (file, flags, reloads), overridden by daemon.setLimits (journaled), applied live.
+
+extension DaemonCore {
+    /// Journal `settings` keys (the configuration file's names).
+    enum LimitKey {
+        static let maxConcurrent = "max-concurrent"
+        static let maxConnectionsPerHost = "max-connections-per-host"
+        static let bandwidthLimit = "bandwidth-limit"
+    }
+
+    /// The limits in effect.
+    var limits: DaemonLimits {
+        DaemonLimits(maxConcurrent: configuration.maxConcurrent,
+                     maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                     bandwidthLimit: configuration.bandwidthLimit)
+    }
+
+    /// At start: the configured limits, then the journaled `daemon.setLimits` values over them.
+    func loadLimits() {
+        limitSources.configured = limits
+        let stored = (try? journal.settings()) ?? [:]
+        var overrides = DaemonSetLimitsParams()
+        if let text = stored[LimitKey.maxConcurrent], let v = Int(text), Self.limitRange.contains(v) {
+            overrides.maxConcurrent = v
+        }
+        if let text = stored[LimitKey.maxConnectionsPerHost], let v = Int(text), Self.limitRange.contains(v) {
+            overrides.maxConnectionsPerHost = v
+        }
+        if let text = stored[LimitKey.bandwidthLimit], let v = Int64(text), ByteRate.problem(with: v) == nil {
+            overrides.bandwidthLimit = v
+        }
+        limitSources.overrides = overrides
+        applyLimits()
+        if overrides.maxConcurrent != nil || overrides.maxConnectionsPerHost != nil || overrides.bandwidthLimit != nil {
+            logger.info("limits set with daemon.setLimits are in effect (they win over the configuration file)",
+                        metadata: ["maxConcurrent": "\(configuration.maxConcurrent)",
+                                   "maxConnectionsPerHost": "\(configuration.maxConnectionsPerHost)",
+                                   "bandwidthLimit": "\(configuration.bandwidthLimit)"])
+        }
+    }
+
+    /// A reload read new configured limits; values set with `daemon.setLimits` still win.
+    func setConfiguredLimits(_ configured: DaemonLimits) {
+        limitSources.configured = configured
+        let o = limitSources.overrides
+        let masked = [
+            o.maxConcurrent.flatMap { $0 != configured.maxConcurrent ? LimitKey.maxConcurrent : nil },
+            o.maxConnectionsPerHost.flatMap { $0 != configured.maxConnectionsPerHost ? LimitKey.maxConnectionsPerHost : nil },
+            o.bandwidthLimit.flatMap { $0 != configured.bandwidthLimit ? LimitKey.bandwidthLimit : nil },
+        ].compactMap { $0 }
+        if !masked.isEmpty {
+            let keys = masked.joined(separator: ", ")
+            logger.notice("\(keys) keep the value set with daemon.setLimits (`halftunesctl limits` changes it); the configuration file's value is not used")
+        }
+        applyLimits()
+    }
+
+    /// `daemon.setLimits`: checks every given value, journals them, applies them to running transfers.
+    /// The limits are shared by every user of the daemon, so only root and the daemon's own user may
+    /// change them.
+    func setLimits(_ p: DaemonSetLimitsParams, uid: UInt32) async throws(RPCError) -> DaemonLimits {
+        let daemonUID = UInt32(geteuid())
+        guard uid == 0 || uid == daemonUID else {
+            throw RPCError(.permissionDenied, "Only root\(daemonUID == 0 ? "" : " and uid \(daemonUID), the daemon's user,") "
+                + "may change the daemon-wide limits; they apply to every user of this daemon")
+        }
+        if let v = p.maxConcurrent, !Self.limitRange.contains(v) {
+            throw RPCError.invalidParams("maxConcurrent must be from 1 to \(Self.limitRange.upperBound) (got \(v))")
+        }
+        if let v = p.maxConnectionsPerHost, !Self.limitRange.contains(v) {
+            throw RPCError.invalidParams("maxConnectionsPerHost must be from 1 to \(Self.limitRange.upperBound) (got \(v))")
+        }
+        if let v = p.bandwidthLimit, let problem = ByteRate.problem(with: v) {
+            throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
+        }
+        var values: [String: String?] = [:]
+        if let v = p.maxConcurrent { values[LimitKey.maxConcurrent] = String(v) }
+        if let v = p.maxConnectionsPerHost { values[LimitKey.maxConnectionsPerHost] = String(v) }
+        if let v = p.bandwidthLimit { values[LimitKey.bandwidthLimit] = String(v) }
+        guard !values.isEmpty else { return limits }
+        let settings = values
+        try await journaling { try $0.setSettings(settings) } // in order: two calls' overrides apply as written
+        if let v = p.maxConcurrent { limitSources.overrides.maxConcurrent = v }
+        if let v = p.maxConnectionsPerHost { limitSources.overrides.maxConnectionsPerHost = v }
+        if let v = p.bandwidthLimit { limitSources.overrides.bandwidthLimit = v }
+        applyLimits()
+        logger.notice("limits changed", metadata: ["maxConcurrent": "\(configuration.maxConcurrent)",
+                                                   "maxConnectionsPerHost": "\(configuration.maxConnectionsPerHost)",
+                                                   "bandwidthLimit": "\(configuration.bandwidthLimit)"])
+        return limits
+    }
+
+    /// Puts the effective limits in place: more slots start queued tasks at once; fewer let running
+    /// transfers finish (none is stopped); a bandwidth change reaches running transfers within 1/4 s.
+    private func applyLimits() {
+        let configured = limitSources.configured ?? limits
+        configuration.maxConcurrent = limitSources.overrides.maxConcurrent ?? configured.maxConcurrent
+        configuration.maxConnectionsPerHost = limitSources.overrides.maxConnectionsPerHost ?? configured.maxConnectionsPerHost
+        configuration.bandwidthLimit = limitSources.overrides.bandwidthLimit ?? configured.bandwidthLimit
+        services.globalBandwidth.setRate(configuration.bandwidthLimit)
+        feedAndRun(.limitsChanged(slotLimits))
+        updateAllHostAllowances()
+    }
+
+    static let limitRange = 1...1000
+}
+
+// MARK: - What the service manager asks of the core: idleness (exit-when-idle), the watchdog's heartbeat, the STATUS= line.
+
+extension DaemonCore {
+    /// Nothing is pending: no task is queued, running or waiting to retry, no transfer is still stopping
+    /// and no finished file is being moved into place. (Suspended tasks do not count.)
+    func isIdle() -> Bool {
+        !state.tasks.anyBusy   // kept by TaskTable as tasks change
+    }
+
+    /// Answers as soon as the actor gets to it: the watchdog's proof that the core is not stuck.
+    func heartbeat() {}
+
+    /// The status line for the service manager: "3 running, 2 queued, 1 waiting, 12.4 MB/s".
+    func serviceStatusLine() -> String {
+        let s = status()
+        var parts = ["\(s.tasks[TaskState.running.rawValue] ?? 0) running",
+                     "\(s.tasks[TaskState.queued.rawValue] ?? 0) queued"]
+        if let waiting = s.tasks[TaskState.waiting.rawValue], waiting > 0 { parts.append("\(waiting) waiting") }
+        parts.append(Self.formatRate(s.downloadRate))
+        return parts.joined(separator: ", ")
+    }
+
+    /// "0 B/s", "950 B/s", "12.4 MB/s" (powers of 1000, one decimal).
+    static func formatRate(_ bytesPerSecond: Double) -> String {
+        let units = ["B/s", "kB/s", "MB/s", "GB/s", "TB/s"]
+        var value = max(0, bytesPerSecond)
+        var unit = 0
+        while value >= 999.95 && unit < units.count - 1 {
+            value /= 1000
+            unit += 1
+        }
+        if unit == 0 { return "\(Int(value.rounded())) \(units[0])" }
+        let tenths = Int((value * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10) \(units[unit])"
     }
 }

@@ -1,4 +1,4 @@
-// The runner: feeds the state's inputs and carries out every action it returns, in order; it decides nothing.
+// The runner's one switch: every action of the state carried out, in order (completion's digest and move included).
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
@@ -84,10 +84,10 @@ extension DaemonCore {
     /// them, however many wait). A timer already set for that time or earlier stays: it re-arms when it fires.
     func armRetryTimer(at: Double) {
         guard !state.shuttingDown else { return }
-        if let wake = retryWake, wake.at <= at { return }
-        retryWake?.task.cancel()
+        if let wake = timers.retryWake, wake.at <= at { return }
+        timers.retryWake?.task.cancel()
         let delay = max(0, at - clock())
-        retryWake = (at, Task { [weak self] in
+        timers.retryWake = (at, Task { [weak self] in
             try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
             guard !Task.isCancelled else { return }
             await self?.retriesDue()
@@ -96,7 +96,7 @@ extension DaemonCore {
 
     /// The retry timer fired: every waiting task whose time has come retries, then the timer waits for the next.
     private func retriesDue() {
-        retryWake = nil
+        timers.retryWake = nil
         feedAndRun(.retryTimerFired)
     }
 
@@ -112,14 +112,14 @@ extension DaemonCore {
     func startUnit(_ identifier: String, unit: String, failures: Int) {
         logger.notice("starting the session's launch unit: its events wait and no client is subscribed",
                       metadata: ["session": "\(identifier)", "unit": "\(unit)", "failures": "\(failures)"])
-        launcher.start(unit) { [weak self] error in
+        services.launcher.start(unit) { [weak self] error in
             Task { await self?.launchStartAnswered(identifier, unit: unit, error: error) }
         }
     }
 
     /// `watchUnit`: its end comes back as `launchUnitEnded`.
     func watchUnit(_ identifier: String, unit: String) {
-        launcher.watch(unit) { [weak self] result, status in
+        services.launcher.watch(unit) { [weak self] result, status in
             Task { await self?.launchUnitEnded(identifier, unit: unit, result: result, exitStatus: status) }
         }
     }
@@ -176,7 +176,12 @@ extension DaemonCore {
     /// (what is left goes on at the next tick: `retentionSwept(backlog: true)`), and gives the freed pages back to
     /// the file system. The cost follows the sessions with finished tasks and the rows deleted, not how many tasks
     /// there are.
+    /// Each batch is an operation on the journal's thread, awaited in the background (`inBackground`).
     func sweepRetention(_ sweeps: [RetentionSweep]) {
+        inBackground { core in await core.sweepingRetention(sweeps) }
+    }
+
+    private func sweepingRetention(_ sweeps: [RetentionSweep]) async {
         var budget = Self.retentionBatchesPerSweep
         var deletedAny = false
         var unfinishedWork = false
@@ -184,8 +189,8 @@ extension DaemonCore {
             guard budget > 0 else { unfinishedWork = true; break }
             while budget > 0 {
                 budget -= 1
-                guard let deleted = try? journal.deleteFinishedTasks(session: sweep.session, finishedBefore: sweep.before,
-                                                                      limit: Self.retentionBatch, keeping: sweep.keeping)
+                guard let deleted = try? await journal.writing({ try $0.deleteFinishedTasks(
+                    session: sweep.session, finishedBefore: sweep.before, limit: Self.retentionBatch, keeping: sweep.keeping) })
                 else { break }
                 let count = deleted.values.reduce(0, +)
                 guard count > 0 else { break }
@@ -197,18 +202,204 @@ extension DaemonCore {
                 if budget == 0 { unfinishedWork = true }
             }
         }
-        if deletedAny { try? journal.releaseFreePages() }
+        if deletedAny { journal.submitting { try $0.releaseFreePages() } }
         feedAndRun(.retentionSwept(backlog: unfinishedWork))
     }
 
-    /// `pruneResumeData`: resume data older than `resumeDataLifetime` goes, with its partial file.
+    /// `pruneResumeData`: resume data older than `resumeDataLifetime` goes, with its partial file (in the
+    /// background, through the journal's thread).
     func pruneResumeData(now: Double) {
         let cutoff = now - configuration.resumeDataLifetime
-        for token in (try? journal.resumeTokens(createdBefore: cutoff)) ?? [] {
-            discardPartial(token.partialPath)
-            guard (try? journal.deleteResumeToken(token.token)) != nil,
-                  let uid = state.sessions[token.session]?.record.uid else { continue }
-            feedAndRun(.resumeDataChanged(uid: uid, kept: -1, inFlight: 0))
+        inBackground { core in
+            let journal = core.journal
+            for token in (try? await journal.reading({ try $0.resumeTokens(createdBefore: cutoff) })) ?? [] {
+                core.discardPartial(token.partialPath)
+                let name = token.token
+                guard (try? await journal.writing({ try $0.deleteResumeToken(name) })) != nil,
+                      let uid = core.state.sessions[token.session]?.record.uid else { continue }
+                core.feedAndRun(.resumeDataChanged(uid: uid, kept: -1, inFlight: 0))
+            }
         }
+    }
+
+    /// Runs `work` in the background, after the background work started before it (one piece at a time, in
+    /// order): journal work the runner carries out without holding the core. `settled()` waits for all of it.
+    func inBackground(_ work: @escaping @Sendable (isolated DaemonCore) async -> Void) {
+        let previous = timers.background
+        timers.background = Task { [weak self] in
+            await previous?.value
+            guard let self else { return }
+            await work(self)
+        }
+    }
+
+    /// Waits until the background work started so far (and any it started) has ended: an answer that depends on
+    /// it (an acknowledgement's sweep, an invalidation's end) comes after.
+    func settled() async {
+        while let tail = timers.background {
+            await tail.value
+            if timers.background == tail { timers.background = nil }
+        }
+    }
+}
+
+// MARK: - The end of a download in the core: the runner of `DaemonState`'s completion actions (digest and move off the actor).
+
+extension DaemonCore {
+    /// Crash point: the digest is being computed (the task is still `running` in phase `transfer`).
+    static let crashWhileVerifying = "checksum.verifying"
+
+    /// Finishes a publish whose intent was journaled before a crash, idempotently (during `recover`).
+    func recoverCompletion(_ id: Int64) {
+        guard let t = state.tasks[id] else { return }
+        let location = t.record.location ?? t.record.destination
+        let recovery = FilePublisher.recover(partialPath: t.record.partialPath, destination: location)
+        if recovery == .published {
+            diskLedger.remove(t.record.partialPath)
+            logger.info("completing a download whose publish was interrupted", metadata: ["task": "\(id)"])
+        }
+        let total = PartialFile.length(path: t.record.partialPath) ?? t.record.bytesDurable
+        feedAndRun(.recoveredCompletion(id, recovery, totalBytes: total))
+    }
+
+    /// A result from off the actor, for `DaemonState` (which drops stale ones).
+    func completionInput(_ id: Int64, attempt: Int, _ input: CompletionMachine.Input) {
+        feedAndRun(.completion(id, attempt: attempt, input))
+    }
+
+    /// Suspend and cancel wait here while the task's file is being moved into place, then act on the state
+    /// the move left (usually `completed`, which they may not change).
+    func waitUntilMoved(_ id: Int64) async {
+        while state.isMoving(id) {
+            logger.debug("waiting for the file to be moved into place", metadata: ["task": "\(id)"])
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                transfers.moveWaiters[id, default: []].append(waiter)
+            }
+        }
+    }
+
+    /// The runner's part of `DaemonState`'s completion actions.
+    func chooseNameAndGoOn(_ id: Int64, attempt: Int, avoiding: Set<String>) {
+        completionInput(id, attempt: attempt, .nameChosen(chooseName(id, avoiding: avoiding)))
+    }
+
+    func completionEnded(_ id: Int64, location: String?, error: TaskError?) {
+        if let location {
+            logger.info("download complete", metadata: ["task": "\(id)", "location": "\(location)"])
+        } else if let error {
+            logger.warning("\(error.message)", metadata: ["task": "\(id)"])
+        }
+        for waiter in transfers.moveWaiters.removeValue(forKey: id) ?? [] { waiter.resume() }
+    }
+
+    /// Crash point: the partial is open for its checksum and about to be read (tests swap it here).
+    static let holdWhileVerifying = "checksum.opened"
+
+    /// Opens the complete partial (`OpenPartial`: no symlink followed, the daemon's own file) and reads its
+    /// digest through that descriptor, off the actor. The open file is kept for the move when the state goes on
+    /// to publish it.
+    func computeDigest(_ id: Int64, attempt: Int, path: String) {
+        logger.debug("verifying checksum", metadata: ["task": "\(id)"])
+        let journal = self.journal
+        Task.detached { [weak self] in
+            let (result, file) = await BlockingWork.run { () -> (Result<Checksum, TaskError>, OpenPartial?) in
+                journal.waitUntilWritten() // the length journaled before verifying survives a crash meanwhile
+                CrashPoints.hit(Self.crashWhileVerifying)
+                let file: OpenPartial
+                do throws(FileIOError) {
+                    file = try OpenPartial.open(path)
+                } catch {
+                    return (.failure(error.taskError), nil)
+                }
+                CrashPoints.hold(Self.holdWhileVerifying)
+                return (Result { () throws(FileIOError) -> Checksum in try file.sha256() }.mapError(\.taskError), file)
+            }
+            await self?.digestComputed(id, attempt: attempt, result, file: file)
+        }
+    }
+
+    private func digestComputed(_ id: Int64, attempt: Int, _ result: Result<Checksum, TaskError>, file: OpenPartial?) {
+        transfers.verifiedPartials[id] = file // taken by the move this input may start at once
+        completionInput(id, attempt: attempt, .digestComputed(result))
+        transfers.verifiedPartials[id] = nil // not taken: the task stopped or failed meanwhile (closes the file)
+    }
+
+    /// The name to publish at: the journaled location (or the destination) unless it exists or is in
+    /// `avoiding`, else the first free `name (n).ext` that no other unfinished task holds.
+    private func chooseName(_ id: Int64, avoiding: Set<String>) -> String {
+        guard let t = state.tasks[id] else { return "" }
+        let own = t.record.destination
+        let location = t.record.location ?? own
+        guard !t.record.overwrite else { return location }
+        return FilePublisher.publishName(preferred: location, destination: own, avoiding: avoiding,
+                                         isReserved: { $0 != own && state.tasks.isReserved($0) })
+    }
+
+    /// The origin URL (credentials stripped), a `Referer` header of the task, and (unless the session says
+    /// otherwise) the response's `Last-Modified` as the mtime, for the published file.
+    func publishMetadata(_ id: Int64) -> PublishMetadata {
+        guard let t = state.tasks[id], t.record.kind == TaskKind.download.rawValue else { return PublishMetadata() }
+        let preserve = state.sessions[t.record.session]?.record.configuration.preserveModificationTime ?? true
+        return PublishMetadata.of(url: t.record.url, headers: t.record.headers, lastModified: t.record.lastModified,
+                                  preserveModificationTime: preserve)
+    }
+
+    /// Syncs the journal (the recorded intent), then moves the complete partial file into place, off the actor
+    /// and off the cooperative pool (`BlockingWork`: fsyncs of the file and both directories).
+    ///
+    /// Every step goes through one descriptor of the partial (`OpenPartial`: the one its checksum was read from,
+    /// else opened here without following a symlink): the metadata (`fsetxattr`, `futimens`), the fsync and the
+    /// link of that very inode, after checking that the path still names it. A partial swapped for a symlink, a
+    /// hard link or another file fails the task, and nothing else is touched.
+    func move(_ id: Int64, attempt: Int, partial: String, to location: String, replacing: Bool, partialIsDurable durable: Bool) {
+        let journal = self.journal
+        let metadata = publishMetadata(id)
+        let logger = self.logger
+        let verified = transfers.verifiedPartials.removeValue(forKey: id)
+        Task.detached { [weak self] in
+            let (outcome, opened) = await BlockingWork.run { () -> (CompletionMachine.MoveOutcome, OpenPartial?) in
+                // The intent is on disk before the file moves (recovery finishes the move); waited for here,
+                // not on the actor.
+                journal.sync()
+                CrashPoints.hit(CrashPoints.publishAfterIntent)
+                let file: OpenPartial
+                if let verified {
+                    file = verified
+                } else {
+                    do throws(FileIOError) {
+                        file = try OpenPartial.open(partial)
+                    } catch {
+                        return (.failed(error.description), nil)
+                    }
+                }
+                CrashPoints.hold(CrashPoints.publishMoving)
+                // Where it came from, set on the complete file before it appears (the publish's fsyncs cover it).
+                let problems = metadata.apply(to: file)
+                if !problems.isEmpty {
+                    logger.warning("could not record where the file came from", metadata: [
+                        "task": "\(id)", "problems": "\(problems.joined(separator: "; "))"])
+                }
+                do {
+                    try FilePublisher.publish(file, destination: location, replacing: replacing,
+                                              partialIsDurable: durable)
+                    CrashPoints.hit(CrashPoints.publishAfterMove)
+                    return (.published, file)
+                } catch PublishError.destinationExists {
+                    return (.destinationExists, file)
+                } catch {
+                    return (.failed("\(error)"), file)
+                }
+            }
+            await self?.moveEnded(id, attempt: attempt, outcome, file: opened)
+        }
+    }
+
+    /// A name taken meanwhile sends the file to another name: the same open file goes there (the move that
+    /// follows takes it), never the path opened again.
+    private func moveEnded(_ id: Int64, attempt: Int, _ outcome: CompletionMachine.MoveOutcome, file: OpenPartial?) {
+        if outcome == .destinationExists { transfers.verifiedPartials[id] = file }
+        if outcome == .published, let partial = state.tasks[id]?.record.partialPath { diskLedger.remove(partial) }
+        completionInput(id, attempt: attempt, .moveEnded(outcome))
+        transfers.verifiedPartials[id] = nil
     }
 }

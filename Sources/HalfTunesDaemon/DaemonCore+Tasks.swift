@@ -1,4 +1,4 @@
-// The task methods of the RPC surface: resume, suspend, cancel (with resume data), get and list.
+// The task methods of the RPC surface: create (with its controls), resume, suspend, cancel, update, get and list.
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
@@ -26,18 +26,15 @@ extension DaemonCore {
         _ = try await task(id, for: caller) // only the owner (or root) may
         await waitUntilMoved(id)
         let before = try await task(id, for: caller)
-        let canKeep = produceResumeData && Validators(etag: before.record.etag, lastModified: before.record.lastModified).ifRangeValue != nil
-        if canKeep {
-            // Resume data keeps a partial file until redeemed or expired: a user keeps a bounded number of them.
-            // Refused before anything is canceled, so nothing is lost.
-            let kept = state.resumeDataHeld(by: before.owner)
-            guard kept < configuration.maxResumeDataPerUID else {
-                throw RPCError(.limitExceeded, "uid \(before.owner) already keeps \(kept) partial files as resume data, the most "
-                    + "allowed (max-resume-data-per-uid \(configuration.maxResumeDataPerUID)); the task was not canceled. "
-                    + "Resume some (task.create with resumeData) or cancel without resume data; resume data also "
-                    + "expires after 7 days")
-            }
+        // Resume data keeps a partial file until redeemed or expired: a user keeps a bounded number of them.
+        let decision = state.resumeDataDecision(for: before, asked: produceResumeData, cap: configuration.maxResumeDataPerUID)
+        if case .refused(let kept) = decision {
+            throw RPCError(.limitExceeded, "uid \(before.owner) already keeps \(kept) partial files as resume data, the most "
+                + "allowed (max-resume-data-per-uid \(configuration.maxResumeDataPerUID)); the task was not canceled. "
+                + "Resume some (task.create with resumeData) or cancel without resume data; resume data also "
+                + "expires after 7 days")
         }
+        let canKeep = decision == .keep
         if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: 1)) }
         defer { if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: -1)) } }
         let after = try await apply(.cancel(keepPartial: canKeep), to: id)
@@ -145,5 +142,331 @@ extension DaemonCore {
             logger.error("journal read failed: \(error)")
             throw RPCError(.ioError, "The journal could not be read (\(error))")
         }
+    }
+}
+
+// MARK: - task.create: every check, then the journal, then memory; consecutive creates journaled in one transaction.
+
+/// A task.create that passed every check, ready to be journaled.
+struct PendingCreate {
+    var record: TaskRecord
+    var machine: TaskStateMachine
+    var events: [Event]
+    /// Uploads: the file's length when the task was created.
+    var bytesExpectedToSend: Int64?
+}
+
+/// What the earlier creates of one batch will hold once journaled, which the later ones' checks must see.
+struct CreateBatch {
+    var destinations: Set<String> = []
+    var tasksBySession: [String: Int] = [:]
+    var tasksByUID: [UInt32: Int] = [:]
+    var eventsBySession: [String: Int] = [:]
+    var eventsByUID: [UInt32: Int] = [:]
+    /// Creates that take a place at the back of the queue.
+    var queued: Int64 = 0
+
+    mutating func add(_ create: PendingCreate, owner: UInt32) {
+        if create.machine.state == .queued { queued += 1 }
+        let session = create.record.session
+        if create.record.kind == TaskKind.download.rawValue { destinations.insert(create.record.destination) }
+        tasksBySession[session, default: 0] += 1
+        tasksByUID[owner, default: 0] += 1
+        eventsBySession[session, default: 0] += create.events.count
+        eventsByUID[owner, default: 0] += create.events.count
+    }
+}
+
+extension DaemonCore {
+    func createTask(_ p: TaskCreateParams, caller: Caller) async throws(RPCError) -> TaskInfo {
+        try await createTasks([(p, caller)])[0].get()
+    }
+
+    /// Consecutive task.create requests (of one connection, in order): each is checked as if the ones before
+    /// it were already created, then every one that passed is journaled in ONE write (all or none), answered
+    /// once that write's outcome is known. The write is submitted, not waited for: its ids and event seqs are
+    /// handed out at once, so the tasks join the state (taking their destinations, places and counts) and their
+    /// events go out in this turn, in seq order with everything else; they start no transfer until the rows are
+    /// written (`inserting`), and leave the state again if the write fails. Meanwhile the core serves other
+    /// calls. Answers come back in request order.
+    func createTasks(_ requests: [(TaskCreateParams, Caller)]) async -> [Result<TaskInfo, RPCError>] {
+        var results = [Result<TaskInfo, RPCError>](repeating: .failure(RPCError(.internalError, "not created")),
+                                                   count: requests.count)
+        // Resume data is redeemed first (its token taken in the journal, awaited off the core), so that the checks
+        // below run in one turn of the core, each seeing the ones before it.
+        var redeemed: [Int: ResumeTokenRecord] = [:]
+        for (index, (p, caller)) in requests.enumerated() where p.resumeData != nil {
+            do throws(RPCError) {
+                redeemed[index] = try await redeem(p, caller: caller)
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        var batch = CreateBatch()
+        var pending: [(index: Int, create: PendingCreate)] = []
+        var putBack: [ResumeTokenRecord] = []
+        for (index, (p, caller)) in requests.enumerated() where p.resumeData == nil || redeemed[index] != nil {
+            var consumed = false
+            do throws(RPCError) {
+                let create = try prepareCreate(p, caller: caller, batch: batch, resume: redeemed[index], consumed: &consumed)
+                batch.add(create, owner: state.sessions[create.record.session]?.record.uid ?? 0)
+                pending.append((index, create))
+            } catch {
+                results[index] = .failure(error)
+                if let token = redeemed[index], !consumed { putBack.append(token) } // not used up by a refused request
+            }
+        }
+        for token in putBack { await keep(token) }
+        guard !pending.isEmpty else { return results }
+        let stored: [(TaskRecord, [Event])]
+        let written: WriteOutcome
+        do throws(RPCError) {
+            (stored, written) = try journaled { try journal.submitTasks(pending.map { ($0.create.record, $0.create.events) }) }
+        } catch {
+            for (index, create) in pending {
+                results[index] = .failure(error)
+                // Resume data already used up and its partial moved here: no task or token will ever name it.
+                if !create.record.durableRanges.isEmpty { discardPartial(create.record.partialPath) }
+            }
+            return results
+        }
+        var created: [ManagedTask] = []
+        created.reserveCapacity(stored.count)
+        for (create, (record, _)) in zip(pending.map(\.create), stored) {
+            var managed = ManagedTask(record: record, owner: state.sessions[record.session]?.record.uid ?? 0,
+                                      machine: create.machine, bytesReceived: record.bytesDurable)
+            managed.bytesExpectedToSend = create.bytesExpectedToSend
+            managed.inserting = true
+            created.append(managed)
+        }
+        let actions = feed(.created(created))
+        for (_, events) in stored { broadcast(events) } // the created events before any of what follows
+        run(actions)
+        // A task that ended at once (offline in a session that does not wait for connectivity) is in the
+        // journal only: it is described from the row submitted for it.
+        var finished: [Int64: TaskRecord] = [:]
+        for case let .journal(record, _) in actions where record.state.isTerminal { finished[record.id!] = record }
+
+        let ids = stored.map { $0.0.id! }
+        if let error = await written.failure {
+            logger.error("journal write failed: \(error)")
+            feedAndRun(.createsJournaled(ids, failed: true))
+            for (index, _) in pending {
+                results[index] = .failure(RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed"))
+            }
+            return results
+        }
+        feedAndRun(.createsJournaled(ids, failed: false))
+        for ((index, _), (record, _)) in zip(pending, stored) {
+            logger.info("task created", metadata: ["task": "\(record.id!)", "session": "\(record.session)",
+                                                   "url": "\(record.url)", "kind": "\(record.kind)"])
+            let id = record.id!
+            if let t = state.tasks[id] ?? finished[id].flatMap(finishedTask) {
+                results[index] = .success(info(t))
+            } else if let t = try? await nonblocking({ try $0.loadTask(id) }).flatMap(finishedTask) {
+                results[index] = .success(info(t)) // ended meanwhile (cancelled by another client)
+            } else {
+                results[index] = .failure(RPCError(.ioError, "Task \(id) was created, but could not be read back"))
+            }
+        }
+        return results
+    }
+
+    /// Checks one task.create and builds its row, first events and lifecycle. Changes nothing but what a
+    /// resume data token needs (the token is used up, its partial data moved next to the new destination).
+    /// `resume`: the token of the request's resume data, redeemed already (`redeem`); `consumed` is set when a
+    /// refusal used it up (its partial is removed), else the caller keeps it again (`keep`).
+    func prepareCreate(_ p: TaskCreateParams, caller: Caller, batch: CreateBatch, resume: ResumeTokenRecord?,
+                       consumed: inout Bool) throws(RPCError) -> PendingCreate {
+        guard !state.shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
+        let s = try session(p.session, for: caller)
+        try checkCapsForNewTask(in: s, batch: batch)
+        guard s.record.state == .active else {
+            throw RPCError(.sessionInvalidated, "Session '\(p.session)' is being invalidated and accepts no new tasks")
+        }
+        try validateHeaders(p.headers ?? [:])
+        try validateControls(p)
+        let exchange = try validateExchange(p, caller: caller)
+        if let d = p.description, d.utf8.count > 4096 {
+            throw RPCError.invalidParams("description is longer than 4096 bytes")
+        }
+
+        let urlString = resume?.url ?? p.url
+        guard let urlString else { throw RPCError.invalidParams("url is required (or resumeData)") }
+        let url: URL
+        do {
+            url = try Destination.validate(url: urlString)
+        } catch {
+            if let resume {
+                discardPartial(resume.partialPath)
+                consumed = true
+            }
+            throw error
+        }
+        if let exchange {
+            return pendingCreate(exchangeTask(p, exchange, url: urlString, in: s), start: p.start == true, batch: batch,
+                                 bytesExpectedToSend: exchange.fileBytes)
+        }
+        if resume == nil { try checkDiskBudget(owner: s.record.uid) } // resume data brings bytes already counted
+        let isReserved = { (path: String) in self.state.tasks.isReserved(path) || batch.destinations.contains(path) }
+        let directory = s.record.configuration.destinationDirectory ?? downloadRoots.defaultDirectory(for: s.record.uid)
+        var explicit = p.destination
+        if explicit == nil, let resume, !FileManager.default.fileExists(atPath: resume.destination),
+           !isReserved(resume.destination) {
+            explicit = resume.destination // the cancelled task's destination, when still free
+        }
+        let destination: String
+        do {
+            try downloadRoots.confine(directory, uid: s.record.uid, creating: true)
+            if let explicit, !explicit.isEmpty { // confined before anything about the path is revealed
+                let path = Destination.normalize(explicit.hasPrefix("/") ? explicit : directory + "/" + explicit)
+                try downloadRoots.confine((path as NSString).deletingLastPathComponent, uid: s.record.uid)
+            }
+            destination = try Destination.resolve(explicit: explicit, url: url, directory: directory,
+                                                  isReserved: isReserved, overwrite: p.overwrite == true)
+            try downloadRoots.confine((destination as NSString).deletingLastPathComponent, uid: s.record.uid)
+        } catch {
+            throw error // a redeemed token is kept again by the caller
+        }
+        let now = clock()
+        var record = TaskRecord(
+            session: p.session, kind: "download", url: urlString, state: .suspended,
+            destination: destination, partialPath: Destination.partialPath(for: destination),
+            headers: p.headers ?? [:], description: p.description, createdAt: now, updatedAt: now,
+            resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout))
+        applyControls(p, to: &record)
+        record.overwrite = p.overwrite == true
+        // No file named by the client: the first response may name it (Content-Disposition, a redirect).
+        record.nameFromResponse = explicit?.isEmpty != false
+        if let resume {
+            adoptResumeData(resume, into: &record, owner: s.record.uid)
+        }
+        return pendingCreate(record, start: p.start == true, batch: batch)
+    }
+
+    /// Takes the token of a request's resume data out of the journal (once: a second use finds nothing), after
+    /// the checks the data itself allows: it is this daemon's, for a session of the same uid, for the same URL.
+    private func redeem(_ p: TaskCreateParams, caller: Caller) async throws(RPCError) -> ResumeTokenRecord {
+        let s = try session(p.session, for: caller)
+        let decoded = try ResumeData.decode(p.resumeData ?? "", key: resumeKey)
+        guard decoded.uid == s.record.uid else { throw RPCError(.invalidResumeData, ResumeData.refusal) }
+        if let given = p.url, given != decoded.url {
+            throw RPCError.invalidParams("url does not match the resume data's URL (\(decoded.url)); omit url")
+        }
+        let name = decoded.token
+        guard let token = try await journaling({ try $0.takeResumeToken(name) }) else {
+            throw RPCError(.invalidResumeData, "This resume data was already used, has expired, or is not from this daemon")
+        }
+        feedAndRun(.resumeDataChanged(uid: s.record.uid, kept: -1, inFlight: 0)) // redeemed
+        return token
+    }
+
+    /// Keeps a redeemed token again (its create was refused); if it cannot be written, its partial goes.
+    private func keep(_ token: ResumeTokenRecord) async {
+        do throws(RPCError) {
+            try await journaling { try $0.insertResumeToken(token) }
+            if let uid = state.sessions[token.session]?.record.uid {
+                feedAndRun(.resumeDataChanged(uid: uid, kept: 1, inFlight: 0))
+            }
+        } catch {
+            discardPartial(token.partialPath)
+        }
+    }
+
+    /// The new task's lifecycle and first events (its place in the queue when it starts at once).
+    /// A queued one takes the next free place behind the queue and the batch's earlier creates (the state moves
+    /// past it when `created` takes it in).
+    private func pendingCreate(_ record: TaskRecord, start: Bool, batch: CreateBatch,
+                               bytesExpectedToSend: Int64? = nil) -> PendingCreate {
+        var record = record
+        let (machine, actions) = TaskStateMachine.created(start: start, resourceDeadline: record.resourceDeadline)
+        record.state = machine.state
+        if actions.contains(.enqueue) {
+            record.queueOrder = state.nextQueueOrder + batch.queued
+        }
+        let time = Timestamp.format(record.createdAt)
+        let events = actions.compactMap(DaemonState.payload(for:))
+            .map { Event(seq: nil, session: record.session, task: nil, time: time, payload: $0) }
+        return PendingCreate(record: record, machine: machine, events: events, bytesExpectedToSend: bytesExpectedToSend)
+    }
+
+    /// Moves kept partial data into place for a task created from resume data; on any problem the task
+    /// simply starts from zero (like URLSession when resume data cannot be used).
+    private func adoptResumeData(_ token: ResumeTokenRecord, into record: inout TaskRecord, owner: UInt32) {
+        guard let length = PartialFile.length(path: token.partialPath), length > 0,
+              PartialFile.move(from: token.partialPath, to: record.partialPath)
+        else {
+            logger.notice("resume data's partial data is gone; starting from zero", metadata: ["url": "\(token.url)"])
+            discardPartial(token.partialPath)
+            return
+        }
+        record.durableRanges = token.ranges.clipped(to: length)
+        diskLedger.move(from: token.partialPath, to: record.partialPath, uid: owner)
+        record.bytesExpected = token.bytesExpected
+        record.etag = token.etag
+        record.lastModified = token.lastModified
+    }
+}
+
+// MARK: - task.update: a task's priority and its own bandwidth limit, changed at any time without restarting it.
+
+extension DaemonCore {
+    func updateTask(_ p: TaskUpdateParams, caller: Caller) async throws(RPCError) -> TaskInfo {
+        let t = try await task(p.id, for: caller)
+        guard !t.machine.state.isTerminal else {
+            throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "update")
+        }
+        if let limit = p.bandwidthLimit, let problem = ByteRate.problem(with: limit) {
+            throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
+        }
+        let actions = feed(.edited(p.id, DaemonState.TaskEdit(priority: p.priority, bandwidthLimit: p.bandwidthLimit)))
+        let limit = state.tasks[p.id]?.record.bandwidthLimit
+        // A running transfer follows its new limit within RateLimiter.maximumWaitSlice.
+        if p.bandwidthLimit != nil { attempts[p.id]?.bandwidth.setRate(limit ?? 0) }
+        logger.info("task updated", metadata: ["task": "\(p.id)", "priority": "\((p.priority ?? t.record.priority).rawValue)",
+                                               "bandwidthLimit": "\(limit ?? 0)"])
+        run(actions)
+        return info(try await task(p.id, for: caller))
+    }
+}
+
+// MARK: - A new task's controls (expected checksum, bandwidth limit, priority, begin date): checked and applied at task.create.
+
+extension DaemonCore {
+    /// task.create's checks of the issue-4 controls: checksum (downloads only), bandwidth limit.
+    func validateControls(_ p: TaskCreateParams) throws(RPCError) {
+        if let checksum = p.checksum {
+            guard p.kind == nil || p.kind == .download else {
+                throw RPCError.invalidParams("checksum applies to downloads only (this is a \(p.kind!.rawValue) task)")
+            }
+            if let problem = Checksum.problem(with: checksum) {
+                throw RPCError.invalidParams("checksum \(problem)")
+            }
+        }
+        if let limit = p.bandwidthLimit, let problem = ByteRate.problem(with: limit) {
+            throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
+        }
+        if let date = p.earliestBeginDate, Timestamp.parse(date) == nil {
+            throw RPCError.invalidParams("earliestBeginDate must be an RFC 3339 date-time such as "
+                                         + "2026-11-25T22:00:00Z or 2026-11-25T23:00:00+01:00 (got '\(date)')")
+        }
+        if let n = p.maxConnections {
+            guard p.kind == nil || p.kind == .download else {
+                throw RPCError.invalidParams("maxConnections applies to downloads only (this is a \(p.kind!.rawValue) task)")
+            }
+            let range = SessionConfiguration.maxConnectionsRange
+            guard range.contains(n) else {
+                throw RPCError.invalidParams("maxConnections must be from \(range.lowerBound) to \(range.upperBound) (got \(n))")
+            }
+        }
+    }
+
+    /// Stores the controls of `p` (already validated) in a new task's row.
+    func applyControls(_ p: TaskCreateParams, to record: inout TaskRecord) {
+        record.checksum = p.checksum.flatMap { Checksum(parsing: $0)?.description }
+        record.priority = p.priority ?? .normal
+        record.bandwidthLimit = p.bandwidthLimit.flatMap { $0 > 0 ? $0 : nil }
+        record.maxConnections = p.maxConnections
+        record.earliestBeginDate = p.earliestBeginDate.flatMap(Timestamp.parse)
     }
 }

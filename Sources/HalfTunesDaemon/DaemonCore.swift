@@ -1,3 +1,4 @@
+// The runner of DaemonState: an actor that feeds it inputs, carries out its actions, and serves the RPC calls.
 import AsyncHTTPClient
 import Crypto
 import Foundation
@@ -7,150 +8,55 @@ import HalfTunesProtocol
 import Logging
 import NIOCore
 
-/// One task as the daemon holds it: the journaled row, its lifecycle, and the transfer when running.
-struct ManagedTask {
-    var record: TaskRecord
-    /// The uid of the session's owner (fixed: a session never changes hands).
-    let owner: UInt32
-    var machine: TaskStateMachine
-    var bytesReceived: Int64
-    /// An attempt was started and has not ended yet (the runner holds it: `DaemonCore.attempts`); a new one
-    /// never starts before the old one has ended.
-    var attemptInFlight = false
-    /// What to do with the partial data once the transfer has stopped (after cancel).
-    var discardPartialWhenStopped = false
-    /// Uploads: progress of the current attempt.
-    var bytesSent: Int64?
-    var bytesExpectedToSend: Int64?
-    /// A `running` download whose transfer ended and which is being verified or published: it holds no
-    /// transfer slot (`TaskTable.running` leaves it out).
-    var completing = false
-    /// A `queued` task whose `earliestBeginDate` has not come yet: it is not in the queue until then
-    /// (`DaemonState.deferIfEarly`, `TaskTable.dueBegins`).
-    var deferredUntil: Double?
-    /// Its row is still being inserted (`task.create` submits the insert and goes on): a queued one stays out of
-    /// the queue, so nothing is transferred for a task the journal may never hold, until `createsJournaled`.
-    var inserting = false
-    /// Whether it stays out of the queue while `queued` (waiting for its begin date or for its row).
-    var outOfQueue: Bool { deferredUntil != nil || inserting }
-    /// The per-host limit's key (`HostKey`).
-    var hostKey: String { HostKey.of(record.url) }
-
-    var id: Int64 { record.id! }
-
-    mutating func syncRecord(now: Double) {
-        record.state = machine.state
-        record.waitingReason = machine.waitingReason
-        record.nextAttemptAt = machine.nextAttemptAt
-        record.error = machine.error
-        record.updatedAt = now
-    }
-}
-
-extension ManagedTask {
-    /// The task a journal row describes: the one place a task is rebuilt from its row (recovery, and a finished
-    /// task read for a client). A finished data task or upload shows what it received, or sent, as journaled.
-    init(row: TaskRecord, owner: UInt32) {
-        let machine = TaskStateMachine(state: row.state, waitingReason: row.waitingReason,
-                                       nextAttemptAt: row.nextAttemptAt, error: row.error,
-                                       resourceDeadline: row.resourceDeadline)
-        self.init(record: row, owner: owner, machine: machine, bytesReceived: row.bytesDurable)
-        guard row.state.isTerminal else { return }
-        if row.kind == TaskKind.data.rawValue || row.kind == TaskKind.upload.rawValue {
-            bytesReceived = row.response?.bodyBytes ?? 0
-        }
-        if row.kind == TaskKind.upload.rawValue, row.state == .completed {
-            bytesSent = row.bytesDurable // journaled at completion
-            bytesExpectedToSend = row.bytesDurable
-        }
-    }
-}
-
-/// An attempt in flight as the runner holds it: the bridge to its transfer and the task's own bandwidth
-/// bucket (its rate follows the task's `bandwidthLimit`).
-struct LiveAttempt {
-    let runtime: TaskRuntime
-    let bandwidth: BandwidthBucket
-    /// The proxy whose client the attempt leased, and for which uid (released when it ends).
-    var proxy: ProxyServer? = nil
-    var uid: UInt32 = 0
-}
-
-struct ManagedSession {
-    var record: SessionRecord
-    var lastEventSeq: Int64
-    /// Journaled events not acknowledged yet (kept as events are journaled and acknowledged; the caps read it).
-    var pendingEvents: Int
-    /// Connections subscribed to its events now (the runner holds their outboxes).
-    var subscribers = 0
-}
-
 /// The daemon's state, owned by one actor: sessions, tasks, the FIFO queue and event subscribers.
 /// Journal writes happen here (and in checkpoints, from transfer queues); bytes never pass through here.
 actor DaemonCore {
     var configuration: DaemonConfiguration
-    let journal: Journal
-    /// The direct HTTP client and one per proxy in use.
-    let clients: HTTPClients
-    let logger: Logger
-    let clock: @Sendable () -> Double
-    let startedAt: Double
-
+    nonisolated let services: CoreServices
     /// Sessions, unfinished tasks and the queue, changed only through `state.handle`, whose actions `run`
     /// carries out (the runner reads it freely).
     private(set) var state = DaemonState()
-    /// The attempts in flight, by task: what the state only knows as `ManagedTask.attemptInFlight`.
-    var attempts: [Int64: LiveAttempt] = [:]
+    var transfers = LiveTransfers()
+    /// Each session's live subscribers, by connection.
     var subscribers: [String: [UInt64: Outbox]] = [:]
-    /// What starts and watches the sessions' launch units (their `LaunchMachine`s are in the state).
-    let launcher = UnitLauncher()
-    /// Suspend and cancel requests waiting for a move in flight to end (`waitUntilMoved`).
-    var moveWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
-    /// The complete partial whose checksum was verified, held open for its move (the move publishes that very
-    /// file, or fails if its path names another by then).
-    var verifiedPartials: [Int64: OpenPartial] = [:]
-    /// The bytes each uid's partial files hold, against `max-disk-per-uid` (DaemonCore+Disk.swift).
-    let diskLedger: DiskLedger
-    var rateMeter = ThroughputMeter()
-    /// Upload request bodies sent (`DaemonStatus.uploadRate`).
-    var uploadRateMeter = ThroughputMeter()
-    var housekeeping: Task<Void, Never>?
-    /// The one timer for every retry: it wakes at the earliest retry time `TaskTable` holds (`armRetryTimer`).
-    var retryWake: (at: Double, task: Task<Void, Never>)?
-    /// The daemon-wide bandwidth bucket every transfer is metered against (rate: the global limit).
-    let globalBandwidth = BandwidthBucket(rate: 0)
-    /// Limits from the configuration file and flags (nil until `loadLimits()`); reloads change them.
-    var configuredLimits: DaemonLimits?
-    /// Limits set with `daemon.setLimits`, kept in the journal; they win over `configuredLimits`.
-    var limitOverrides = DaemonSetLimitsParams()
-    /// Queue positions of every queued task, computed once while a whole list of tasks is described.
-    var positionsMemo: [Int64: Int]?
+    var meters = Meters()
+    var limitSources = LimitSources()
+    var timers = CoreTimers()
     /// Authenticates resume data (`<state>/resume-data.key`).
     let resumeKey: SymmetricKey
-    /// Extra connections of split downloads, per host (DaemonCore+Connections.swift).
-    nonisolated let hostConnections: HostConnections
+
+    nonisolated var journal: Journal { services.journal }
+    nonisolated var clients: HTTPClients { services.clients }
+    nonisolated var logger: Logger { services.logger }
+    nonisolated var clock: @Sendable () -> Double { services.clock }
+    nonisolated var diskLedger: DiskLedger { services.diskLedger }
+    nonisolated var hostConnections: HostConnections { services.hostConnections }
+    var attempts: [Int64: LiveAttempt] {
+        get { transfers.attempts }
+        _modify { yield &transfers.attempts }
+    }
 
     init(configuration: DaemonConfiguration, journal: Journal, clients: HTTPClients, logger: Logger,
          resumeKey: SymmetricKey = SymmetricKey(size: .bits256),
          clock: @escaping @Sendable () -> Double = { Timestamp.now() }) {
-        self.resumeKey = resumeKey
         self.configuration = configuration
-        self.journal = journal
-        self.clients = clients
-        self.logger = logger
-        self.clock = clock
-        self.startedAt = clock()
-        self.hostConnections = HostConnections()
-        self.diskLedger = Self.diskLedger(for: configuration)
+        self.resumeKey = resumeKey
+        self.services = CoreServices(journal: journal, clients: clients, logger: logger, clock: clock, startedAt: clock(),
+                                     launcher: UnitLauncher(),
+                                     diskLedger: Self.diskLedger(for: configuration), hostConnections: HostConnections(),
+                                     globalBandwidth: BandwidthBucket(rate: 0))
         self.state = DaemonState(limits: DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
                                                                 maxConnectionsPerHost: configuration.maxConnectionsPerHost))
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")
         }
-        hostConnections.onChange { [weak self] host in
+        services.hostConnections.onChange { [weak self] host in
             Task { await self?.connectionsChanged(host) }
         }
     }
+
+    /// The downloads directories' rules (DownloadRoots.swift), for this configuration.
+    var downloadRoots: DownloadRoots { DownloadRoots(downloadsDirectory: configuration.downloadsDirectory) }
 
     // MARK: - The state's inputs (the only writes of `state`)
 
@@ -161,7 +67,7 @@ actor DaemonCore {
     }
 
     /// Gives every host whose running or queued tasks changed its new allowance of extra connections (after
-    /// each input: O(hosts changed), never all hosts; DaemonCore+Connections.swift).
+    /// each input: O(hosts changed), never all hosts; below).
     private func updateHostAllowances() {
         let changed = state.tasks.takeChangedHosts()
         guard !changed.isEmpty else { return }
@@ -209,9 +115,10 @@ actor DaemonCore {
         return ManagedTask(row: record, owner: session.record.uid)
     }
 
-    func info(_ t: ManagedTask) -> TaskInfo {
+    /// `positions`: every queued task's place, computed once for a whole list (`infos`).
+    func info(_ t: ManagedTask, positions: [Int64: Int]? = nil) -> TaskInfo {
         let r = t.record
-        let position = queuePosition(t.id)
+        let position = queuePosition(t.id, positions: positions)
         return TaskInfo(
             id: t.id, session: r.session, kind: r.kind, url: r.url,
             currentURL: r.currentURL == r.url ? nil : r.currentURL,
@@ -259,11 +166,11 @@ actor DaemonCore {
     func status() -> DaemonStatus {
         let counts = Dictionary(uniqueKeysWithValues: TaskState.allCases.map { ($0.rawValue, state.tasks.count(in: $0)) })
         let now = clock()
-        return DaemonStatus(version: HalfTunes.version, pid: getpid(), uptimeSeconds: (now - startedAt),
-                            tasks: counts, sessions: state.sessions.count, downloadRate: rateMeter.rate(now: now),
+        return DaemonStatus(version: HalfTunes.version, pid: getpid(), uptimeSeconds: (now - services.startedAt),
+                            tasks: counts, sessions: state.sessions.count, downloadRate: meters.received.rate(now: now),
                             maxConcurrent: configuration.maxConcurrent, socketPath: configuration.socketPath,
                             stateDirectory: configuration.stateDirectory, limits: limits,
-                            uploadRate: uploadRateMeter.rate(now: now), transfers: state.tasks.running.count,
+                            uploadRate: meters.sent.rate(now: now), transfers: state.tasks.running.count,
                             connections: state.tasks.running.count + hostConnections.totalExtras,
                             conditions: state.reportedConditions, proxy: proxyStatus)
     }
@@ -272,5 +179,117 @@ actor DaemonCore {
     /// let go on continue (`DaemonState.conditionsChanged`).
     func conditionsChanged(_ new: SystemConditions, serial: Int) {
         feedAndRun(.conditionsChanged(new, serial: serial))
+    }
+}
+
+// MARK: - One connection's requests on the core: made in order, isolated to the core (no hop each), creates together.
+
+extension DaemonCore {
+    /// Runs a connection's prepared requests in order and hands each answer on. The requests arrive in the
+    /// bursts the socket delivered them; within a burst, consecutive task.create requests are made together
+    /// (`createTasks`: one journal transaction), everything else one by one. The stream is read on the core,
+    /// so no hop is made between requests; after every `yieldEvery` requests the core lets other work in.
+    func serve(_ requests: AsyncStream<[(RPCRouter.Prepared, Int)]>, router: RPCRouter,
+               answer: @Sendable (RPCRouter.Answer, Int) -> Void) async {
+        var served = 0
+        for await burst in requests {
+            var i = 0
+            while i < burst.count {
+                guard case .create = burst[i].0 else {
+                    answer(await router.run(burst[i].0, on: self), burst[i].1)
+                    i += 1
+                    served += 1
+                    if served % Self.yieldEvery == 0 { await Task.yield() }
+                    continue
+                }
+                var run: [(id: RPCID?, bytes: Int, params: TaskCreateParams, caller: Caller)] = []
+                while i < burst.count, run.count < Self.maxCreatesTogether, case .create(let id, let p, let caller) = burst[i].0 {
+                    run.append((id, burst[i].1, p, caller))
+                    i += 1
+                }
+                let results = await createTasks(run.map { ($0.params, $0.caller) })
+                for (request, result) in zip(run, results) {
+                    answer(RPCRouter.answer(id: request.id, result), request.bytes)
+                }
+                served += run.count
+                await Task.yield()
+            }
+        }
+    }
+
+    static let yieldEvery = 16
+    /// The most task.create requests journaled in one transaction.
+    static let maxCreatesTogether = 64
+}
+
+// MARK: - The queue: starting tasks within the limits, fairly between users, queue positions (one order for a whole list of tasks), and task.move.
+
+extension DaemonCore {
+    /// Starts queued tasks while the limits allow, fairly between users (`DaemonState.grantSlots`).
+    func pump() {
+        feedAndRun(.grantSlots)
+    }
+
+    /// A queued task's place in the shared order (1 = next); nil for any other state.
+    func queuePosition(_ id: Int64, positions: [Int64: Int]? = nil) -> Int? {
+        guard state.tasks.queue.contains(id) else { return nil }
+        if let positions { return positions[id] }
+        return state.tasks.queue.position(of: id, running: state.tasks.runningByOwner, lastServed: state.lastServed)
+    }
+
+    /// `task.move`: the front or back of its priority class. A queued task moves at once; a suspended or
+    /// waiting one gets that place when it is queued again.
+    func moveTask(_ p: TaskMoveParams, caller: Caller) async throws(RPCError) -> TaskInfo {
+        let t = try await task(p.id, for: caller)
+        guard [.queued, .suspended, .waiting].contains(t.machine.state) else {
+            throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "move")
+        }
+        let actions = feed(.edited(p.id, DaemonState.TaskEdit(move: p.to)))
+        logger.info("task moved", metadata: ["task": "\(p.id)", "to": "\(p.to.rawValue)"])
+        run(actions)
+        return info(try await task(p.id, for: caller))
+    }
+}
+
+extension DaemonCore {
+    /// Describes many tasks, working out the queue's shared order once for all of them when several users
+    /// have queued tasks (not once per queued task).
+    func infos(_ list: [ManagedTask]) -> [TaskInfo] {
+        var positions: [Int64: Int]?
+        if state.tasks.queue.owners.count > 1, list.contains(where: { $0.machine.state == .queued }) {
+            let order = state.tasks.queue.fairOrder(running: state.tasks.runningByOwner, lastServed: state.lastServed)
+            positions = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0 + 1) })
+        }
+        return list.map { info($0, positions: positions) }
+    }
+}
+
+// MARK: - Split downloads' extra connections in the core: each host's allowance follows its tasks, and what is in use goes back to the state's per-host limit.
+
+extension DaemonCore {
+    /// Every host's allowance again (the per-host limit changed).
+    func updateAllHostAllowances() {
+        let limits = state.limits
+        for host in state.tasks.runningByHost.keys {
+            hostConnections.setAllowance(state.extraAllowance(host: host, limits: limits), host: host)
+        }
+    }
+
+    /// The extra connections in use to `host` changed (reported by `HostConnections`, off the core): the
+    /// state's per-host limit counts them.
+    func connectionsChanged(_ host: String) {
+        feedAndRun(.connectionsChanged(host: host, extras: hostConnections.extras(host)))
+    }
+
+    /// The connections a running task uses now (1 plus the extras it holds), nil when it has no transfer.
+    func connections(of t: ManagedTask) -> Int? {
+        guard attempts[t.id] != nil, t.machine.state == .running, !t.completing else { return nil }
+        return 1 + hostConnections.extras(t.hostKey, task: t.id)
+    }
+
+    /// The most connections a download of `t` may use: the task's setting, else its session's, else the
+    /// default.
+    func maxConnections(of t: ManagedTask, session: SessionConfiguration) -> Int {
+        t.record.maxConnections ?? session.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask
     }
 }

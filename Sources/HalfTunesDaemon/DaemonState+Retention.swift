@@ -1,4 +1,5 @@
 // Housekeeping as the state decides it: when finished tasks are swept and which may go, when resume data expires.
+import HalfTunesEngine
 import HalfTunesProtocol
 
 /// One session's part of a sweep: its finished tasks that finished at or before `before` (its
@@ -41,6 +42,24 @@ extension DaemonState {
             let keep = s.record.configuration.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
             return RetentionSweep(session: identifier, before: now - keep, keeping: tasks.ids(session: identifier))
         }
+    }
+
+    /// What a `task.cancel` that asks for resume data gets, decided before anything is canceled.
+    enum ResumeDataDecision: Equatable {
+        /// None asked for, or none can be made: the response gave no validator to continue against (`If-Range`).
+        case none
+        /// The partial is kept and a token made once the transfer has stopped.
+        case keep
+        /// The task's uid already keeps `kept` of them, the most allowed: the cancel is refused, nothing is lost.
+        case refused(kept: Int)
+    }
+
+    /// Whether canceling `t` keeps resume data: only if asked, only with a validator (without one the bytes could
+    /// never be continued safely), and only while its uid keeps fewer than `cap` (`max-resume-data-per-uid`).
+    func resumeDataDecision(for t: ManagedTask, asked: Bool, cap: Int) -> ResumeDataDecision {
+        guard asked, Validators(etag: t.record.etag, lastModified: t.record.lastModified).ifRangeValue != nil else { return .none }
+        let kept = resumeDataHeld(by: t.owner)
+        return kept < cap ? .keep : .refused(kept: kept)
     }
 
     /// The resume data `uid` keeps or is making now (what `max-resume-data-per-uid` bounds). O(1).

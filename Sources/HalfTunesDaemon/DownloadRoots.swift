@@ -156,7 +156,3 @@ enum PosixACL {
         return nil
     }
 }
-
-extension DaemonCore {
-    var downloadRoots: DownloadRoots { DownloadRoots(downloadsDirectory: configuration.downloadsDirectory) }
-}

@@ -37,6 +37,23 @@ extension Journal {
         }
     }
 
+    /// Deletes the session (as `deleteSession`) only if it is still invalidating, and returns the resume tokens
+    /// deleted with it (their partial files are the caller's to remove); nil, and nothing deleted, for a session
+    /// that is not invalidating (gone, or opened again under the same identifier).
+    public func deleteInvalidatedSession(_ identifier: String) throws -> [ResumeTokenRecord]? {
+        try write { db in
+            let state = try String.fetchOne(db, sql: "SELECT state FROM sessions WHERE identifier = ?", arguments: [identifier])
+            guard state == SessionState.invalidating.rawValue else { return nil }
+            let tokens = try Row.fetchAll(db, sql: "SELECT * FROM resume_tokens WHERE session = ? ORDER BY token",
+                                          arguments: [identifier]).map(ResumeTokenRecord.init(row:))
+            for table in ["events", "resume_tokens", "tasks"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE session = ?", arguments: [identifier])
+            }
+            try db.execute(sql: "DELETE FROM sessions WHERE identifier = ?", arguments: [identifier])
+            return tokens
+        }
+    }
+
     /// Deletes the session with its tasks, events and resume tokens, in one transaction. Deleting an unknown
     /// session does nothing. Event sequence numbers and task ids stay used (AUTOINCREMENT).
     public func deleteSession(_ identifier: String) throws {

@@ -131,3 +131,25 @@ struct DaemonStateResponseNameTests {
         #expect(state.responseName(3, Self.start(url: "http://h/x/report.pdf")) == nil, "settled: never renamed")
     }
 }
+
+/// `task.cancel`'s resume data, decided by the state before anything is canceled.
+@Suite("DaemonState: resume data on cancel")
+struct ResumeDataDecisionTests {
+    @Test func keptOnlyWhenAskedWithAValidatorAndUnderTheCap() {
+        var state = DaemonStateTests.state()
+        var t = DaemonStateTests.task(1, session: "a", owner: 1)
+        #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .none) // no validator: never continued
+        t.record.etag = "\"v1\""
+        #expect(state.resumeDataDecision(for: t, asked: false, cap: 2) == .none)
+        #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .keep)
+        t.record.etag = "W/\"weak\"" // a weak ETag is no validator for a range
+        #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .none)
+        t.record.lastModified = "Sat, 22 Nov 2025 03:51:27 GMT"
+        #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .keep)
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 1, inFlight: 1), now: 0)
+        #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .refused(kept: 2))
+        var other = t
+        other = ManagedTask(record: t.record, owner: 2, machine: t.machine, bytesReceived: 0)
+        #expect(state.resumeDataDecision(for: other, asked: true, cap: 2) == .keep) // another uid's count
+    }
+}

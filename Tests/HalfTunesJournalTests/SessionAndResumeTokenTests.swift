@@ -42,6 +42,23 @@ import Testing
     }
 }
 
+/// `deleteInvalidatedSession`: the session goes (with its tokens, returned) only while it is invalidating.
+@Suite struct InvalidatedSessionTests {
+    @Test func onlyAnInvalidatingSessionIsDeletedWithItsTokens() throws {
+        let journal = try Journal.openInMemory()
+        var session = Sample.session("inv")
+        try journal.upsertSession(session)
+        try journal.insertResumeToken(ResumeToken.sample(token: "t1", session: "inv"))
+        #expect(try journal.deleteInvalidatedSession("inv") == nil) // active: kept
+        #expect(try journal.loadSessions().map(\.identifier) == ["inv"])
+        session.state = .invalidating
+        try journal.upsertSession(session)
+        #expect(try journal.deleteInvalidatedSession("inv")?.map(\.token) == ["t1"])
+        #expect(try journal.loadSessions().isEmpty && journal.resumeTokens(session: "inv").isEmpty)
+        #expect(try journal.deleteInvalidatedSession("inv") == nil) // gone: nothing
+    }
+}
+
 enum ResumeToken {
     static func sample(token: String, session: String = "com.example.app", createdAt: Double = Sample.now) -> ResumeTokenRecord {
         ResumeTokenRecord(token: token, session: session, url: "http://127.0.0.1:8080/big.iso",

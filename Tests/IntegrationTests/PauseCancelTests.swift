@@ -85,10 +85,17 @@ struct PauseCancelTests {
             let canceled = try client.task(t.id)
             #expect(canceled.state == .canceled)
             origin.setBehavior("/r.bin", TestOrigin.Behavior())
+            // A create the daemon refuses (its destination is another task's) does not use the resume data up.
+            let held = daemon.downloadsDir + "/held.bin"
+            let holder = try client.createTask(TaskCreateParams(session: "rd", url: origin.url("/other"), destination: held))
+            let refused = try ctl(["download", "--session", "rd", "--resume-data", resumeData, "--destination", held],
+                                  socket: daemon.socketPath)
+            #expect(refused.status != 0 && refused.stderr.contains("held.bin"), "\(refused.stdout) \(refused.stderr)")
+            _ = try client.cancel(holder.id)
             let again = try ctl(["download", "--session", "rd", "--resume-data", resumeData, "--wait"], socket: daemon.socketPath)
             #expect(again.status == 0, "\(again.stdout) \(again.stderr)")
             let tasks = try client.tasks(session: "rd")
-            let second = try #require(tasks.first { $0.id != t.id })
+            let second = try #require(tasks.first { $0.id != t.id && $0.id != holder.id })
             #expect(second.state == .completed)
             #expect(try sha256(ofFile: second.location!) == TestOrigin.sha256Hex(body))
             let last = try #require(origin.requests("/r.bin").last)

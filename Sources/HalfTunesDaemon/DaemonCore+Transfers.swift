@@ -1,0 +1,306 @@
+// Transfers in the core: attempts of every task kind, upload and data tasks' checks, and each user's disk share.
+import AsyncHTTPClient
+import Foundation
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonCore {
+    /// Starts one attempt of a task (the state counted it and set its progress): a download resumes from its
+    /// durable offset; an upload or data task starts from byte 0, whatever happened before.
+    func startTransfer(_ id: Int64) {
+        guard let t = state.tasks[id], let s = state.sessions[t.record.session] else { return }
+        let config = s.record.configuration
+        let headers = (config.headers ?? [:]).merging(t.record.headers) { _, task in task }
+            .sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
+        let requestTimeout = config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout
+        let kind = TaskKind(rawValue: t.record.kind) ?? .download
+        var request: AttemptRequest
+        var durable = ByteRanges()
+        var maxConnections = 1
+        switch kind {
+        case .download:
+            let validators = (t.record.etag != nil || t.record.lastModified != nil)
+                ? Validators(etag: t.record.etag, lastModified: t.record.lastModified) : nil
+            durable = t.record.durableRanges
+            maxConnections = self.maxConnections(of: t, session: config)
+            request = .download(taskID: id, url: t.record.url, headers: headers, partialPath: t.record.partialPath,
+                                durable: durable, validators: validators, expectedLength: t.record.bytesExpected,
+                                requestTimeout: requestTimeout, checkpointInterval: configuration.checkpointInterval,
+                                maxConnections: maxConnections, freeSpaceFloor: configuration.minFreeSpace,
+                                diskAccount: diskLedger.account(uid: t.owner, path: t.record.partialPath))
+        case .upload, .data:
+            let method = t.record.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET")
+            let upload = kind == .upload
+            request = AttemptRequest(
+                taskID: id, url: t.record.url, method: method, headers: headers,
+                body: upload ? t.record.file.map {
+                    AttemptRequest.UploadBody(path: $0, fileID: t.record.fileID.flatMap(FileID.init(text:)))
+                } : nil,
+                sink: .memory(upload ? .upload : .data(maxBytes: t.record.maxResponseBytes)),
+                requestTimeout: requestTimeout)
+        }
+        let bandwidth = BandwidthBucket(rate: t.record.bandwidthLimit ?? 0) // fresh: a resumed transfer never bursts
+        request.rateLimiter = RateLimiter(buckets: [services.globalBandwidth, bandwidth])
+        request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
+        request.proxy = configuration.proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass)
+            .proxy(for: t.record.url)
+        let client: HTTPClient
+        do {
+            client = try clients.lease(for: request.proxy, uid: t.owner)
+        } catch {
+            // The uid's transfers already go through as many proxies as allowed: this one waits and is retried.
+            let message = "uid \(error.uid) already has transfers through \(error.limit) different proxies, the most at "
+                + "once; this task goes on when one of them is free"
+            let failure = TransferFailure(error: TaskError(code: TaskErrorCode.proxyFailure, message: message),
+                                          isTransient: true, durable: durable)
+            // Not on this call: the slot it frees would start the next task here, which may be refused too.
+            Task { [weak self] in await self?.attemptEnded(id, .failed(failure, response: nil)) }
+            return
+        }
+        let runtime = TaskRuntime(taskID: id, journal: journal, durable: durable, connections: hostConnections,
+                                  host: t.hostKey)
+        var taskLogger = logger
+        taskLogger[metadataKey: "task"] = "\(id)"
+        let attempt = Attempt(request: request, client: client, observer: runtime, logger: taskLogger)
+        attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth, proxy: request.proxy, uid: t.owner)
+        runtime.start(attempt)
+        Task { [weak self] in
+            for await message in runtime.messages {
+                guard let self else { return }
+                await self.handle(message, from: runtime)
+            }
+        }
+        logger.debug("transfer started", metadata: [
+            "task": "\(id)", "kind": "\(kind.rawValue)", "method": "\(request.method)", "durable": "\(durable)",
+            "maxConnections": "\(maxConnections)", "proxy": "\(request.proxy.map(String.init(describing:)) ?? "none")",
+        ])
+    }
+
+    /// What the attempt reports goes to the state as its progress; its end, as `attemptEnded`.
+    func handle(_ message: TaskRuntime.Message, from runtime: TaskRuntime) {
+        let id = runtime.taskID
+        guard attempts[id]?.runtime === runtime else { return }
+        let progress: DaemonState.Progress
+        switch message {
+        case .started(let start):
+            if start.discardedBytes > 0 || start.reason != nil {
+                logger.notice("restarting from zero", metadata: ["task": "\(id)", "reason": "\(start.reason ?? "")"])
+            }
+            if let named = nameFromResponse(id, start) {
+                feedAndRun(.responseNamed(id, destination: named.destination, suggestedFilename: named.suggested))
+            }
+            progress = .started(start)
+        case let .received(delta, total, expected):
+            meters.received.add(delta, at: clock())
+            progress = .received(delta: delta, total: total, expected: expected)
+        case .bodyOpened(let bytes):
+            progress = .bodyOpened(bytes: bytes)
+        case let .sent(delta, total, expected):
+            meters.sent.add(delta, at: clock())
+            progress = .sent(delta: delta, total: total, expected: expected)
+        case .finished(let outcome):
+            if let live = attempts.removeValue(forKey: id) { clients.release(live.proxy, uid: live.uid, now: clock()) }
+            return attemptEnded(id, outcome)
+        }
+        feedAndRun(.attemptProgress(id, progress))
+    }
+
+    /// The name the state takes from the first response (`DaemonState.responseName`), made a free path in the
+    /// same directory (the file system is looked at here, off the state). nil when the task's name is settled.
+    func nameFromResponse(_ id: Int64, _ start: ResponseStart) -> (destination: String, suggested: String)? {
+        guard let name = state.responseName(id, start) else { return nil }
+        guard name.candidate != name.current else { return (name.current, name.suggested) }
+        let current = name.current
+        let isReserved = { (path: String) in path != current && self.state.tasks.isReserved(path) }
+        // Always a free name: the server chose it, so it never replaces a file (`overwrite` needs an explicit
+        // destination, which is never renamed).
+        let destination = FilePublisher.availableName(for: name.candidate, isReserved: isReserved)
+        logger.info("the response names the file", metadata: ["task": "\(id)", "destination": "\(destination)"])
+        return (destination, name.suggested)
+    }
+
+    /// The attempt ended: `DaemonState` decides what that means for the task (`AttemptVerdict`) and frees
+    /// its slot; the actions are carried out here.
+    func attemptEnded(_ id: Int64, _ outcome: AttemptOutcome) {
+        guard let t = state.tasks[id] else { return }
+        if !state.shuttingDown, t.machine.state == .running {
+            switch outcome {
+            case .responded(let response):
+                logger.info("\(t.record.kind) task complete", metadata: ["task": "\(id)", "status": "\(response.status)",
+                                                                         "bodyBytes": "\(response.bodyBytes)"])
+            case .failed(let failure, _):
+                logger.info("\(t.record.kind) attempt failed: \(failure.error.message)",
+                            metadata: ["task": "\(id)", "transient": "\(failure.isTransient)"])
+            case .completed, .stopped:
+                break
+            }
+        }
+        let input = DaemonState.Input.attemptEnded(id, outcome, jitterSample: Double.random(in: 0..<1))
+        feedAndRun(input)
+    }
+}
+
+// MARK: - Upload and data tasks in the core: task.create's checks and the task they create (their attempts: above).
+
+/// What task.create accepted for an upload or data task.
+struct ExchangeFields: Sendable, Equatable {
+    var kind: TaskKind
+    var method: String
+    /// Uploads: the source file (absolute path) and its length at creation.
+    var file: String?
+    var fileBytes: Int64?
+    /// Uploads: the file that was checked and opened, which every attempt must open again.
+    var fileID: FileID?
+    /// Data tasks: the response body cap.
+    var maxResponseBytes: Int64?
+}
+
+extension DaemonCore {
+    /// task.create's checks for upload and data tasks (nil for a download, after refusing upload/data-only
+    /// fields on it).
+    func validateExchange(_ p: TaskCreateParams, caller: Caller) throws(RPCError) -> ExchangeFields? {
+        let kind = p.kind ?? .download
+        guard kind != .download else {
+            if p.method != nil || p.file != nil || p.maxResponseBytes != nil {
+                let field = p.method != nil ? "method" : p.file != nil ? "file" : "maxResponseBytes"
+                throw RPCError.invalidParams("\(field) applies to upload and data tasks only; give kind \"upload\" or \"data\"")
+            }
+            return nil
+        }
+        if p.resumeData != nil {
+            throw RPCError.invalidParams("resumeData applies to downloads only (this is a \(kind.rawValue) task)")
+        }
+        if p.overwrite != nil {
+            throw RPCError.invalidParams("overwrite applies to downloads only (this is a \(kind.rawValue) task)")
+        }
+        if p.destination != nil {
+            throw RPCError.invalidParams(kind == .upload
+                ? "destination applies to downloads only; an upload sends `file` to `url`"
+                : "destination applies to downloads only; a data task's body comes back in its didComplete event")
+        }
+        let method: String
+        switch ExchangeRules.method(p.method, kind: kind) {
+        case .success(let m): method = m
+        case .failure(let refusal): throw RPCError.invalidParams(refusal.message)
+        }
+        var fields = ExchangeFields(kind: kind, method: method)
+        switch kind {
+        case .upload:
+            if p.maxResponseBytes != nil {
+                throw RPCError.invalidParams("maxResponseBytes applies to data tasks only; an upload's completion carries the first \(ResponseLimit.upload.maxBytes) bytes of the response body")
+            }
+            guard let file = p.file else {
+                throw RPCError.invalidParams("file is required for an upload: the absolute path of the file to send")
+            }
+            // Never send a file the client itself could not read (the daemon may have more rights): the
+            // file judged is the file opened (a path swapped in between is refused), and every attempt
+            // must open that same file again.
+            var checked: FileID?
+            switch caller.readCheck(file) {
+            case .refused(let problem): throw RPCError.invalidParams("file: \(problem); uploads send only files you can read")
+            case .allowed(let id): checked = id
+            }
+            do {
+                let source = try UploadSource.open(path: file, expected: checked)
+                defer { source.close() }
+                fields.fileBytes = source.size
+                fields.fileID = source.fileID
+            } catch {
+                throw RPCError.invalidParams(error.message)
+            }
+            fields.file = file
+        case .data:
+            if p.file != nil {
+                throw RPCError.invalidParams("file applies to uploads only; a data task sends no body")
+            }
+            if let cap = p.maxResponseBytes, !(1...ResponseLimit.dataDefaultBytes).contains(cap) {
+                throw RPCError.invalidParams("maxResponseBytes must be from 1 to \(ResponseLimit.dataDefaultBytes) (16 MiB), got \(cap)")
+            }
+            fields.maxResponseBytes = p.maxResponseBytes ?? ResponseLimit.dataDefaultBytes
+        case .download:
+            break
+        }
+        return fields
+    }
+
+    /// The row of a new upload or data task (the URL was checked by `prepareCreate`).
+    func exchangeTask(_ p: TaskCreateParams, _ fields: ExchangeFields, url: String, in s: ManagedSession) -> TaskRecord {
+        let now = clock()
+        var record = TaskRecord(
+            session: p.session, kind: fields.kind.rawValue, url: url, state: .suspended, destination: "",
+            partialPath: "", headers: p.headers ?? [:], description: p.description, createdAt: now, updatedAt: now,
+            resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout),
+            method: fields.method, file: fields.file, maxResponseBytes: fields.maxResponseBytes)
+        record.fileID = fields.fileID?.description
+        applyControls(p, to: &record)
+        return record
+    }
+}
+
+extension EventPayload {
+    /// A `didComplete` given the task's response (other payloads unchanged).
+    func carrying(_ response: TaskResponse?) -> EventPayload {
+        guard let response, case .didComplete(let error, nil) = self else { return self }
+        return .didComplete(error: error, response: response)
+    }
+}
+
+extension TaskInfo {
+    /// The task without its response body (task.list: bodies of data tasks can be megabytes each).
+    var withoutResponseBody: TaskInfo {
+        guard response?.body != nil else { return self }
+        var copy = self
+        copy.response?.body = nil
+        return copy
+    }
+}
+
+// MARK: - Each user's share of the disk (`max-disk-per-uid`): the ledger's charges kept by the runner as partials come and go.
+
+extension DaemonCore {
+    /// The ledger of `configuration.maxDiskPerUID`: a percentage is of the downloads directory's file system
+    /// (the nearest existing directory on its way), as it is at start; the daemon's own uid and root are not
+    /// limited.
+    static func diskLedger(for configuration: DaemonConfiguration) -> DiskLedger {
+        var fs = statvfs()
+        var path = configuration.downloadsDirectory
+        while statvfs(path, &fs) != 0, path != "/" {
+            path = (path as NSString).deletingLastPathComponent
+            if path.isEmpty { path = "/" }
+        }
+        let size = fileSystemSize(fs).total
+        var limit = configuration.maxDiskPerUID.bytes(ofFileSystemSize: size)
+        if case .percent = configuration.maxDiskPerUID, size <= 0 { limit = nil } // a size nobody could read: no share
+        return DiskLedger(limit: limit, exempt: [0, geteuid()])
+    }
+
+    /// Removes a partial file the daemon made (`PartialFile.remove`) and its charge.
+    func discardPartial(_ path: String) {
+        PartialFile.remove(path: path)
+        diskLedger.remove(path)
+    }
+
+    /// Refuses a new download while its uid's partials already hold all that `max-disk-per-uid` allows: it could
+    /// not write a byte.
+    func checkDiskBudget(owner: UInt32) throws(RPCError) {
+        guard let limit = diskLedger.limit(for: owner) else { return }
+        let held = diskLedger.charged(owner)
+        guard held < limit else {
+            throw RPCError(.limitExceeded, "uid \(owner)'s unfinished downloads and kept resume data already hold \(held) "
+                + "bytes on disk, all that max-disk-per-uid allows (\(limit) bytes); let some finish, or cancel some "
+                + "(resume data keeps its bytes until redeemed or expired)")
+        }
+    }
+
+    /// At start, after the tasks (whose partials `recover` charges as it reads them): what each kept resume-data
+    /// partial holds.
+    func chargeResumeDataPartials() {
+        guard diskLedger.limitsAnyone else { return }
+        for token in (try? journal.resumeTokens(createdBefore: .infinity)) ?? [] {
+            guard let uid = state.sessions[token.session]?.record.uid, diskLedger.limit(for: uid) != nil else { continue }
+            let held = token.ranges.clipped(to: PartialFile.length(path: token.partialPath) ?? 0).count
+            diskLedger.set(token.partialPath, uid: uid, bytes: held)
+        }
+    }
+}
