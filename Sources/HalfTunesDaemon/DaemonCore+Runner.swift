@@ -213,10 +213,12 @@ extension DaemonCore {
         inBackground { core in
             let journal = core.journal
             for token in (try? await journal.reading({ try $0.resumeTokens(createdBefore: cutoff) })) ?? [] {
-                core.discardPartial(token.partialPath)
                 let name = token.token
-                guard (try? await journal.writing({ try $0.deleteResumeToken(name) })) != nil,
-                      let uid = core.state.sessions[token.session]?.record.uid else { continue }
+                // Taken, not just deleted: a token redeemed meanwhile (a task.create) is neither counted nor
+                // has its partial removed twice.
+                guard let taken = try? await journal.writing({ try $0.takeResumeToken(name) }) ?? nil else { continue }
+                core.discardPartial(taken.partialPath)
+                guard let uid = core.state.sessions[taken.session]?.record.uid else { continue }
                 core.feedAndRun(.resumeDataChanged(uid: uid, kept: -1, inFlight: 0))
             }
         }

@@ -159,13 +159,18 @@ extension DaemonCore {
         // finishTasksAndInvalidate (no cancelTasks): pending tasks finish; suspended ones would never end, so
         // they are canceled. The session's new state is journaled before anything may delete it.
         let actions = feed(.sessionInvalidating(p.identifier, cancelTasks: p.cancelTasks == true))
-        // Submitted, not awaited: written before anything the actions submit (the deletion included).
+        // Submitted before anything the actions submit (the deletion included), awaited after them.
+        var written: WriteOutcome?
         if let s = state.sessions[p.identifier] {
             let record = s.record
-            journal.submitting { try $0.upsertSession(record) }
+            written = journal.submitting { try $0.upsertSession(record) }
         }
         run(actions)
         await settled() // the invalidation's end, if it ended at once
+        if let failure = await written?.failure {
+            throw RPCError(.ioError, "The journal could not be written (\(failure)); the session is invalidated until the "
+                + "daemon restarts, when it is active again")
+        }
         let remaining = state.tasks.unfinished(session: p.identifier)
         return SessionInvalidateResult(invalidated: remaining == 0, remainingTasks: remaining)
     }
@@ -298,7 +303,7 @@ extension DaemonCore {
         let result = EventsSubscribeResult(session: p.session, after: after, prunedThrough: s.record.ackedThrough)
         outbox.send(response: RPCResponse(id: requestID, result: (try? JSONValue(encoding: result)) ?? .null))
         let session = p.session
-        outbox.holdEvents(of: session)
+        let hold = outbox.holdEvents(of: session)
         subscribers[session, default: [:]][outbox.connectionID] = outbox
         subscribersChanged(session)
         var cursor = after
@@ -316,15 +321,17 @@ extension DaemonCore {
                 if page.count < Self.replayPage { break } // every event journaled before the hold is sent
             }
         } catch {
-            outbox.releaseEvents(of: session, after: cursor)
-            if subscribers[session]?.removeValue(forKey: outbox.connectionID) != nil {
+            // Unregistered, unless a later subscription of this connection took over.
+            if outbox.releaseEvents(of: session, after: cursor, hold: hold),
+               subscribers[session]?.removeValue(forKey: outbox.connectionID) != nil {
                 if subscribers[session]?.isEmpty == true { subscribers[session] = nil }
                 subscribersChanged(session)
             }
             throw error
         }
         // The live events held meanwhile (those the replay did not send; `didBecomeInvalid` if the session ended).
-        outbox.releaseEvents(of: session, after: cursor)
+        // (Replaced by a later subscription of this connection: that one finishes the replay.)
+        guard outbox.releaseEvents(of: session, after: cursor, hold: hold) else { return }
         guard let current = state.sessions[session], subscribers[session]?[outbox.connectionID] === outbox else { return }
         outbox.send(replayed: Event(seq: nil, session: session, task: nil, time: Timestamp.format(clock()),
                                     payload: .didFinishEvents(through: max(current.lastEventSeq, cursor))))

@@ -216,8 +216,12 @@ extension DaemonCore {
                 if let token = redeemed[index], !consumed { putBack.append(token) } // not used up by a refused request
             }
         }
-        for token in putBack { await keep(token) }
-        guard !pending.isEmpty else { return results }
+        // Tokens of refused creates are kept again only once the others are in the state (an await before would
+        // let other calls in between these checks and the tasks taking what they checked).
+        guard !pending.isEmpty else {
+            for token in putBack { await keep(token) }
+            return results
+        }
         let stored: [(TaskRecord, [Event])]
         let written: WriteOutcome
         do throws(RPCError) {
@@ -228,6 +232,7 @@ extension DaemonCore {
                 // Resume data already used up and its partial moved here: no task or token will ever name it.
                 if !create.record.durableRanges.isEmpty { discardPartial(create.record.partialPath) }
             }
+            for token in putBack { await keep(token) }
             return results
         }
         var created: [ManagedTask] = []
@@ -246,11 +251,16 @@ extension DaemonCore {
         // journal only: it is described from the row submitted for it.
         var finished: [Int64: TaskRecord] = [:]
         for case let .journal(record, _) in actions where record.state.isTerminal { finished[record.id!] = record }
+        for token in putBack { await keep(token) }
 
         let ids = stored.map { $0.0.id! }
         if let error = await written.failure {
             logger.error("journal write failed: \(error)")
-            feedAndRun(.createsJournaled(ids, failed: true))
+            // Their events were sent already (in seq order, before the outcome was known) but never journaled:
+            // they no longer count as waiting for an acknowledgement.
+            var lost: [String: Int] = [:]
+            for (record, events) in stored { lost[record.session, default: 0] += events.count }
+            feedAndRun(.createsJournaled(ids, failed: true, lostEvents: lost))
             for (index, _) in pending {
                 results[index] = .failure(RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed"))
             }
@@ -369,6 +379,8 @@ extension DaemonCore {
                 feedAndRun(.resumeDataChanged(uid: uid, kept: 1, inFlight: 0))
             }
         } catch {
+            logger.error("resume data of a refused task.create could not be kept; its partial data is removed",
+                         metadata: ["url": "\(token.url)", "error": "\(error)"])
             discardPartial(token.partialPath)
         }
     }

@@ -11,8 +11,9 @@ extension DaemonState {
         case created([ManagedTask])
         /// The rows of tasks created `inserting` were written (`failed: false`): the queued ones may start. Or
         /// the insert failed: the tasks leave the state as if never created (their resume data's partial, if
-        /// any, is removed); the journal holds nothing of them.
-        case createsJournaled([Int64], failed: Bool)
+        /// any, is removed); the journal holds nothing of them, nor of their events (`lostEvents`, per session),
+        /// which no longer count as unacknowledged.
+        case createsJournaled([Int64], failed: Bool, lostEvents: [String: Int] = [:])
         /// A lifecycle input for one task (`task.resume`, `task.suspend`, `task.cancel`). `extra` events go just
         /// before `didComplete`. Its state machine may refuse it: then the only action is `refused`.
         case task(Int64, TaskStateMachine.Input, extra: [EventPayload] = [])

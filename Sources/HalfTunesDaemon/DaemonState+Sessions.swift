@@ -54,6 +54,12 @@ extension DaemonState {
         countPendingEvents(s, -pruned)
     }
 
+    /// Events counted as journaled whose write failed: they are not waiting for an acknowledgement.
+    mutating func eventsLost(_ identifier: String, count: Int) {
+        guard let s = sessions[identifier] else { return }
+        countPendingEvents(s, -count)
+    }
+
     /// Adds `delta` to the session's unacknowledged events and to its owner's.
     private mutating func countPendingEvents(_ s: ManagedSession, _ delta: Int) {
         guard delta != 0 else { return }

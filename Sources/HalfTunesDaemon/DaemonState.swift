@@ -73,7 +73,8 @@ struct DaemonState {
                 if t.machine.state == .queued, !mayTransfer(session: t.record.session) { regate(t.id, now: now, into: &actions) }
             }
             grantSlots(limits, now: now, into: &actions)
-        case let .createsJournaled(ids, failed):
+        case let .createsJournaled(ids, failed, lostEvents):
+            for (session, count) in lostEvents { eventsLost(session, count: count) }
             for id in ids {
                 guard let t = tasks[id], t.inserting else { continue }
                 if failed {

@@ -79,22 +79,40 @@ final class Outbox: Sendable {
     func setViewer(_ uid: UInt32) { viewer.withLockedValue { $0 = uid } }
 
     /// Live events of sessions whose journaled events are being replayed to this connection, held until the
-    /// replay ends (`holdEvents`, `releaseEvents`).
+    /// replay ends (`holdEvents`, `releaseEvents`), and each hold's number (a new subscription replaces the hold).
     private let replaying = NIOLockedValueBox<[String: [Event]]>([:])
+    private let holds = NIOLockedValueBox<(next: UInt64, current: [String: UInt64])>((0, [:]))
     /// The most live events held for one replay: a replay that falls this far behind closes the connection (the
     /// client subscribes again from the last `seq` it saw).
     static let maxHeldEvents = 100_000
 
-    /// From now on the session's live events are held, not sent, until `releaseEvents`.
-    func holdEvents(of session: String) {
-        replaying.withLockedValue { $0[session] = [] }
+    /// From now on the session's live events are held, not sent, until `releaseEvents` with the number returned.
+    /// A second hold of the same session (a new subscription replacing the first) keeps what is held and takes
+    /// over: the first one's release then does nothing.
+    func holdEvents(of session: String) -> UInt64 {
+        replaying.withLockedValue { if $0[session] == nil { $0[session] = [] } }
+        return holds.withLockedValue { h in
+            h.next += 1
+            h.current[session] = h.next
+            return h.next
+        }
     }
 
     /// Sends the session's live events held since `holdEvents`, in order, leaving out the journaled ones at or
-    /// below `cursor` (the replay sent those), and sends its live events at once again.
-    func releaseEvents(of session: String, after cursor: Int64) {
+    /// below `cursor` (the replay sent those), and sends its live events at once again; nothing if `hold` was
+    /// replaced by a later one.
+    /// Returns whether `hold` was still the session's.
+    @discardableResult
+    func releaseEvents(of session: String, after cursor: Int64, hold: UInt64) -> Bool {
+        let current = holds.withLockedValue { h -> Bool in
+            guard h.current[session] == hold else { return false }
+            h.current[session] = nil
+            return true
+        }
+        guard current else { return false }
         let held = replaying.withLockedValue { $0.removeValue(forKey: session) } ?? []
         for event in held where (event.seq ?? .max) > cursor { send(replayed: event) }
+        return true
     }
 
     func send(response: RPCResponse) {

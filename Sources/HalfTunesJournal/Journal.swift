@@ -169,12 +169,24 @@ public final class Journal: Sendable {
         }
     }
 
-    /// `writing` without waiting for the outcome: `operation` runs in its turn, a failure goes to
-    /// `onSubmittedWriteFailure`.
-    public func submitting(_ operation: @escaping @Sendable (Journal) throws -> Void) {
+    /// `writing` without waiting: `operation` is queued in its turn now and runs later; a failure goes to
+    /// `onSubmittedWriteFailure`, and to the outcome returned, for a caller that awaits it after doing more.
+    @discardableResult
+    public func submitting(_ operation: @escaping @Sendable (Journal) throws -> Void) -> WriteOutcome {
+        let outcome = WriteOutcome()
         writer.operation({
-            do { try operation(self) } catch { self.writer.reportFailure("\(error)") }
-        }, stopped: {})
+            do {
+                try operation(self)
+                outcome.resolve(nil)
+            } catch {
+                self.writer.reportFailure("\(error)")
+                outcome.resolve(error)
+            }
+        }, stopped: {
+            self.writer.reportFailure("the journal is closed: a write was dropped")
+            outcome.resolve(JournalError.closed)
+        })
+        return outcome
     }
 
     /// Runs `body` in one write transaction on the writer (after every write submitted before) and waits for

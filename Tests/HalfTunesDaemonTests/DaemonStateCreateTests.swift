@@ -65,4 +65,15 @@ struct DaemonStateCreateTests {
         #expect(state.tasks[1] == nil) // finished: in the journal only
         #expect(state.handle(.createsJournaled([1], failed: false), now: 0).isEmpty)
     }
+
+    @Test func theEventsOfAFailedInsertNoLongerWaitForAnAcknowledgement() {
+        var state = T.state()
+        _ = state.handle(.created([Self.inserting(1, queued: true)]), now: 0)
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 7, count: 2), now: 0) // as the create's broadcast counts them
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 9, count: 1), now: 0) // another task's
+        _ = state.handle(.createsJournaled([1], failed: true, lostEvents: ["a": 2]), now: 0)
+        #expect(state.sessions["a"]?.pendingEvents == 1)
+        #expect(state.pendingEventsByUID[1] == 1)
+    }
 }
+

@@ -4,14 +4,19 @@ import HalfTunesProtocol
 
 /// A fresh temporary directory for one test, removed when `body` returns or throws.
 func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
+    let dir = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    return try body(dir)
+}
+
+/// A new empty directory under the system's temporary directory (the caller removes it).
+func makeTemporaryDirectory() throws -> String {
     let template = NSTemporaryDirectory() + "halftunes-journal-tests.XXXXXX"
     var bytes = Array(template.utf8CString)
     guard let made = mkdtemp(&bytes) else {
         throw JournalError.cannotOpen(path: template, reason: "mkdtemp failed: \(String(cString: strerror(errno)))")
     }
-    let dir = String(cString: made)
-    defer { try? FileManager.default.removeItem(atPath: dir) }
-    return try body(dir)
+    return String(cString: made)
 }
 
 enum Sample {
@@ -69,12 +74,7 @@ func fileMode(_ path: String) -> mode_t? {
 
 /// `withTemporaryDirectory` for async bodies.
 func withTemporaryDirectoryAsync<T>(_ body: (String) async throws -> T) async throws -> T {
-    let template = NSTemporaryDirectory() + "halftunes-journal-tests.XXXXXX"
-    var bytes = Array(template.utf8CString)
-    guard let made = mkdtemp(&bytes) else {
-        throw JournalError.cannotOpen(path: template, reason: "mkdtemp failed: \(String(cString: strerror(errno)))")
-    }
-    let dir = String(cString: made)
+    let dir = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(atPath: dir) }
     return try await body(dir)
 }
