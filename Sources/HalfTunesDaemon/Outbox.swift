@@ -79,9 +79,13 @@ final class Outbox: Sendable {
     func setViewer(_ uid: UInt32) { viewer.withLockedValue { $0 = uid } }
 
     /// Live events of sessions whose journaled events are being replayed to this connection, held until the
-    /// replay ends (`holdEvents`, `releaseEvents`), and each hold's number (a new subscription replaces the hold).
-    private let replaying = NIOLockedValueBox<[String: [Event]]>([:])
-    private let holds = NIOLockedValueBox<(next: UInt64, current: [String: UInt64])>((0, [:]))
+    /// replay ends (`holdEvents`, `releaseEvents`), under the number of the hold that holds them (a new
+    /// subscription of the same session takes the hold over).
+    private struct Holds {
+        var next: UInt64 = 0
+        var bySession: [String: (hold: UInt64, events: [Event])] = [:]
+    }
+    private let holds = NIOLockedValueBox(Holds())
     /// The most live events held for one replay: a replay that falls this far behind closes the connection (the
     /// client subscribes again from the last `seq` it saw).
     static let maxHeldEvents = 100_000
@@ -90,27 +94,23 @@ final class Outbox: Sendable {
     /// A second hold of the same session (a new subscription replacing the first) keeps what is held and takes
     /// over: the first one's release then does nothing.
     func holdEvents(of session: String) -> UInt64 {
-        replaying.withLockedValue { if $0[session] == nil { $0[session] = [] } }
-        return holds.withLockedValue { h in
+        holds.withLockedValue { h in
             h.next += 1
-            h.current[session] = h.next
+            h.bySession[session] = (h.next, h.bySession[session]?.events ?? [])
             return h.next
         }
     }
 
     /// Sends the session's live events held since `holdEvents`, in order, leaving out the journaled ones at or
-    /// below `cursor` (the replay sent those), and sends its live events at once again; nothing if `hold` was
-    /// replaced by a later one.
-    /// Returns whether `hold` was still the session's.
+    /// below `cursor` (the replay sent those), and sends its live events at once again. Returns whether `hold`
+    /// was still the session's (if a later one replaced it, nothing is done).
     @discardableResult
     func releaseEvents(of session: String, after cursor: Int64, hold: UInt64) -> Bool {
-        let current = holds.withLockedValue { h -> Bool in
-            guard h.current[session] == hold else { return false }
-            h.current[session] = nil
-            return true
+        let held = holds.withLockedValue { h -> [Event]? in
+            guard h.bySession[session]?.hold == hold else { return nil }
+            return h.bySession.removeValue(forKey: session)?.events
         }
-        guard current else { return false }
-        let held = replaying.withLockedValue { $0.removeValue(forKey: session) } ?? []
+        guard let held else { return false }
         for event in held where (event.seq ?? .max) > cursor { send(replayed: event) }
         return true
     }
@@ -128,10 +128,10 @@ final class Outbox: Sendable {
     }
 
     func send(notification event: Event) {
-        let held: Bool? = replaying.withLockedValue { r in
-            guard !r.isEmpty, r[event.session] != nil else { return false }
-            guard r[event.session]!.count < Self.maxHeldEvents else { return nil }
-            r[event.session]!.append(event)
+        let held: Bool? = holds.withLockedValue { h in
+            guard !h.bySession.isEmpty, h.bySession[event.session] != nil else { return false }
+            guard h.bySession[event.session]!.events.count < Self.maxHeldEvents else { return nil }
+            h.bySession[event.session]!.events.append(event)
             return true
         }
         guard held == false else {
