@@ -42,7 +42,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         var restartReason: String? = nil
     }
 
-    enum Decided: Sendable {
+    enum Decided: Sendable, Equatable {
         case alreadyComplete(total: Int64, start: ResponseStart)
         case discard(reason: String)
         /// The first response would have continued the kept bytes, but names another version of the resource
@@ -75,19 +75,6 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         /// A checkpoint wants the pending bytes written once the write in flight is done.
         var flushRequested = false
         var cancelled = false
-    }
-
-    /// What the loop state says after the request ended.
-    struct FinishInfo: Sendable {
-        var decided: Decided?
-        var start: ResponseStart?
-        var expectedEnd: Int64?
-        var timedOut: Bool
-        var finalURL: String
-        /// Every byte below this offset, from where the request began, was received and submitted for writing.
-        var position: Int64
-        /// The request has every byte up to its limit (a segment's end, or where the planner cut it).
-        var reachedLimit: Bool
     }
 
     let eventLoop: EventLoop
@@ -239,19 +226,25 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
 
     /// Submits what is left and reports the end to the download; the future is the attempt's outcome.
     func finish(_ end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
-        let (waiting, info) = box.withValue { s -> (EventLoopPromise<Void>?, FinishInfo) in
+        var transportFailure: DownloadMachine.TransportFailure?
+        if case .failure(let error) = end.result {
+            let (taskError, transient) = ErrorMapping.classify(error, url: end.finalURL, proxy: end.proxy)
+            transportFailure = .init(error: taskError, isTransient: transient)
+        }
+        let (waiting, summary) = box.withValue { s -> (EventLoopPromise<Void>?, DownloadMachine.RequestEnd) in
             let streamed = s.phase == .streaming
             if streamed || s.reachedLimit { self.flush(&s, force: true) }
             s.phase = .finished
             let waiting = s.waiting
             s.waiting = nil
-            let info = FinishInfo(decided: s.decided, start: s.start, expectedEnd: s.expectedEnd,
-                                  timedOut: end.timedOut, finalURL: end.finalURL,
-                                  position: s.writeOffset + Int64(s.pendingBytes), reachedLimit: s.reachedLimit)
-            return (waiting, info)
+            let summary = DownloadMachine.RequestEnd(
+                decided: s.decided, start: s.start, expectedEnd: s.expectedEnd, timedOut: end.timedOut,
+                finalURL: end.finalURL, position: s.writeOffset + Int64(s.pendingBytes), reachedLimit: s.reachedLimit,
+                responseEnded: end.responseEnded, transportFailure: transportFailure)
+            return (waiting, summary)
         }
         waiting?.succeed(())
-        return download.ended(config.id, info: info, end: end)
+        return download.ended(config.id, summary)
     }
 
     func abandon(_ error: TaskError?) -> EventLoopFuture<AttemptOutcome> {
