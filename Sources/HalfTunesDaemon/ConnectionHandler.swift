@@ -29,6 +29,8 @@ struct ClientLimits: Sendable {
 
 /// One client connection: lines in, then three overlapping stages (decode, calls on the core, answers; see
 /// `RPCRouter`), responses in request order and event notifications out through the connection's `Outbox`.
+/// `@unchecked`: as every NIO channel handler, its mutable state is touched only on its channel's event loop
+/// (the tasks it starts capture copies of what they need, never its mutable properties).
 final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
 

@@ -18,6 +18,7 @@ import NIOConcurrencyHelpers
 /// Every change of a host's extras is reported through `onChange` (off the lock), which the core turns into
 /// the state's `connectionsChanged` input: the per-host limit counts extras, so a task waiting for its host
 /// starts once enough have been shed. Cost per call: O(tasks holding extras on that host), never all tasks.
+/// `@unchecked`: every mutable property is read and written only while `lock` is held.
 final class HostConnections: @unchecked Sendable {
     typealias Shed = @Sendable (Int) -> Void
 

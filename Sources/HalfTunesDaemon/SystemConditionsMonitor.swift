@@ -10,15 +10,14 @@ import NIOConcurrencyHelpers
 /// `PropertiesChanged` or `NameOwnerChanged` signal, and at least once a second, and reports each change of
 /// `SystemConditions` (at once the first time). A service that is not on the bus counts as its assumption
 /// (unmetered and online, on power); no system bus at all, the same, reported once.
-final class SystemConditionsMonitor: @unchecked Sendable {
+final class SystemConditionsMonitor: Sendable {
     private let logger: Logger
     /// Each change with its serial number (1, 2, …): the receiver keeps the highest, whatever order the
     /// reports reach it in.
     private let onChange: @Sendable (SystemConditions, Int) -> Void
-    private var serial = 0
     private let stopped = NIOLockedValueBox(false)
     private let finished = DispatchSemaphore(value: 0)
-    private var started = false
+    private let started = NIOLockedValueBox(false)
     /// The last report, and a signal at the first one (`firstReport`).
     private let latestReport = NIOLockedValueBox<(SystemConditions, Int)?>(nil)
     private let reported = DispatchSemaphore(value: 0)
@@ -29,7 +28,7 @@ final class SystemConditionsMonitor: @unchecked Sendable {
     }
 
     func start() {
-        started = true
+        started.withLockedValue { $0 = true }
         let thread = Thread { [self] in
             self.run()
             self.finished.signal()
@@ -42,7 +41,7 @@ final class SystemConditionsMonitor: @unchecked Sendable {
     /// cooperative thread meanwhile.
     func stop() async {
         stopped.withLockedValue { $0 = true }
-        guard started else { return }
+        guard started.withLockedValue({ $0 }) else { return }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().async {
                 self.finished.wait()
@@ -59,7 +58,7 @@ final class SystemConditionsMonitor: @unchecked Sendable {
     /// Waits for the first report (at most `timeout` seconds: the bus answers within milliseconds, or the
     /// monitor reports that there is none), without blocking a cooperative thread; nil if none came in time.
     func firstReport(timeout: Double) async -> (SystemConditions, Int)? {
-        guard started else { return nil }
+        guard started.withLockedValue({ $0 }) else { return nil }
         return await withCheckedContinuation { (done: CheckedContinuation<(SystemConditions, Int)?, Never>) in
             DispatchQueue.global().async {
                 if self.reported.wait(timeout: .now() + timeout) == .success { self.reported.signal() }
@@ -92,6 +91,7 @@ final class SystemConditionsMonitor: @unchecked Sendable {
                            metadata: ["error": "\(String(cString: strerror(-watched)))"])
         }
         var last: SystemConditions?
+        var serial = 0
         while !isStopped {
             let now = Self.read(bus)
             if now != last {

@@ -5,7 +5,7 @@ import NIOConcurrencyHelpers
 
 /// Bridges one running `Attempt` (of any task kind) to the daemon: checkpoints go straight to the journal
 /// (after the partial file's fsync, on its callback queue); everything else is delivered to the core in order.
-final class TaskRuntime: AttemptObserver, @unchecked Sendable {
+final class TaskRuntime: AttemptObserver, Sendable {
     enum Message: Sendable {
         /// A download's response was accepted.
         case started(ResponseStart)

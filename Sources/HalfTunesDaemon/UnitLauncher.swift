@@ -7,6 +7,7 @@ import NIOConcurrencyHelpers
 /// (as systemctl does; no user bus needed), else the user bus; root without a runtime directory, the system
 /// manager's `/run/systemd/private`. Every call runs on one serial queue (sd-bus connections are not
 /// thread-safe); the connection is opened when first needed and again after it broke.
+/// `@unchecked`: its one mutable property, `bus`, is read and written only on `queue`.
 final class UnitLauncher: @unchecked Sendable {
     private let queue = DispatchQueue(label: "halftunesd.launcher")
     private var bus: OpaquePointer?
