@@ -112,6 +112,7 @@ extension DaemonCore {
             guard let t = state.tasks[runtime.taskID], attempts[runtime.taskID]?.runtime === runtime else { continue }
             _ = try? writeRow(t.record, events: [])
         }
+        if let inputLog, let path = InputLog.path { inputLog.writeReport(to: path) }
         let unfinished = attempts.count
         let written = journal.writeCounts
         logger.info("transfers checkpointed", metadata: ["stopped": "\(runtimes.count - unfinished)",

@@ -24,6 +24,8 @@ actor DaemonCore {
     var timers = CoreTimers()
     /// Authenticates resume data (`<state>/resume-data.key`).
     let resumeKey: SymmetricKey
+    /// Every input and its actions, for the replay check at shutdown (tests only: `InputLog.path`).
+    var inputLog: InputLog?
 
     nonisolated var journal: Journal { services.journal }
     nonisolated var clients: HTTPClients { services.clients }
@@ -47,6 +49,7 @@ actor DaemonCore {
                                      globalBandwidth: BandwidthBucket(rate: 0))
         self.state = DaemonState(limits: DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
                                                                 maxConnectionsPerHost: configuration.maxConnectionsPerHost))
+        if InputLog.path != nil { self.inputLog = InputLog(initial: state) }
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")
         }
@@ -63,7 +66,10 @@ actor DaemonCore {
     /// Feeds an input to the state at the current time; returns the actions to carry out (`run`).
     func feed(_ input: DaemonState.Input) -> [DaemonState.Action] {
         defer { updateHostAllowances() }
-        return state.handle(input, now: clock())
+        let now = clock()
+        let actions = state.handle(input, now: now)
+        inputLog?.record(input, now: now, actions: actions)
+        return actions
     }
 
     /// Gives every host whose running or queued tasks changed its new allowance of extra connections (after

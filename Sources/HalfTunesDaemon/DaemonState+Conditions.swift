@@ -11,7 +11,8 @@ extension DaemonState {
         let old = conditions
         reportedConditions = new
         guard !shuttingDown, old != new else { return }
-        for (identifier, s) in sessions {
+        // Sessions and tasks in a fixed order here and below: the same inputs give the same actions (InputLog).
+        for (identifier, s) in sessions.sorted(by: { $0.key < $1.key }) {
             let c = s.record.configuration
             if ConditionsGate.block(c, under: old) != ConditionsGate.block(c, under: new) {
                 regate(session: identifier, now: now, into: &actions)
@@ -23,7 +24,7 @@ extension DaemonState {
     /// Re-checks every task of the session in memory against the conditions (its configuration changed, or
     /// what the conditions mean for it).
     mutating func regate(session identifier: String, now: Double, into actions: inout [Action]) {
-        for id in tasks.ids(session: identifier) { regate(id, now: now, into: &actions) }
+        for id in tasks.ids(session: identifier).sorted() { regate(id, now: now, into: &actions) }
     }
 
     /// Holds a queued or running task, or releases one waiting for the conditions, as its session's gate says

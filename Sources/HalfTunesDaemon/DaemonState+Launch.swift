@@ -45,7 +45,8 @@ extension DaemonState {
 
     /// Once a second: starts that are due (O(sessions with a launch machine)).
     mutating func launchesDue(now: Double, into actions: inout [Action]) {
-        for (identifier, machine) in launches where machine.phase == .backoff {
+        // In a fixed order here and below: the same inputs give the same actions (InputLog).
+        for (identifier, machine) in launches.sorted(by: { $0.key < $1.key }) where machine.phase == .backoff {
             guard let at = machine.record.nextAttemptAt, at <= now else { continue }
             feedLaunch(identifier, .due(pending: hasPendingEvents(identifier), subscribed: isSubscribed(identifier)),
                        now: now, into: &actions)
@@ -66,7 +67,8 @@ extension DaemonState {
     /// After recovery: every session with a launch unit gets its machine (a start that was due stays due), and
     /// those whose events wait are started — except those being deleted (`deleting`: their invalidation ends now).
     mutating func restoreLaunches(now: Double, skipping deleting: Set<String>, into actions: inout [Action]) {
-        for (identifier, s) in sessions where s.record.configuration.launchUnit != nil && !deleting.contains(identifier) {
+        for (identifier, s) in sessions.sorted(by: { $0.key < $1.key })
+        where s.record.configuration.launchUnit != nil && !deleting.contains(identifier) {
             launches[identifier] = LaunchMachine(record: s.record.launch)
             launchIfUnattended(identifier, now: now, into: &actions)
         }

@@ -36,7 +36,8 @@ extension DaemonState {
     /// The sweeps due at `now`: every session with finished tasks in the journal (or only `session`), each with
     /// its own cutoff. Reads the sessions that have finished tasks, never the tasks.
     func retentionSweeps(now: Double, only session: String? = nil) -> [RetentionSweep] {
-        let candidates = session.map { [$0] } ?? Array(tasks.sessionsWithFinishedTasks)
+        // In a fixed order (a replay of the inputs gives the same actions, whatever the hashing)
+        let candidates = session.map { [$0] } ?? tasks.sessionsWithFinishedTasks.sorted()
         return candidates.compactMap { identifier in
             guard let s = sessions[identifier], !tasks.finishedCounts(session: identifier).isEmpty else { return nil }
             let keep = s.record.configuration.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention

@@ -200,7 +200,7 @@ struct DaemonState {
             }
             restore(t, now: now, into: &actions)
         case .restoreFinished:
-            for (identifier, s) in sessions where s.record.state == .invalidating {
+            for (identifier, s) in sessions.sorted(by: { $0.key < $1.key }) where s.record.state == .invalidating {
                 invalidationDone(identifier, into: &actions)
             }
             // A session whose deletion was just asked for starts nothing (the runner deletes it first).

@@ -80,6 +80,8 @@ final class DaemonProcess: @unchecked Sendable {
         for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"] {
             env[name] = nil
         }
+        // Every input the daemon's state is fed is replayed at its shutdown (`replayReports`).
+        env["HALFTUNES_REPLAY_LOG"] = replayLogPath
         for (k, v) in environment { env[k] = v }
         p.environment = env
         if !FileManager.default.fileExists(atPath: logPath) {
@@ -134,6 +136,27 @@ final class DaemonProcess: @unchecked Sendable {
     }
 
     func restart() throws { try start() }
+
+    var replayLogPath: String { dir.path + "/replay.jsonl" }
+
+    /// One report per daemon process that shut down gracefully: its inputs replayed into the state it began
+    /// with (`InputLog` in the daemon). Throws when any input's replayed actions differed from the live ones.
+    @discardableResult
+    func replayReports() throws -> [[String: Any]] {
+        guard let data = FileManager.default.contents(atPath: replayLogPath) else { return [] }
+        let reports = try data.split(separator: 0x0A).map { line -> [String: Any] in
+            guard let report = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
+                throw TestFailure("a replay report is not a JSON object: \(String(decoding: line, as: UTF8.self))")
+            }
+            return report
+        }
+        for report in reports {
+            if let mismatch = report["mismatch"] as? String {
+                throw TestFailure("replaying the daemon's inputs gave other actions: \(mismatch)")
+            }
+        }
+        return reports
+    }
 
     func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 

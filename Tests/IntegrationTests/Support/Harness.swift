@@ -32,9 +32,16 @@ func running(_ daemon: DaemonProcess, _ origin: TestOrigin, _ body: () async thr
         daemon.dir.remove()
         throw error
     }
+    // A graceful stop, so the daemon replays every input its state was fed and reports any difference.
+    let replayed = Result { () throws -> Void in
+        try daemon.terminate()
+        try daemon.replayReports()
+    }
     daemon.kill9()
     try await origin.shutdown()
+    if case .failure = replayed { print("---- halftunesd log ----\n\(daemon.log())\n------------------------") }
     daemon.dir.remove()
+    try replayed.get()
 }
 
 /// Runs `body` with a fresh origin, shut down afterwards whatever happens.
