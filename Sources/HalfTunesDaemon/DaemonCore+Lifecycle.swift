@@ -95,11 +95,14 @@ extension DaemonCore {
         timers.retryWake?.task.cancel()
         timers.retryWake = nil
         let runtimes = attempts.values.map(\.runtime)
+        let reports = attempts.values.compactMap(\.reports)
         for runtime in runtimes { runtime.stop() }
         let grace = configuration.shutdownGrace
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
+                // Each attempt's end, and every report before it (its last checkpoint) handled by the state.
                 for runtime in runtimes { _ = await runtime.outcome() }
+                for report in reports { await report.value }
             }
             group.addTask { try? await Task.sleep(nanoseconds: UInt64(grace * 1e9)) }
             await group.next()

@@ -50,6 +50,14 @@ extension DaemonCore {
                 startTransfer(id)
             case .stopAttempt(let id):
                 attempts[id]?.runtime.stop()
+            case let .checkpoint(id, durable, head):
+                // Submitted after every write of the task before it. Should it fail, the rows written later carry
+                // the ranges anyway (they are durable on disk already; the journal only lags).
+                do {
+                    try journal.submitCheckpoint(task: id, durable: durable, head: head)
+                } catch {
+                    logger.error("journal checkpoint failed for task \(id): \(error)", metadata: ["task": "\(id)"])
+                }
             case let .deliver(session, id, payload):
                 broadcast([Event(seq: nil, session: session, task: id, time: Timestamp.format(clock()), payload: payload)])
             case .removePartial(let path):

@@ -245,18 +245,10 @@ extension DaemonCore {
 
     /// Submits a task's row (with these events) to the journal's writer, which writes it after everything
     /// submitted before; the events come back numbered, and whoever sends them or answers after this waits for
-    /// its durability (`Outbox`). While the task's attempt is in flight and the task unfinished, the row carries
-    /// the attempt's durable ranges, held still while it is submitted, so a concurrent checkpoint is never
-    /// overwritten by an older value.
+    /// its durability (`Outbox`). The row's durable ranges are the state's: checkpoints pass through it
+    /// (`checkpointed`), so a row never carries older ranges than a checkpoint written before it.
     func writeRow(_ record: TaskRecord, events: [Event]) throws -> [Event] {
-        guard let id = record.id, let runtime = attempts[id]?.runtime, !record.state.isTerminal else {
-            return try journal.submitTaskUpdate(record, events: events)
-        }
-        return try runtime.withDurableRanges { durable in
-            var row = record
-            row.durableRanges = durable
-            return try journal.submitTaskUpdate(row, events: events)
-        }
+        try journal.submitTaskUpdate(record, events: events)
     }
 
     /// Sends events to the live subscribers of their sessions. Every journaled event passes here (the ones

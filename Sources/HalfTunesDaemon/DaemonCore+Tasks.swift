@@ -40,13 +40,10 @@ extension DaemonCore {
         let after = try await apply(.cancel(keepPartial: canKeep), to: id)
         var resumeData: String?
         if canKeep {
-            // Wait for the transfer to stop so the durable ranges are final. The runtime has them at once;
-            // the task's row gets them only when the core has handled the transfer's end, maybe later.
+            // Wait for the transfer to stop so the durable ranges are final. Its outcome has them at once; the
+            // task's row gets them only when the core has handled the transfer's end, maybe later.
             var durable: ByteRanges?
-            if let runtime = attempts[id]?.runtime {
-                _ = await runtime.outcome()
-                durable = runtime.durableRanges
-            }
+            if let runtime = attempts[id]?.runtime { durable = await runtime.outcome()?.durable }
             resumeData = try await makeResumeData(for: id, durable: durable)
         }
         // Without resume data nothing was awaited since `apply`: its answer is the task as it is.

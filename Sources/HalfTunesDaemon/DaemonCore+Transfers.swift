@@ -58,19 +58,19 @@ extension DaemonCore {
             Task { [weak self] in await self?.attemptEnded(id, .failed(failure, response: nil)) }
             return
         }
-        let runtime = TaskRuntime(taskID: id, journal: journal, durable: durable, connections: hostConnections,
-                                  host: t.hostKey)
+        let runtime = TaskRuntime(taskID: id, connections: hostConnections, host: t.hostKey)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
         let attempt = Attempt(request: request, client: client, observer: runtime, logger: taskLogger)
-        attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth, proxy: request.proxy, uid: t.owner)
-        runtime.start(attempt)
-        Task { [weak self] in
+        let reports = Task { [weak self] in
             for await message in runtime.messages {
                 guard let self else { return }
                 await self.handle(message, from: runtime)
             }
         }
+        attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth, proxy: request.proxy, uid: t.owner,
+                                   reports: reports)
+        runtime.start(attempt)
         logger.debug("transfer started", metadata: [
             "task": "\(id)", "kind": "\(kind.rawValue)", "method": "\(request.method)", "durable": "\(durable)",
             "maxConnections": "\(maxConnections)", "proxy": "\(request.proxy.map(String.init(describing:)) ?? "none")",
@@ -81,29 +81,28 @@ extension DaemonCore {
     func handle(_ message: TaskRuntime.Message, from runtime: TaskRuntime) {
         let id = runtime.taskID
         guard attempts[id]?.runtime === runtime else { return }
-        let progress: DaemonState.Progress
         switch message {
-        case .started(let start):
-            if start.discardedBytes > 0 || start.reason != nil {
-                logger.notice("restarting from zero", metadata: ["task": "\(id)", "reason": "\(start.reason ?? "")"])
+        case .progress(let progress):
+            switch progress {
+            case .started(let start):
+                if start.discardedBytes > 0 || start.reason != nil {
+                    logger.notice("restarting from zero", metadata: ["task": "\(id)", "reason": "\(start.reason ?? "")"])
+                }
+                if let named = nameFromResponse(id, start) {
+                    feedAndRun(.responseNamed(id, destination: named.destination, suggestedFilename: named.suggested))
+                }
+            case .received(let delta, _, _):
+                meters.received.add(delta, at: clock())
+            case .sent(let delta, _, _):
+                meters.sent.add(delta, at: clock())
+            case .bodyOpened, .checkpointed:
+                break
             }
-            if let named = nameFromResponse(id, start) {
-                feedAndRun(.responseNamed(id, destination: named.destination, suggestedFilename: named.suggested))
-            }
-            progress = .started(start)
-        case let .received(delta, total, expected):
-            meters.received.add(delta, at: clock())
-            progress = .received(delta: delta, total: total, expected: expected)
-        case .bodyOpened(let bytes):
-            progress = .bodyOpened(bytes: bytes)
-        case let .sent(delta, total, expected):
-            meters.sent.add(delta, at: clock())
-            progress = .sent(delta: delta, total: total, expected: expected)
+            feedAndRun(.attemptProgress(id, progress))
         case .finished(let outcome):
             if let live = attempts.removeValue(forKey: id) { clients.release(live.proxy, uid: live.uid, now: clock()) }
-            return attemptEnded(id, outcome)
+            attemptEnded(id, outcome)
         }
-        feedAndRun(.attemptProgress(id, progress))
     }
 
     /// The name the state takes from the first response (`DaemonState.responseName`), made a free path in the

@@ -9,7 +9,7 @@ import Logging
 import NIOCore
 
 /// The daemon's state, owned by one actor: sessions, tasks, the FIFO queue and event subscribers.
-/// Journal writes happen here (and in checkpoints, from transfer queues); bytes never pass through here.
+/// Journal writes are submitted here, checkpoints included; bytes never pass through here.
 actor DaemonCore {
     var configuration: DaemonConfiguration
     nonisolated let services: CoreServices
@@ -130,7 +130,7 @@ actor DaemonCore {
             currentURL: r.currentURL == r.url ? nil : r.currentURL,
             state: t.machine.state, waitingReason: t.machine.waitingReason,
             nextAttemptAt: t.machine.nextAttemptAt.map(Timestamp.format), queuePosition: position,
-            bytesReceived: t.bytesReceived, bytesDurable: attempts[t.id]?.runtime.durableBytes ?? r.bytesDurable,
+            bytesReceived: t.bytesReceived, bytesDurable: r.bytesDurable,
             bytesExpected: r.bytesExpected, destination: r.destination, location: r.location,
             error: t.machine.error, createdAt: Timestamp.format(r.createdAt), updatedAt: Timestamp.format(r.updatedAt),
             description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts,

@@ -88,7 +88,7 @@ extension DaemonState {
     }
 
     /// What an attempt in flight reports, in order.
-    enum Progress {
+    enum Progress: Sendable {
         /// A download's response was accepted.
         case started(ResponseStart)
         /// Response body bytes (a download's totals are positions in the file).
@@ -97,15 +97,19 @@ extension DaemonState {
         case bodyOpened(bytes: Int64)
         /// Part of an upload's body was sent.
         case sent(delta: Int64, total: Int64, expected: Int64?)
+        /// A download's bytes in these ranges were fsynced: journal them (`checkpoint`).
+        case checkpointed(ByteRanges)
     }
 
     enum Action: Equatable {
         /// The task's state machine refused the `task` input: nothing changed (the caller answers with it).
         case refused(Refused)
-        /// Journal the task's row with these events in one transaction, then deliver them live. While the
-        /// task's attempt is in flight and the task unfinished, the row carries the attempt's durable length,
-        /// which only the runner knows (checkpoints raise it off the core).
+        /// Journal the task's row with these events in one transaction, then deliver them live (the row's durable
+        /// ranges are the state's: every checkpoint passes through `checkpointed` first).
         case journal(TaskRecord, [EventPayload])
+        /// Journal a download's durable ranges after an fsync (with the response's validators, length and final
+        /// URL, once a response gave them), in the journal's order with the task's other writes.
+        case checkpoint(Int64, durable: ByteRanges, head: Journal.CheckpointHead?)
         /// Deliver a live event that is never journaled (progress) to the session's subscribers.
         case deliver(session: String, task: Int64, EventPayload)
         /// Start an attempt of the task (it is `running` and holds a slot).

@@ -45,6 +45,20 @@ extension DaemonState {
                                               totalBytesExpectedToWrite: expected ?? t.record.bytesExpected)))
     }
 
+    /// A download's bytes in `durable` were fsynced: they are the task's durable ranges from now on (every row
+    /// written after this carries them), and they are journaled. Nothing when they are what the row has.
+    mutating func checkpointed(_ id: Int64, _ durable: ByteRanges, into actions: inout [Action]) {
+        guard var t = tasks[id], t.attemptInFlight, t.record.kind == TaskKind.download.rawValue,
+              durable != t.record.durableRanges else { return }
+        t.record.durableRanges = durable
+        tasks[id] = t
+        let head = t.record.currentURL.map {
+            Journal.CheckpointHead(etag: t.record.etag, lastModified: t.record.lastModified,
+                                   bytesExpected: t.record.bytesExpected, currentURL: $0)
+        }
+        actions.append(.checkpoint(id, durable: durable, head: head))
+    }
+
     /// An upload's file was opened (`bytes` to send) or part of it was sent (told live: `didSendBodyData`).
     mutating func sent(_ id: Int64, delta: Int64, total: Int64, expected: Int64?, into actions: inout [Action]) {
         guard var t = tasks[id], t.attemptInFlight else { return }

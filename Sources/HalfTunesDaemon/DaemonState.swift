@@ -125,6 +125,8 @@ struct DaemonState {
             received(id, delta: delta, total: total, expected: expected, now: now, into: &actions)
         case let .attemptProgress(id, .bodyOpened(bytes)):
             sent(id, delta: 0, total: 0, expected: bytes, into: &actions)
+        case let .attemptProgress(id, .checkpointed(durable)):
+            checkpointed(id, durable, into: &actions)
         case let .attemptProgress(id, .sent(delta, total, expected)):
             sent(id, delta: delta, total: total, expected: expected, into: &actions)
         case let .edited(id, edit):

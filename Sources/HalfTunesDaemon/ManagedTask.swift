@@ -70,6 +70,8 @@ struct LiveAttempt {
     /// The proxy whose client the attempt leased, and for which uid (released when it ends).
     var proxy: ProxyServer? = nil
     var uid: UInt32 = 0
+    /// Hands what the attempt reports to the core, in order; it ends after the attempt's end was handled.
+    var reports: Task<Void, Never>? = nil
 }
 
 struct ManagedSession {

@@ -137,6 +137,16 @@ public enum AttemptOutcome: Sendable, Equatable {
 
     /// Stopped, keeping the first `durableBytes` of the file.
     public static func stopped(durableBytes: Int64) -> AttemptOutcome { .stopped(durable: ByteRanges(prefix: durableBytes)) }
+
+    /// A download's durable ranges once the attempt ended (nil: a whole response of an upload or data task).
+    public var durable: ByteRanges? {
+        switch self {
+        case .stopped(let ranges): ranges
+        case .failed(let failure, _): failure.durable
+        case .completed(let total, _): ByteRanges(prefix: total)
+        case .responded: nil
+        }
+    }
 }
 
 extension String {

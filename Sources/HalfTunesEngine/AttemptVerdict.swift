@@ -36,15 +36,7 @@ public struct AttemptVerdict: Sendable, Equatable {
     /// `jitterSample` (0..<1) spreads the retry times of transient failures.
     public static func of(_ outcome: AttemptOutcome, kind: TaskKind, stillRunning: Bool,
                           jitterSample: Double) -> AttemptVerdict {
-        var durable: ByteRanges?
-        if kind == .download {
-            switch outcome {
-            case .stopped(let ranges): durable = ranges
-            case .failed(let failure, _): durable = failure.durable
-            case .completed(let total, _): durable = ByteRanges(prefix: total)
-            case .responded: durable = nil
-            }
-        }
+        let durable = kind == .download ? outcome.durable : nil
         guard stillRunning else { return AttemptVerdict(durable: durable, next: .record) }
         switch outcome {
         case .completed(let total, _):

@@ -52,6 +52,35 @@ struct DaemonStateProgressTests {
         #expect(state.tasks[1]?.bytesReceived == 500)
     }
 
+    /// The durable ranges are the state's: a checkpoint of the attempt in flight becomes the row's ranges and is
+    /// journaled with the response's head once there is one; the same ranges again, or a report of an attempt no
+    /// longer in flight, change nothing; every row written after carries them.
+    @Test func aCheckpointIsTheStatesAndIsJournaled() throws {
+        var state = T.state()
+        #expect(try T.resumeAll(&state, [T.task(1, session: "a", owner: 1)]) == [1])
+        let first = ByteRanges(prefix: 100)
+        // What the row has already (a truncation of an empty file before any response): nothing to journal.
+        #expect(state.handle(.attemptProgress(1, .checkpointed(ByteRanges())), now: 1).isEmpty)
+        _ = state.handle(.attemptProgress(1, .started(Self.start(0))), now: 1)
+        let head = Journal.CheckpointHead(etag: "\"v1\"", lastModified: nil, bytesExpected: 1000,
+                                          currentURL: "http://127.0.0.1:9/final")
+        #expect(state.handle(.attemptProgress(1, .checkpointed(first)), now: 2)
+            == [.checkpoint(1, durable: first, head: head)])
+        #expect(state.tasks[1]?.record.durableRanges == first)
+        #expect(state.handle(.attemptProgress(1, .checkpointed(first)), now: 3).isEmpty)
+        // A split download's ranges, with a gap.
+        let split = ByteRanges([0..<200, 500..<600])
+        #expect(state.handle(.attemptProgress(1, .checkpointed(split)), now: 3)
+            == [.checkpoint(1, durable: split, head: head)])
+        // The suspend's row carries them.
+        let actions = state.handle(.task(1, .suspend), now: 4)
+        let rows = actions.compactMap { if case let .journal(record, _) = $0 { record } else { nil } }
+        #expect(!rows.isEmpty && rows.allSatisfy { $0.durableRanges == split })
+        _ = state.handle(.attemptEnded(1, .stopped(durable: split), jitterSample: 0), now: 5)
+        #expect(state.handle(.attemptProgress(1, .checkpointed(ByteRanges(prefix: 900))), now: 6).isEmpty)
+        #expect(state.tasks[1]?.record.durableRanges == split)
+    }
+
     /// A server that sent the whole file instead of the rest: the restart from zero is journaled with its
     /// reason.
     @Test func aRestartFromZeroIsJournaledWithItsReason() throws {
