@@ -78,8 +78,10 @@ extension DaemonState {
         /// The session's started launch unit ended (its service `Result` and main exit status).
         case launchUnitEnded(String, unit: String, result: String, exitStatus: Int32)
         /// The resume data a uid keeps changed by `kept` (tokens journaled, redeemed, expired, deleted with their
-        /// session; at start, what the journal holds) and the cancels making some by `inFlight`.
-        case resumeDataChanged(uid: UInt32, kept: Int, inFlight: Int)
+        /// session; at start, what the journal holds) and the cancels making some by `inFlight`. `making`: the
+        /// canceled task whose resume data is being made (inFlight 1) or was (inFlight -1): its journal row is kept
+        /// from retention sweeps meanwhile, since the resume data is made from it.
+        case resumeDataChanged(uid: UInt32, kept: Int, inFlight: Int, making: (task: Int64, session: String)? = nil)
         /// A sweep (`sweepRetention`) ended; `backlog`: it stopped at its budget with finished tasks left to delete
         /// (the next tick sweeps again).
         case retentionSwept(backlog: Bool)

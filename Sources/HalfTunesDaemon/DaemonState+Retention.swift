@@ -34,14 +34,17 @@ extension DaemonState {
     }
 
     /// The sweeps due at `now`: every session with finished tasks in the journal (or only `session`), each with
-    /// its own cutoff. Reads the sessions that have finished tasks, never the tasks.
+    /// its own cutoff, keeping the tasks in memory and those whose resume data is being made. Reads the sessions
+    /// that have finished tasks, never the tasks.
     func retentionSweeps(now: Double, only session: String? = nil) -> [RetentionSweep] {
         // In a fixed order (a replay of the inputs gives the same actions, whatever the hashing)
         let candidates = session.map { [$0] } ?? tasks.sessionsWithFinishedTasks.sorted()
         return candidates.compactMap { identifier in
             guard let s = sessions[identifier], !tasks.finishedCounts(session: identifier).isEmpty else { return nil }
             let keep = s.record.configuration.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
-            return RetentionSweep(session: identifier, before: now - keep, keeping: tasks.ids(session: identifier))
+            var keeping = tasks.ids(session: identifier)
+            for (task, session) in resumeDataBeingMade where session == identifier { keeping.insert(task) }
+            return RetentionSweep(session: identifier, before: now - keep, keeping: keeping)
         }
     }
 

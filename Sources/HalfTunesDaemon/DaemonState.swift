@@ -47,6 +47,8 @@ struct DaemonState {
     /// `max-resume-data-per-uid` bounds their sum (`resumeDataHeld`).
     var resumeDataKept: [UInt32: Int] = [:]
     var resumeDataInFlight: [UInt32: Int] = [:]
+    /// The canceled tasks whose resume data is being made, with their sessions: no sweep deletes their rows.
+    var resumeDataBeingMade: [Int64: String] = [:]
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -175,9 +177,10 @@ struct DaemonState {
                 let sweeps = retentionSweeps(now: now, only: session)
                 if !sweeps.isEmpty { actions.append(.sweepRetention(sweeps)) }
             }
-        case let .resumeDataChanged(uid, kept, inFlight):
+        case let .resumeDataChanged(uid, kept, inFlight, making):
             Self.add(kept, to: &resumeDataKept, uid)
             Self.add(inFlight, to: &resumeDataInFlight, uid)
+            if let making { resumeDataBeingMade[making.task] = inFlight > 0 ? making.session : nil }
         case .retentionSwept(let backlog):
             retentionBacklog = retentionBacklog || backlog
         case let .subscribersChanged(session, count):

@@ -48,6 +48,23 @@ struct DaemonStateHousekeepingTests {
                                          now: 4)).isEmpty, "a keeps its finished tasks for a day")
     }
 
+    /// A cancel making resume data in a session that keeps nothing: the task left memory (finished) but its row,
+    /// which the resume data is made from, is kept from every sweep until the resume data is made.
+    @Test func aTaskWhoseResumeDataIsBeingMadeIsKeptFromSweeps() {
+        var state = Self.withFinishedTasks()
+        _ = state.handle(.resumeDataChanged(uid: 2, kept: 0, inFlight: 1, making: (task: 77, session: "none")), now: 1)
+        let keeping = { (actions: [DaemonState.Action]) -> [String: Set<Int64>] in
+            var result: [String: Set<Int64>] = [:]
+            for case .sweepRetention(let sweeps) in actions { for s in sweeps { result[s.session] = s.keeping } }
+            return result
+        }
+        let during = keeping(state.handle(.clockTick, now: 60))
+        #expect(during["none"] == [77] && during["a"] == [])
+        _ = state.handle(.resumeDataChanged(uid: 2, kept: 1, inFlight: -1, making: (task: 77, session: "none")), now: 61)
+        #expect(state.resumeDataBeingMade.isEmpty && state.resumeDataHeld(by: 2) == 1)
+        #expect(keeping(state.handle(.clockTick, now: 121))["none"] == [])
+    }
+
     @Test func resumeDataExpiresWhenRecoveryEndsAndHourly() {
         var state = DaemonStateTests.state()
         #expect(Self.prunes(state.handle(.restoreFinished, now: 10_000)) == 1)
