@@ -47,6 +47,33 @@ struct Meters {
 struct LimitSources {
     var configured: DaemonLimits?
     var overrides = DaemonSetLimitsParams()
+    /// `daemon.setLimits` calls in the order their writes were submitted (the journal writes them in that order).
+    private var issued: UInt64 = 0
+    /// Per limit, the latest call whose value is in `overrides`.
+    private var appliedBy = (maxConcurrent: UInt64(0), maxConnectionsPerHost: UInt64(0), bandwidthLimit: UInt64(0))
+
+    /// A `daemon.setLimits` call's place, taken before its write is submitted.
+    mutating func ticket() -> UInt64 {
+        issued += 1
+        return issued
+    }
+
+    /// The call with `ticket` was written: each of its values replaces the one in memory unless a later call's
+    /// already did, so memory ends with what the journal ends with, whatever order the calls resume in.
+    mutating func written(_ p: DaemonSetLimitsParams, ticket: UInt64) {
+        if let v = p.maxConcurrent, ticket > appliedBy.maxConcurrent {
+            overrides.maxConcurrent = v
+            appliedBy.maxConcurrent = ticket
+        }
+        if let v = p.maxConnectionsPerHost, ticket > appliedBy.maxConnectionsPerHost {
+            overrides.maxConnectionsPerHost = v
+            appliedBy.maxConnectionsPerHost = ticket
+        }
+        if let v = p.bandwidthLimit, ticket > appliedBy.bandwidthLimit {
+            overrides.bandwidthLimit = v
+            appliedBy.bandwidthLimit = ticket
+        }
+    }
 }
 
 /// The runner's timers and background work: the housekeeping loop, the one timer for every retry, which wakes at

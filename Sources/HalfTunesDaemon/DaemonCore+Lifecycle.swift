@@ -206,10 +206,9 @@ extension DaemonCore {
         if let v = p.bandwidthLimit { values[LimitKey.bandwidthLimit] = String(v) }
         guard !values.isEmpty else { return limits }
         let settings = values
-        try await journaling { try $0.setSettings(settings) } // in order: two calls' overrides apply as written
-        if let v = p.maxConcurrent { limitSources.overrides.maxConcurrent = v }
-        if let v = p.maxConnectionsPerHost { limitSources.overrides.maxConnectionsPerHost = v }
-        if let v = p.bandwidthLimit { limitSources.overrides.bandwidthLimit = v }
+        let ticket = limitSources.ticket()
+        try await journaling { try $0.setSettings(settings) } // written in the order of the tickets
+        limitSources.written(p, ticket: ticket) // so two calls resuming out of order still end as written
         applyLimits()
         logger.notice("limits changed", metadata: ["maxConcurrent": "\(configuration.maxConcurrent)",
                                                    "maxConnectionsPerHost": "\(configuration.maxConnectionsPerHost)",
