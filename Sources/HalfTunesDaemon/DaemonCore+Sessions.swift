@@ -29,9 +29,12 @@ extension DaemonCore {
             if p.configuration != nil, config != existing.record.configuration {
                 existing.record.configuration = config
                 let record = existing.record
+                feedAndRun(.sessionReconfiguring(id))
+                let ticket = state.sessions[id]?.configTickets.issued
                 try await journaling { try $0.upsertSession(record) }
-                // Written in submission order: the state takes the configuration last written.
-                if state.sessions[id]?.record.state == .active { feedAndRun(.sessionConfigured(id, config)) }
+                // Written in ticket order: the state takes the configuration written last, whatever order the
+                // calls resume in.
+                if state.sessions[id]?.record.state == .active { feedAndRun(.sessionConfigured(id, config, ticket: ticket)) }
                 existing = state.sessions[id] ?? existing // a new launch unit may have started at once
             }
             return SessionOpenResult(session: sessionInfo(existing), reattached: true)

@@ -39,7 +39,12 @@ extension DaemonState {
         /// A new session was journaled.
         case sessionOpened(ManagedSession)
         /// A session's configuration changed (journaled): a new `maxConcurrent` applies at once.
-        case sessionConfigured(String, SessionConfiguration)
+        case sessionConfigured(String, SessionConfiguration, ticket: UInt64? = nil)
+        /// A reconfiguration of the session is about to be written: it takes the session's next ticket
+        /// (`ManagedSession.configTickets.issued`), which `sessionConfigured` brings back once written. A
+        /// configuration is taken only if no later ticket's was, so two reconfigurations that resume out of order
+        /// leave the one the journal wrote last (nil: taken as it comes).
+        case sessionReconfiguring(String)
         /// `session.invalidate` (DaemonState+Sessions.swift): its tasks are canceled as asked, and it takes
         /// nothing new.
         case sessionInvalidating(String, cancelTasks: Bool)

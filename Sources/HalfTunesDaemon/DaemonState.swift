@@ -152,7 +152,13 @@ struct DaemonState {
             grantSlots(limits, now: now, into: &actions)
         case .sessionOpened(let s):
             sessions[s.record.identifier] = s
-        case let .sessionConfigured(identifier, configuration):
+        case .sessionReconfiguring(let identifier):
+            sessions[identifier]?.configTickets.issued += 1
+        case let .sessionConfigured(identifier, configuration, ticket):
+            if let ticket {
+                guard let s = sessions[identifier], ticket > s.configTickets.applied else { break }
+                sessions[identifier]?.configTickets.applied = ticket
+            }
             let old = sessions[identifier]?.record.configuration
             sessions[identifier]?.record.configuration = configuration
             if let old, ConditionsGate.block(old, under: conditions) != ConditionsGate.block(configuration, under: conditions) {

@@ -81,4 +81,6 @@ struct ManagedSession {
     var pendingEvents: Int
     /// Connections subscribed to its events now (the runner holds their outboxes).
     var subscribers = 0
+    /// Reconfigurations handed out (`sessionReconfiguring`) and the latest one taken (`sessionConfigured`).
+    var configTickets = (issued: UInt64(0), applied: UInt64(0))
 }

@@ -81,6 +81,23 @@ struct DaemonStateProgressTests {
         #expect(state.tasks[1]?.record.durableRanges == split)
     }
 
+    /// Two reconfigurations of one session written in order but resuming out of order: the state keeps the one
+    /// written last.
+    @Test func theReconfigurationWrittenLastIsKept() {
+        var state = T.state()
+        _ = state.handle(.sessionReconfiguring("a"), now: 0)
+        let first = state.sessions["a"]!.configTickets.issued
+        _ = state.handle(.sessionReconfiguring("a"), now: 0)
+        let second = state.sessions["a"]!.configTickets.issued
+        _ = state.handle(.sessionConfigured("a", SessionConfiguration(maxConcurrent: 7), ticket: second), now: 1)
+        _ = state.handle(.sessionConfigured("a", SessionConfiguration(maxConcurrent: 3), ticket: first), now: 2)
+        #expect(state.sessions["a"]?.record.configuration.maxConcurrent == 7)
+        _ = state.handle(.sessionReconfiguring("a"), now: 3)
+        let third = state.sessions["a"]!.configTickets.issued
+        _ = state.handle(.sessionConfigured("a", SessionConfiguration(maxConcurrent: 2), ticket: third), now: 4)
+        #expect(state.sessions["a"]?.record.configuration.maxConcurrent == 2)
+    }
+
     /// A server that sent the whole file instead of the rest: the restart from zero is journaled with its
     /// reason.
     @Test func aRestartFromZeroIsJournaledWithItsReason() throws {
