@@ -13,6 +13,13 @@ import Testing
         RequestMachine(role: .segment(range: range, total: total, validators: v1))
     }
 
+    /// A further request whose 206 was taken.
+    static func streaming(_ range: Range<Int64>) -> RequestMachine {
+        var machine = segment(range)
+        _ = machine.head(status: 206, headers: partial(range), finalURL: url, now: 0, keptCount: 0)
+        return machine
+    }
+
     static func primary(offset: Int64 = 0, kept: Int64 = 0, validators: Validators? = nil) -> RequestMachine {
         RequestMachine(role: .primary(.init(requestedOffset: offset, kept: kept,
                                             sentIfRange: offset > 0 ? validators?.ifRangeValue : nil,
@@ -44,8 +51,7 @@ import Testing
 
     @Test func bytesAreBatchedAndAFullBatchWaitsForTheWriteInFlight() {
         let range: Range<Int64> = 0..<(8 << 20)
-        var machine = Self.segment(range)
-        _ = machine.head(status: 206, headers: Self.partial(range), finalURL: Self.url, now: 0, keptCount: 0)
+        var machine = Self.streaming(range)
         #expect(machine.body(Self.batch - 1) == [.append(Self.batch - 1)])
         #expect(machine.body(1) == [.append(1), .submit(at: 0)])
         #expect(machine.writesInFlight == 1)
@@ -59,8 +65,7 @@ import Testing
 
     @Test func aRequestStopsAtItsLimitUnlessTheResponseEndsThere() {
         let range: Range<Int64> = 0..<1000
-        var machine = Self.segment(range)
-        _ = machine.head(status: 206, headers: Self.partial(range), finalURL: Self.url, now: 0, keptCount: 0)
+        var machine = Self.streaming(range)
         // The response ends at the range's end: nothing to stop.
         #expect(machine.body(1500) == [.append(1000), .submit(at: 0)])
         #expect(machine.reachedLimit && machine.phase == .ignoringBody)
@@ -87,8 +92,7 @@ import Testing
 
     @Test func aCancelDropsWhatWasGatheredAndLetsTheResponseGo() {
         let range: Range<Int64> = 0..<(8 << 20)
-        var machine = Self.segment(range)
-        _ = machine.head(status: 206, headers: Self.partial(range), finalURL: Self.url, now: 0, keptCount: 0)
+        var machine = Self.streaming(range)
         _ = machine.body(Self.batch)
         _ = machine.body(Self.batch)
         #expect(machine.cancel() == [.dropPending, .release, .stop(.decided)])
@@ -99,8 +103,7 @@ import Testing
 
     @Test func aShedRequestWritesWhatItHasAtOnce() {
         let range: Range<Int64> = 0..<(8 << 20)
-        var machine = Self.segment(range)
-        _ = machine.head(status: 206, headers: Self.partial(range), finalURL: Self.url, now: 0, keptCount: 0)
+        var machine = Self.streaming(range)
         _ = machine.body(Self.batch)
         _ = machine.body(Self.batch)
         // Forced: a second write while the first is in flight.
@@ -110,8 +113,7 @@ import Testing
 
     @Test func aCheckpointFlushesNowOrAfterTheWriteInFlight() {
         let range: Range<Int64> = 0..<(8 << 20)
-        var machine = Self.segment(range)
-        _ = machine.head(status: 206, headers: Self.partial(range), finalURL: Self.url, now: 0, keptCount: 0)
+        var machine = Self.streaming(range)
         _ = machine.body(100)
         #expect(machine.flushForCheckpoint() == [.submit(at: 0)])
         _ = machine.body(200)
@@ -121,14 +123,12 @@ import Testing
 
     @Test func aFailedWriteStopsTheRequestAndTellsTheDownloadEvenAfterItsEnd() {
         let range: Range<Int64> = 0..<(8 << 20)
-        var machine = Self.segment(range)
-        _ = machine.head(status: 206, headers: Self.partial(range), finalURL: Self.url, now: 0, keptCount: 0)
+        var machine = Self.streaming(range)
         _ = machine.body(Self.batch)
         _ = machine.body(Self.batch)
         #expect(machine.writeDone(ok: false) == [.release, .stop(.writeFailed), .fileFailed])
         #expect(machine.phase == .ignoringBody)
-        var ended = Self.segment(range)
-        _ = ended.head(status: 206, headers: Self.partial(range), finalURL: Self.url, now: 0, keptCount: 0)
+        var ended = Self.streaming(range)
         _ = ended.body(10)
         #expect(ended.finish() == [.submit(at: 0)])
         #expect(ended.writeDone(ok: false) == [.fileFailed])
