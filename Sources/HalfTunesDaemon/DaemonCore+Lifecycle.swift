@@ -3,6 +3,7 @@ import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
+import NIOConcurrencyHelpers
 
 extension DaemonCore {
     /// Replays the journal: re-attaches every session and task, finishes interrupted publishes, puts
@@ -98,16 +99,13 @@ extension DaemonCore {
         let reports = attempts.values.compactMap(\.reports)
         for runtime in runtimes { runtime.stop() }
         let grace = configuration.shutdownGrace
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                // Each attempt's end, and every report before it (its last checkpoint) handled by the state.
-                for runtime in runtimes { _ = await runtime.outcome() }
-                for report in reports { await report.value }
-            }
-            group.addTask { try? await Task.sleep(nanoseconds: UInt64(grace * 1e9)) }
-            await group.next()
-            group.cancelAll()
+        // Each attempt's end, and every report before it (its last checkpoint) handled by the state, within the
+        // grace period: an attempt that does not stop in time (a write stuck on the disk) is not waited for.
+        let stopped = Task {
+            for runtime in runtimes { _ = await runtime.outcome() }
+            for report in reports { await report.value }
         }
+        await Self.wait(atMost: grace, for: stopped)
         // A file being moved into place finishes moving, and the journal says so.
         for id in Array(state.completions.keys) { await waitUntilMoved(id) }
         // The rows of attempts still in flight carry their durable lengths (`writeRow`).
@@ -122,6 +120,22 @@ extension DaemonCore {
                                                          "unfinished": "\(unfinished)",
                                                          "journalTransactions": "\(written.transactions)",
                                                          "journalWrites": "\(written.writes)"])
+    }
+}
+
+extension DaemonCore {
+    /// Waits until `work` ends or `seconds` pass, whichever comes first; work that goes on is not waited for (a
+    /// task group would wait for it: awaiting a task's value does not stop at a cancellation).
+    static func wait(atMost seconds: Double, for work: Task<Void, Never>) async {
+        let waiter = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
+        let resume: @Sendable () -> Void = { waiter.withLockedValue { $0?.resume(); $0 = nil } }
+        var timer: Task<Void, Never>?
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            waiter.withLockedValue { $0 = continuation }
+            Task { await work.value; resume() }
+            timer = Task { try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9)); resume() }
+        }
+        timer?.cancel()
     }
 }
 

@@ -18,8 +18,19 @@ extension DaemonCore {
         _ = try await task(id, for: caller) // only the owner (or root) may
         await waitUntilMoved(id)
         try await apply(.suspend, to: id)
-        if let runtime = attempts[id]?.runtime { _ = await runtime.outcome() } // stopping: wait for its end
+        await attemptStopped(id) // stopping: wait for its end
         return info(try await task(id, for: caller))
+    }
+
+    /// Waits until the task's attempt in flight (if any) has ended and the core has handled everything it
+    /// reported, its last checkpoint and its end included, so the task's durable ranges are final; returns the
+    /// attempt's outcome (nil: none was in flight).
+    @discardableResult
+    func attemptStopped(_ id: Int64) async -> AttemptOutcome? {
+        guard let live = attempts[id] else { return nil }
+        let outcome = await live.runtime.outcome()
+        await live.reports?.value
+        return outcome
     }
 
     func cancelTask(_ id: Int64, produceResumeData: Bool, caller: Caller) async throws(RPCError) -> TaskCancelResult {
@@ -43,8 +54,7 @@ extension DaemonCore {
         if canKeep {
             // Wait for the transfer to stop so the durable ranges are final. Its outcome has them at once; the
             // task's row gets them only when the core has handled the transfer's end, maybe later.
-            var durable: ByteRanges?
-            if let runtime = attempts[id]?.runtime { durable = await runtime.outcome()?.durable }
+            let durable = await attemptStopped(id)?.durable
             resumeData = try await makeResumeData(for: id, durable: durable)
         }
         // Without resume data nothing was awaited since `apply`: its answer is the task as it is.

@@ -15,6 +15,9 @@ extension DaemonState {
         t.record.lastModified = start.validators.lastModified
         t.record.bytesExpected = start.expectedTotal
         t.record.currentURL = start.finalURL
+        // A response from byte 0 that discarded kept bytes comes after the file was truncated: nothing of the
+        // version before is durable, and the row never pairs its ranges with this version's validators.
+        if start.offset == 0, start.discardedBytes > 0 { t.record.durableRanges = ByteRanges() }
         tasks[id] = t
         if start.discardedBytes > 0 || start.reason != nil {
             actions.append(.journal(t.record, [.didResumeAtOffset(offset: 0, expectedTotalBytes: start.expectedTotal,

@@ -103,7 +103,8 @@ struct DownloadMachine: Sendable {
     let settings: Settings
     /// What the file kept from earlier attempts.
     let kept: ByteRanges
-    private(set) var running: Set<Int> = []
+    /// The requests running; the first counts from the start (its response may come before `launched`).
+    private(set) var running: Set<Int> = [0]
     private(set) var planner: SegmentPlanner?
     private(set) var start: ResponseStart?
     private var primaryEnd: RequestEnd?
@@ -135,7 +136,6 @@ struct DownloadMachine: Sendable {
         case .launched:
             guard !finishing, primaryEnd == nil, !launched else { return [] }
             launched = true
-            running.insert(0)
             return [.startCheckpoints]
         case let .responseStarted(start, acceptsRanges, now):
             return responseStarted(start, acceptsRanges: acceptsRanges, now: now)

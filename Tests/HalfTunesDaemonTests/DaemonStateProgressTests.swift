@@ -108,6 +108,11 @@ struct DaemonStateProgressTests {
         let actions = state.handle(.attemptProgress(1, .started(Self.start(0, discarded: 300, reason: "resourceChanged"))), now: 1)
         #expect(T.journaled(actions, 1) == [.didResumeAtOffset(offset: 0, expectedTotalBytes: 1000, discardedBytes: 300, reason: "resourceChanged")])
         #expect(state.tasks[1]?.bytesReceived == 0)
+        // The row carries the new version's validators with no range of the old version's bytes.
+        let rows = actions.compactMap { if case let .journal(record, _) = $0 { record } else { nil } }
+        #expect(rows.count == 1 && rows.allSatisfy { $0.durableRanges.isEmpty && $0.etag == "\"v1\"" })
+        // The empty checkpoint that follows the truncation has nothing left to journal.
+        #expect(state.handle(.attemptProgress(1, .checkpointed(ByteRanges())), now: 2).isEmpty)
     }
 
     /// A resume with gaps (an earlier split attempt): the offset told and `bytesReceived` are the sum of the

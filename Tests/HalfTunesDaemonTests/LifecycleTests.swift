@@ -1,5 +1,6 @@
-// daemon.setLimits calls that resume out of order: memory ends with what the journal ends with.
+// daemon.setLimits calls that resume out of order, and shutdown's grace period (DaemonCore+Lifecycle).
 import HalfTunesProtocol
+import NIOConcurrencyHelpers
 import Testing
 @testable import HalfTunesDaemon
 
@@ -18,5 +19,23 @@ struct LimitSourcesTests {
         let third = sources.ticket()
         sources.written(DaemonSetLimitsParams(maxConcurrent: 4), ticket: third)
         #expect(sources.overrides.maxConcurrent == 4)
+    }
+}
+
+/// Shutdown's grace period: an attempt that does not stop is not waited for.
+@Suite("Waiting at most")
+struct WaitAtMostTests {
+    @Test func workThatGoesOnIsNotWaitedFor() async {
+        let endless = Task { _ = try? await Task.sleep(nanoseconds: 3_600_000_000_000) }
+        await DaemonCore.wait(atMost: 0.01, for: endless) // returns: the hour is not waited for
+        #expect(!endless.isCancelled)
+        endless.cancel()
+    }
+
+    @Test func workThatEndsIsWaitedForUntilItEnds() async {
+        let ended = NIOLockedValueBox(false)
+        let quick = Task { () -> Void in ended.withLockedValue { $0 = true } }
+        await DaemonCore.wait(atMost: 3600, for: quick)
+        #expect(ended.withLockedValue { $0 })
     }
 }
