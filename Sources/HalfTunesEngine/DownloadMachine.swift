@@ -58,6 +58,14 @@ struct DownloadMachine: Sendable {
         case tick(now: Double, positions: [Int: Int64], ceiling: Double?, granted: Int, stopRequested: Bool)
         /// The attempt ended before its first request was sent.
         case abandoned(id: Int, TaskError?)
+        /// A request submitted a write to the file.
+        case wrote
+        /// The checkpoint timer fired.
+        case checkpointDue
+        /// Every request handed its pending bytes to the writer (after `.flushForCheckpoint`).
+        case flushed
+        /// The checkpoint's fsync ended (its ranges were reported).
+        case synced
     }
 
     enum Action: Sendable, Equatable {
@@ -81,6 +89,10 @@ struct DownloadMachine: Sendable {
         case open(id: Int, range: Range<Int64>, url: String, validators: Validators, total: Int64)
         /// Ask the observer for connections and tick now (`connectionsWanted`, then `.tick`).
         case plan
+        /// Every running request hands its pending bytes to the writer; then feed `.flushed`.
+        case flushForCheckpoint
+        /// fsync the file and report its durable ranges (a checkpoint); feed `.synced` when it ended.
+        case sync
         /// Another version answered: truncate the file and run one request for the whole resource again.
         case restartFromZero
         /// Stop the timers, finish the file, and end the attempt as `Finish` says.
@@ -122,6 +134,9 @@ struct DownloadMachine: Sendable {
     private(set) var extrasHeld = 0
     /// Requests stopped because the observer took their connection back.
     private var shed: Set<Int> = []
+    /// A checkpoint's fsync is under way; bytes were written since the last one.
+    private(set) var syncInFlight = false
+    private(set) var unsynced = false
 
     init(settings: Settings, kept: ByteRanges) {
         self.settings = settings
@@ -157,6 +172,21 @@ struct DownloadMachine: Sendable {
             guard !finishing else { return [] }
             finishing = true
             return [.finish(.nothing(error))]
+        case .wrote:
+            unsynced = true
+            return []
+        case .checkpointDue:
+            // One checkpoint at a time, and none once the attempt is ending (its end makes the last one).
+            guard !finishing, !syncInFlight, !running.isEmpty else { return [] }
+            return [.flushForCheckpoint]
+        case .flushed:
+            guard !finishing, !syncInFlight, unsynced else { return [] }
+            unsynced = false
+            syncInFlight = true
+            return [.sync]
+        case .synced:
+            syncInFlight = false
+            return []
         }
     }
 

@@ -34,8 +34,6 @@ final class SegmentedDownload: @unchecked Sendable {
         var progressTimer: Scheduled<Void>?
         var checkpointTimer: RepeatedTask?
         var planTimer: RepeatedTask?
-        var syncInFlight = false
-        var unsynced = false
     }
 
     let eventLoop: EventLoop
@@ -117,7 +115,7 @@ final class SegmentedDownload: @unchecked Sendable {
 
     /// A request submitted a write.
     func noteWrite() {
-        box.withValue { $0.unsynced = true }
+        feed(.wrote)
     }
 
     /// A write failed: every request stops (the outcome reports the file error).
@@ -162,7 +160,7 @@ final class SegmentedDownload: @unchecked Sendable {
                     guard s.checkpointTimer == nil else { return }
                     let interval = self.settings.checkpointInterval
                     s.checkpointTimer = self.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-                        self.checkpointTick()
+                        self.feed(.checkpointDue)
                     }
                 }
             case .startPlanning:
@@ -197,6 +195,16 @@ final class SegmentedDownload: @unchecked Sendable {
                 attempt.launchSegment(sink, url: url, eventLoop: eventLoop)
             case .plan:
                 plan()
+            case .flushForCheckpoint:
+                for sink in box.withValue({ Array($0.sinks.values) }) { sink.flushForCheckpoint() }
+                feed(.flushed)
+            case .sync:
+                let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
+                writer.sync(checkpoint: { durable in
+                    observer.attemptDidCheckpoint(attempt, durable: durable)
+                }, synced: {
+                    eventLoop.execute { self.feed(.synced) }
+                })
             case .restartFromZero:
                 restartFromZero()
             case .finish(let finish):
@@ -280,28 +288,6 @@ final class SegmentedDownload: @unchecked Sendable {
                 if let report = s.received.flush(now: now) { self.emitProgress(report, expected: s.machine.expectedTotal) }
             }
         }
-    }
-
-    private func checkpointTick() {
-        let sinks = box.withValue { s -> [PartialFileSink]? in
-            guard !s.machine.finishing, !s.syncInFlight, !s.sinks.isEmpty else { return nil }
-            return Array(s.sinks.values)
-        }
-        guard let sinks else { return }
-        for sink in sinks { sink.flushForCheckpoint() }
-        let due = box.withValue { s -> Bool in
-            guard s.unsynced else { return false }
-            s.unsynced = false
-            s.syncInFlight = true
-            return true
-        }
-        guard due else { return }
-        let attempt = self.attempt, observer = self.observer, eventLoop = self.eventLoop
-        writer.sync(checkpoint: { durable in
-            observer.attemptDidCheckpoint(attempt, durable: durable)
-        }, synced: {
-            eventLoop.execute { self.box.withValue { $0.syncInFlight = false } }
-        })
     }
 
     // MARK: - Helpers

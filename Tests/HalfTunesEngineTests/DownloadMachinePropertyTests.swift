@@ -40,7 +40,7 @@ import Testing
                 }
             }
             switch action {
-            case .startCheckpoints, .startPlanning, .connectionRefused:
+            case .startCheckpoints, .startPlanning, .connectionRefused, .flushForCheckpoint, .sync:
                 break
             case .limitPrimary(let limit):
                 requests[0]?.limit = limit

@@ -219,4 +219,27 @@ import Testing
         #expect(machine.handle(.abandoned(id: 0, nil)).isEmpty)
         #expect(machine.handle(.launched).isEmpty)
     }
+
+    @Test func oneCheckpointAtATimeAndOnlyWhenSomethingWasWritten() {
+        var (machine, _) = Self.split()
+        #expect(machine.handle(.checkpointDue) == [.flushForCheckpoint])
+        #expect(machine.handle(.flushed).isEmpty, "nothing was written: no fsync")
+        #expect(machine.handle(.wrote).isEmpty)
+        #expect(machine.handle(.checkpointDue) == [.flushForCheckpoint])
+        #expect(machine.handle(.flushed) == [.sync])
+        // While the fsync runs, the timer asks for nothing; written bytes wait for the next checkpoint.
+        _ = machine.handle(.wrote)
+        #expect(machine.handle(.checkpointDue).isEmpty)
+        #expect(machine.handle(.synced).isEmpty)
+        #expect(machine.handle(.checkpointDue) == [.flushForCheckpoint])
+        #expect(machine.handle(.flushed) == [.sync])
+        // Once the attempt ends, its end makes the last checkpoint.
+        _ = machine.handle(.synced)
+        _ = machine.handle(.wrote)
+        _ = machine.handle(.fileFailed)
+        _ = machine.handle(.ended(id: 1, Self.end(position: 0), stopRequested: false))
+        _ = machine.handle(.ended(id: 0, Self.end(position: 9 * Self.MiB), stopRequested: false))
+        #expect(machine.finishing)
+        #expect(machine.handle(.checkpointDue).isEmpty && machine.handle(.flushed).isEmpty)
+    }
 }
