@@ -176,10 +176,10 @@ public final class Attempt: Sendable {
         }
         let ifRange = target.validators?.ifRangeValue
         let requestedOffset = ifRange != nil ? writer.kept : 0
-        let config = PartialFileSink.Config(
-            url: request.url, requestedOffset: requestedOffset, kept: writer.keptRanges.count,
+        let config = PartialFileSink.Config(url: request.url, role: .primary(.init(
+            requestedOffset: requestedOffset, kept: writer.keptRanges.count,
             sentIfRange: requestedOffset > 0 ? ifRange : nil, requestValidators: target.validators,
-            expectedLength: target.expectedLength)
+            expectedLength: target.expectedLength)))
         logger.debug("partial file prepared", metadata: ["offset": "\(requestedOffset)", "kept": "\(writer.keptRanges)"])
         let settings = SegmentedDownload.Settings(checkpointInterval: Self.amount(target.checkpointInterval),
                                                   progressInterval: Self.amount(request.progressInterval),

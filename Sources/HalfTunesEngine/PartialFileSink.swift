@@ -18,28 +18,12 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
     static let holdThreshold = 16 << 10
     static let smallBufferCapacity = 64 << 10
 
-    enum Role: Sendable {
-        /// The first request: resumes from `requestedOffset` or restarts the file.
-        case primary
-        /// A further request for exactly `range` of the version named by `validators` (length `total`).
-        case segment(range: Range<Int64>, total: Int64, validators: Validators)
-    }
-
     struct Config: Sendable {
         var url: String
-        /// The offset asked for with Range (0 when no Range was sent).
-        var requestedOffset: Int64
-        /// How many bytes the partial kept after prepare (what a restart from zero discards).
-        var kept: Int64
-        var sentIfRange: String?
-        var requestValidators: Validators?
-        var expectedLength: Int64?
-        var role: Role = .primary
+        /// What the request asks for (the first request's resume, or a further one's range).
+        var role: RequestMachine.Role
         /// The segment's number in the attempt (0: the first request).
         var id = 0
-        /// Why `kept` bytes are discarded by a response from byte 0 (the download starting again after another
-        /// version answered); nil: the partial had no validator to resume with.
-        var restartReason: String? = nil
     }
 
     enum Decided: Sendable, Equatable {
@@ -86,22 +70,13 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         self.writer = download.writer
         self.attempt = download.attempt
         self.observer = download.observer
-        let role: RequestMachine.Role
-        switch config.role {
-        case .primary:
-            role = .primary(.init(requestedOffset: config.requestedOffset, kept: config.kept,
-                                  sentIfRange: config.sentIfRange, requestValidators: config.requestValidators,
-                                  expectedLength: config.expectedLength, restartReason: config.restartReason))
-        case let .segment(range, total, validators):
-            role = .segment(range: range, total: total, validators: validators)
-        }
-        self.box = .makeBoxSendingValue(LoopState(machine: RequestMachine(role: role)), eventLoop: eventLoop)
+        self.box = .makeBoxSendingValue(LoopState(machine: RequestMachine(role: config.role)), eventLoop: eventLoop)
     }
 
     var requestHeaders: [(String, String)] {
         switch config.role {
-        case .primary:
-            return ResumeDecision.rangeHeaders(offset: config.requestedOffset, validators: config.requestValidators)
+        case .primary(let primary):
+            return ResumeDecision.rangeHeaders(offset: primary.requestedOffset, validators: primary.requestValidators)
         case .segment(let range, _, let validators):
             return [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"), ("If-Range", validators.ifRangeValue ?? "")]
         }

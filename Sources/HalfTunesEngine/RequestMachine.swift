@@ -21,12 +21,12 @@ struct RequestMachine: Sendable {
         var requestedOffset: Int64
         /// How many bytes the partial kept after prepare (what a restart from zero discards).
         var kept: Int64
-        var sentIfRange: String?
-        var requestValidators: Validators?
-        var expectedLength: Int64?
+        var sentIfRange: String? = nil
+        var requestValidators: Validators? = nil
+        var expectedLength: Int64? = nil
         /// Why `kept` bytes are discarded by a response from byte 0 (the download starting again after another
         /// version answered); nil: the partial had no validator to resume with.
-        var restartReason: String?
+        var restartReason: String? = nil
     }
 
     enum Phase: Sendable, Equatable { case connecting, streaming, ignoringBody, finished }

@@ -65,7 +65,6 @@ final class SegmentedDownload: @unchecked Sendable {
     func makePrimary(_ config: PartialFileSink.Config) -> PartialFileSink {
         var config = config
         config.id = 0
-        config.role = .primary
         return PartialFileSink(eventLoop: eventLoop, config: config, download: self)
     }
 
@@ -187,9 +186,7 @@ final class SegmentedDownload: @unchecked Sendable {
                 box.withValue { $0.sinks[id] }?.extendLimit(to: limit)
             case let .open(id, range, url, validators, total):
                 let config = PartialFileSink.Config(
-                    url: url, requestedOffset: range.lowerBound, kept: 0, sentIfRange: nil,
-                    requestValidators: validators, expectedLength: total,
-                    role: .segment(range: range, total: total, validators: validators), id: id)
+                    url: url, role: .segment(range: range, total: total, validators: validators), id: id)
                 let sink = PartialFileSink(eventLoop: eventLoop, config: config, download: self)
                 box.withValue { $0.sinks[id] = sink }
                 attempt.launchSegment(sink, url: url, eventLoop: eventLoop)
@@ -236,9 +233,8 @@ final class SegmentedDownload: @unchecked Sendable {
         writer.begin(truncate: true) { ok in
             if ok { observer.attemptDidCheckpoint(attempt, durable: ByteRanges()) }
         }
-        let config = PartialFileSink.Config(url: attempt.url, requestedOffset: 0, kept: discarded,
-                                            sentIfRange: nil, requestValidators: nil, expectedLength: nil,
-                                            role: .primary, id: 0, restartReason: "resourceChanged")
+        let config = PartialFileSink.Config(url: attempt.url, role: .primary(.init(
+            requestedOffset: 0, kept: discarded, restartReason: "resourceChanged")))
         let sink = PartialFileSink(eventLoop: eventLoop, config: config, download: self)
         box.withValue { s in
             s.planTimer?.cancel()
