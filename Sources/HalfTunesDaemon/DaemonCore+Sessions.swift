@@ -153,8 +153,10 @@ extension DaemonCore {
     }
 
     func listSessions(caller: Caller) -> SessionListResult {
-        SessionListResult(sessions: state.sessions.values.filter { caller.mayAccess(owner: $0.record.uid) }
-            .sorted { $0.record.identifier < $1.record.identifier }.map(sessionInfo))
+        // Root sees every session; anyone else, its own (from the index by uid, not a walk over every user's).
+        let visible = caller.uid == 0 ? Array(state.sessions.values)
+            : state.sessions.identifiers(of: caller.uid).compactMap { state.sessions[$0] }
+        return SessionListResult(sessions: visible.sorted { $0.record.identifier < $1.record.identifier }.map(sessionInfo))
     }
 
     func invalidateSession(_ p: SessionInvalidateParams, caller: Caller) async throws(RPCError) -> SessionInvalidateResult {
@@ -390,7 +392,7 @@ extension DaemonCore {
     /// Refuses a new session when its owner already holds `maxSessionsPerUID` (each session may hold its
     /// own tasks and events, so the per-session caps would otherwise multiply without bound).
     func checkCapsForNewSession(owner: UInt32) throws(RPCError) {
-        let held = state.sessions.values.reduce(0) { $0 + ($1.record.uid == owner ? 1 : 0) }
+        let held = state.sessions.identifiers(of: owner).count
         guard held < configuration.maxSessionsPerUID else {
             throw RPCError(.limitExceeded, "uid \(owner) already has \(held) sessions (at most \(configuration.maxSessionsPerUID)); "
                 + "invalidate sessions you no longer use (halftunesctl session invalidate ID)")

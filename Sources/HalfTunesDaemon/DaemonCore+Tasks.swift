@@ -121,7 +121,7 @@ extension DaemonCore {
         // its finished tasks, in the same read, off the actor), and the unfinished tasks on it are described from
         // memory (their progress is there).
         let scope: [String]? = p.session.map { [$0] }
-            ?? (caller.uid == 0 ? nil : state.sessions.values.filter { $0.record.uid == caller.uid }.map(\.record.identifier))
+            ?? (caller.uid == 0 ? nil : Array(state.sessions.identifiers(of: caller.uid)))
         let (from, state) = (after, p.state)
         let page = try await nonblocking { try $0.taskPage(after: from, sessions: scope, state: state, limit: limit + 1) }
         let ids = page.ids.prefix(limit)

@@ -9,7 +9,7 @@ import HalfTunesProtocol
 /// socket or the clock, so the queue, the limits, retries and resource deadlines are unit-tested in virtual
 /// time (`DaemonStateTests`).
 struct DaemonState {
-    var sessions: [String: ManagedSession] = [:]
+    var sessions = SessionTable()
     /// The unfinished tasks (and finished ones still stopping a transfer or publishing) with their indexes.
     var tasks = TaskTable()
     /// The next queue order given to a task that enters the back of the queue (a create reads it and `created`
