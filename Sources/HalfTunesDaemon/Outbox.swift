@@ -25,7 +25,9 @@ final class Outbox: Sendable {
     private let durability: JournalDurability?
 
     private enum Item {
-        case line([UInt8])
+        /// `seq`: the event's on an event line. An event whose write failed is dropped when its commit is
+        /// durable (`JournalDurability.isWithdrawn`): subscribers never see what the journal never held.
+        case line([UInt8], seq: Int64?)
         case close
     }
 
@@ -147,10 +149,10 @@ final class Outbox: Sendable {
         if let uid = viewer.withLockedValue({ $0 }) { params = SessionNames.present(params, to: uid) }
         guard let line = try? RPCNotification(method: HalfTunes.eventNotification, params: params).line()
         else { return }
-        send(line: line)
+        send(line: line, seq: event.seq)
     }
 
-    func send(line: [UInt8]) {
+    func send(line: [UInt8], seq: Int64? = nil) {
         let size = line.count
         let overflow: Bool = state.withLockedValue { s in
             if s.closed { return false }
@@ -164,7 +166,7 @@ final class Outbox: Sendable {
             return
         }
         if isClosed { return }
-        enqueue(.line(line))
+        enqueue(.line(line, seq: seq))
     }
 
     /// Writes `item` now if nothing is held and the journal is durable up to its latest commit, else holds
@@ -214,11 +216,16 @@ final class Outbox: Sendable {
     private func perform(_ items: [Item]) {
         guard !items.isEmpty else { return }
         let channel = self.channel
+        let durability = self.durability
         channel.eventLoop.execute {
             for item in items {
                 switch item {
-                case .line(let line):
+                case let .line(line, seq):
                     let size = line.count
+                    if let seq, durability?.isWithdrawn(seq) == true {
+                        self.written(size) // its write failed: never sent, no longer pending
+                        continue
+                    }
                     channel.write(channel.allocator.buffer(bytes: line)).whenComplete { [weak self] _ in
                         self?.written(size)
                     }

@@ -33,6 +33,10 @@ public final class JournalDurability: @unchecked Sendable {
     private var fsyncs: UInt64 = 0
     /// Tests: while true the syncer starts no fsync, so commits pile up and one fsync must cover them all.
     private var heldForTesting = false
+    /// The seqs of events whose write failed (`withdraw`): numbered when submitted, maybe sent already to
+    /// connections that hold them until their commit is durable, but in no journal. Kept for the daemon's life
+    /// (only failed writes add to it: a full disk or an I/O error).
+    private var withdrawnSeqs: Set<Int64> = []
 
     func holdForTesting(_ hold: Bool) {
         condition.lock()
@@ -69,6 +73,23 @@ public final class JournalDurability: @unchecked Sendable {
         defer { condition.unlock() }
         issued += 1
         return issued
+    }
+
+    /// The events of a write that failed will never be journaled: whoever holds them until their commit is
+    /// durable drops them instead (`isWithdrawn`). Called by `JournalWriter` before it counts the write committed.
+    func withdraw(_ seqs: [Int64]) {
+        guard !seqs.isEmpty else { return }
+        condition.lock()
+        withdrawnSeqs.formUnion(seqs)
+        condition.unlock()
+    }
+
+    /// Whether the event `seq` belongs to a write that failed (asked once its commit is durable: the answer is
+    /// final then).
+    public func isWithdrawn(_ seq: Int64) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return withdrawnSeqs.contains(seq)
     }
 
     /// Whether commit `ticket` (and every one before it) is on disk.

@@ -24,7 +24,8 @@ final class JournalWriter: @unchecked Sendable {
         enum Kind {
             /// A write, gathered with the writes next to it into one transaction. `done`: the waiting caller
             /// (`perform`), or the submitter's outcome; nil for a submitted write (failures to `failureHandler`).
-            case write(Work, done: ((Error?) -> Void)?)
+            /// `seqs`: the write's numbered events, withdrawn if it fails (`JournalDurability.withdraw`).
+            case write(Work, seqs: [Int64], done: ((Error?) -> Void)?)
             /// A read (`read(_:)`): run outside any transaction, after the transaction of the writes taken with it.
             case read(() -> Void)
             /// An operation (`operation(_:)`): the journal's waited writes and reads, run in its turn — after the
@@ -86,7 +87,8 @@ final class JournalWriter: @unchecked Sendable {
         defer { condition.unlock() }
         let numbered = number(events)
         submitted = durability.issue()
-        queue.append(Item(ticket: submitted, kind: .write({ db in try work(db, numbered) }, done: done)))
+        queue.append(Item(ticket: submitted, kind: .write({ db in try work(db, numbered) },
+                                                           seqs: numbered.compactMap(\.seq), done: done)))
         condition.signal()
         return numbered
     }
@@ -112,6 +114,7 @@ final class JournalWriter: @unchecked Sendable {
             let ticket = submitted
             condition.unlock()
             let result = Result { try dbQueue.write { db in try body(db, numbered) } }
+            if case .failure = result { durability.withdraw(numbered.compactMap(\.seq)) }
             didWrite(through: ticket, writes: 1)
             condition.lock()
             writing = false
@@ -296,13 +299,16 @@ final class JournalWriter: @unchecked Sendable {
             let onFailure = failureHandler
             condition.unlock()
 
-            var segment: [(ticket: UInt64, work: Work, done: ((Error?) -> Void)?)] = []
+            var segment: [(ticket: UInt64, work: Work, seqs: [Int64], done: ((Error?) -> Void)?)] = []
             func flush() {
                 guard !segment.isEmpty else { return }
                 let errors = write(segment.map(\.work))
-                // Failures nobody waits for are reported before the writes count as written.
-                for (item, error) in zip(segment, errors) where item.done == nil {
-                    if let error { onFailure?("\(error)") }
+                // Failures nobody waits for are reported, and every failed write's events withdrawn, before the
+                // writes count as written (and so before they can count as durable).
+                for (item, error) in zip(segment, errors) {
+                    guard let error else { continue }
+                    durability.withdraw(item.seqs)
+                    if item.done == nil { onFailure?("\(error)") }
                 }
                 didWrite(through: segment[segment.count - 1].ticket, writes: segment.count)
                 for (item, error) in zip(segment, errors) { item.done?(error) }
@@ -310,8 +316,8 @@ final class JournalWriter: @unchecked Sendable {
             }
             for item in taken {
                 switch item.kind {
-                case let .write(work, done):
-                    segment.append((item.ticket, work, done))
+                case let .write(work, seqs, done):
+                    segment.append((item.ticket, work, seqs, done))
                 case .read:
                     continue
                 case .operation(let body):

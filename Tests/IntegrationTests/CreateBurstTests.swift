@@ -62,8 +62,9 @@ struct CreateBurstTests {
 
     /// A create whose journal write fails (a trigger added to the live daemon's journal refuses the row, as a
     /// full disk would) is answered `ioError`, and nothing of it is left: no task in the list or the counts, no
-    /// request to the server (nothing starts before its row is written), its destination free again; the
-    /// daemon goes on, and after kill -9 only what was answered as created exists.
+    /// request to the server (nothing starts before its row is written), its destination free again, no event
+    /// of it reaches a subscriber (its events were numbered and sent before the write failed: the connection
+    /// drops them); the daemon goes on, and after kill -9 only what was answered as created exists.
     @Test func aCreateWhoseRowCannotBeWrittenFailsAndLeavesNothing() async throws {
         try await withDaemon() { daemon, origin in
             origin.put("/kept.bin", TestOrigin.randomBytes(count: 1000, seed: 701))
@@ -71,6 +72,8 @@ struct CreateBurstTests {
             let client = try daemon.client()
             _ = try client.openSession("refuse")
             let kept = try client.createTask(TaskCreateParams(session: "refuse", url: origin.url("/kept.bin"), destination: "kept"))
+            let recorder = try EventRecorder(client: try daemon.client(), session: "refuse", after: 0)
+            try recorder.wait(for: "the kept task's creation") { $0.task == kept.id }
             let journal = try DatabaseQueue(path: daemon.stateDir + "/journal.sqlite")
             try await journal.write { db in
                 try db.execute(sql: """
@@ -95,6 +98,13 @@ struct CreateBurstTests {
             #expect((again.destination as NSString).lastPathComponent == "r")
             #expect(again.id > kept.id)
             _ = try client.waitFor(task: again.id, state: .completed)
+            // The subscriber saw the two tasks that exist, the second to its end, and nothing of the refused one
+            // (its id lies between theirs: ids are never handed out twice).
+            try recorder.wait(for: "the second task's completion") {
+                $0.task == again.id && $0.isDidComplete
+            }
+            #expect(Set(recorder.all.compactMap(\.task)) == [kept.id, again.id], "\(recorder.all)")
+            #expect(again.id > kept.id + 1) // the refused create took an id of its own
             daemon.kill9()
             try daemon.restart()
             #expect(Set(try daemon.client().tasks(session: "refuse").map(\.id)) == [kept.id, again.id])
