@@ -48,7 +48,10 @@ extension DaemonCore {
             try await journaling { try $0.upsertSession(record) }
         } catch {
             // Whatever was created in it meanwhile was submitted after the row and fails with it.
-            if state.sessions[id]?.record.createdAt == record.createdAt { feedAndRun(.sessionRemoved(id)) }
+            if state.sessions[id]?.record.createdAt == record.createdAt {
+                feedAndRun(.sessionRemoved(id))
+                letSubscribersGo(id) // a client that subscribed meanwhile
+            }
             throw error
         }
         logger.info("session opened", metadata: ["session": "\(id)"])
@@ -201,10 +204,16 @@ extension DaemonCore {
             feedAndRun(.resumeDataChanged(uid: uid, kept: -deleted.count, inFlight: 0))
         }
         feedAndRun(.sessionRemoved(identifier)) // with its tasks and unacknowledged events
+        letSubscribersGo(identifier)
+        logger.info("session invalidated", metadata: ["session": "\(identifier)"])
+    }
+
+    /// The session left the state (invalidated, or its row was never written): its subscribers are told
+    /// (`didBecomeInvalid`) and let go, so none of them is left registered for an identifier opened again later.
+    func letSubscribersGo(_ identifier: String) {
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
         for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }
         subscribers[identifier] = nil
-        logger.info("session invalidated", metadata: ["session": "\(identifier)"])
     }
 
     /// Runs a journal write, turning its failure into an actionable RPC error.
