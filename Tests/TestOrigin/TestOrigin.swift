@@ -5,7 +5,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
-/// An in-process HTTP/1.1 server (SwiftNIO) serving in-memory resources on 127.0.0.1, with an ephemeral port.
+/// An in-process HTTP/1.1 server (SwiftNIO) serving in-memory resources on 127.0.0.1 (or ::1), with an ephemeral port.
 public final class TestOrigin: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let serverChannel: any Channel
@@ -13,14 +13,17 @@ public final class TestOrigin: Sendable {
     public let port: Int
     /// "https" when started with TLS, else "http".
     public let scheme: String
+    /// The loopback address it listens on: "127.0.0.1", or "::1" (IPv6 only).
+    public let host: String
     /// Linux thread id of the server's event loop thread (nil elsewhere), for leak checks after `shutdown()`.
     public let eventLoopThreadID: Int?
 
     private init(
         group: MultiThreadedEventLoopGroup, serverChannel: any Channel, core: OriginCore, port: Int, threadID: Int?,
-        scheme: String
+        scheme: String, host: String
     ) {
         self.scheme = scheme
+        self.host = host
         self.group = group
         self.serverChannel = serverChannel
         self.core = core
@@ -38,9 +41,10 @@ public final class TestOrigin: Sendable {
         }
     }
 
-    /// Starts a server on its own one-thread event loop group, bound to 127.0.0.1:0; with `tls`, it speaks
-    /// https (TLS in front of the same HTTP/1.1 handling, faults included).
-    public static func start(tls: TLSFiles? = nil) async throws -> TestOrigin {
+    /// Starts a server on its own one-thread event loop group, bound to 127.0.0.1:0 (or `host`: "::1" listens on
+    /// IPv6 loopback only); with `tls`, it speaks https (TLS in front of the same HTTP/1.1 handling, faults
+    /// included).
+    public static func start(tls: TLSFiles? = nil, host: String = "127.0.0.1") async throws -> TestOrigin {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let core = OriginCore()
         do {
@@ -71,23 +75,29 @@ public final class TestOrigin: Sendable {
                         try sync.addHandler(OriginConnectionHandler(core: core))
                     }
                 }
-                .bind(host: "127.0.0.1", port: 0)
+                .bind(host: host, port: 0)
                 .get()
             guard let port = channel.localAddress?.port else {
                 throw WaitError(description: "TestOrigin: listener has no local port")
             }
             let threadID = try await channel.eventLoop.submit { currentThreadID() }.get()
             return TestOrigin(group: group, serverChannel: channel, core: core, port: port, threadID: threadID,
-                              scheme: tls == nil ? "http" : "https")
+                              scheme: tls == nil ? "http" : "https", host: host)
         } catch {
             try? await group.shutdownGracefully()
             throw error
         }
     }
 
-    /// "http://127.0.0.1:<port><path>" ("https://…" with TLS); `path` starts with "/".
+    /// "http://127.0.0.1:<port><path>" ("https://…" with TLS; "http://[::1]:<port>…" on IPv6); `path` starts
+    /// with "/".
     public func url(_ path: String) -> String {
-        "\(scheme)://127.0.0.1:\(port)\(path)"
+        url(path, hostName: host.contains(":") ? "[\(host)]" : host)
+    }
+
+    /// The URL of `path` with another name for this server's address (a name the client resolves to it).
+    public func url(_ path: String, hostName: String) -> String {
+        "\(scheme)://\(hostName):\(port)\(path)"
     }
 
     /// Closes the listener and every connection, fails pending waits, and shuts the event loop group down.
