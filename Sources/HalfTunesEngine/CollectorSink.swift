@@ -16,6 +16,10 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         var received: ProgressPacer
         /// After redirects (set with the response head).
         var finalURL = ""
+        /// The response's content coding undone (gzip, deflate), if it has one: the body kept is the decoded one.
+        var decoder: ContentDecoder?
+        /// The body bytes kept (decoded ones when decoding).
+        var decoded: Int64 = 0
     }
 
     let eventLoop: EventLoop
@@ -37,7 +41,8 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
     }
 
-    var requestHeaders: [(String, String)] { [] }
+    /// A body kept in memory may come compressed (it is decoded here, as URLSession does).
+    var requestHeaders: [(String, String)] { [("Accept-Encoding", ContentDecoder.acceptEncoding)] }
 
     func attached(_ task: HTTPClient.Task<Void>) {}
 
@@ -59,19 +64,46 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
                 s.refused = refusal
                 return false
             }
+            s.decoder = ContentDecoder(headers: headers)
             return true
         }
+    }
+
+    /// Keeps the decoded bytes of a body part (the part itself when the response has no coding); false when the
+    /// body is refused (too large, or not its coding's data).
+    private static func keep(_ buffer: ByteBuffer, last: Bool, state s: inout LoopState, limit: ResponseLimit) -> Bool {
+        var parts = [buffer]
+        if let decoder = s.decoder {
+            do {
+                parts = try last ? decoder.finish() : decoder.decode(buffer)
+            } catch {
+                s.refused = TaskError(code: TaskErrorCode.invalidResponse,
+                                      message: "The response from \(ErrorMapping.hostDescription(s.finalURL)) says Content-Encoding: "
+                                          + "\(decoder.coding), but its body is not \(decoder.coding) data (\(error.reason))")
+                return false
+            }
+        }
+        for part in parts where !s.collector.append(part.readableBytesView) {
+            s.refused = ExchangeRules.tooLarge(url: s.finalURL, bytes: nil, limit: limit)
+            return false
+        }
+        s.decoded += Int64(parts.reduce(0) { $0 + $1.readableBytes })
+        return true
+    }
+
+    /// The length the progress is reported against: the Content-Length of a body kept as sent; unknown for a
+    /// decoded one (the header counts the coded bytes).
+    private static func expectedLength(_ s: LoopState) -> Int64? {
+        s.decoder == nil ? ResumeDecision.contentLength(s.headers) : nil
     }
 
     func bodyPart(_ buffer: ByteBuffer, now: NIODeadline) -> EventLoopFuture<Void>? {
         let (accepted, report, expected) = box.withValue { s -> (Bool, ProgressPacer.Report?, Int64?) in
             guard s.refused == nil else { return (false, nil, nil) }
-            guard s.collector.append(buffer.readableBytesView) else {
-                s.refused = ExchangeRules.tooLarge(url: s.finalURL, bytes: nil, limit: self.limit)
-                return (false, nil, nil)
-            }
-            let report = s.received.add(Int64(buffer.readableBytes), now: now)
-            return (true, report, report == nil ? nil : ResumeDecision.contentLength(s.headers))
+            let before = s.decoded
+            guard Self.keep(buffer, last: false, state: &s, limit: self.limit) else { return (false, nil, nil) }
+            let report = s.received.add(s.decoded - before, now: now)
+            return (true, report, report == nil ? nil : Self.expectedLength(s))
         }
         guard accepted else { return nil }
         if let report { reportReceived(report, expected: expected) }
@@ -81,8 +113,17 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
     func requestFailed() {}
 
     func finish(_ end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
-        let (s, report) = box.withValue { s in (s, s.received.flush(now: .now())) }
-        if let report { reportReceived(report, expected: ResumeDecision.contentLength(s.headers)) }
+        let (s, report) = box.withValue { s in
+            // A decoded body's end: what the decoder still holds, or the refusal of a coded stream cut short.
+            if case .success = end.result, end.responseEnded, s.refused == nil, s.decoder != nil {
+                let before = s.decoded
+                if Self.keep(ByteBuffer(), last: true, state: &s, limit: self.limit) {
+                    _ = s.received.add(s.decoded - before, now: .now())
+                }
+            }
+            return (s, s.received.flush(now: .now()))
+        }
+        if let report { reportReceived(report, expected: Self.expectedLength(s)) }
         return eventLoop.makeSucceededFuture(Self.outcome(end: end, state: s, stopRequested: attempt.isStopRequested))
     }
 

@@ -2,7 +2,7 @@ import Foundation
 import TestOrigin
 
 /// A real proxy or server from Debian on 127.0.0.1 — tinyproxy (HTTP, CONNECT), dante's danted (SOCKS5), BusyBox
-/// httpd (an origin that ignores If-Range) — with its own configuration and log in a temporary directory; stopped
+/// httpd (an origin that ignores If-Range), nginx — with its own configuration and log in a temporary directory; stopped
 /// with SIGKILL and removed by `stop()`.
 final class ProxyProcess: @unchecked Sendable {
     let dir: TempDir
@@ -112,6 +112,39 @@ final class ProxyProcess: @unchecked Sendable {
     static func busyboxHTTPD(home: String) throws -> ProxyProcess {
         try start(scheme: "http", executable: "/usr/bin/busybox") { _, port in
             ("", ["httpd", "-f", "-p", "127.0.0.1:\(port)", "-h", home])
+        }
+    }
+
+    /// nginx (Debian's `nginx`) serving the files in `home`, one process (no master, so it runs as this user), with
+    /// `server` directives added to its server block (e.g. `gzip on;`). Its access log (`log()`) has one line per
+    /// request: `METHOD URI STATUS accept-encoding=… range=… sent=BYTES`.
+    static func nginx(home: String, server: String = "") throws -> ProxyProcess {
+        try start(scheme: "http", executable: "/usr/sbin/nginx") { dir, port in
+            let conf = """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            pid \(dir)/nginx.pid;
+            error_log \(dir)/error.log;
+            events { worker_connections 256; }
+            http {
+                log_format plain '$request_method $request_uri $status accept-encoding=$http_accept_encoding range=$http_range sent=$body_bytes_sent';
+                access_log \(dir)/proxy.log plain;
+                client_body_temp_path \(dir)/body;
+                proxy_temp_path \(dir)/proxy;
+                fastcgi_temp_path \(dir)/fastcgi;
+                uwsgi_temp_path \(dir)/uwsgi;
+                scgi_temp_path \(dir)/scgi;
+                default_type application/octet-stream;
+                server {
+                    listen 127.0.0.1:\(port);
+                    root \(home);
+                    \(server)
+                }
+            }
+
+            """
+            return (conf, ["-e", "\(dir)/error.log", "-c", "\(dir)/proxy.conf"])
         }
     }
 
