@@ -43,33 +43,20 @@ extension DaemonCore {
         let bandwidth = BandwidthBucket(rate: t.record.bandwidthLimit ?? 0) // fresh: a resumed transfer never bursts
         request.rateLimiter = RateLimiter(buckets: [services.globalBandwidth, bandwidth])
         request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
-        request.proxy = configuration.proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass)
-            .proxy(for: t.record.url)
-        let client: HTTPClient
-        do {
-            client = try clients.lease(for: request.proxy, uid: t.owner)
-        } catch {
-            // The uid's transfers already go through as many proxies as allowed: this one waits and is retried.
-            let message = "uid \(error.uid) already has transfers through \(error.limit) different proxies, the most at "
-                + "once; this task goes on when one of them is free"
-            let failure = TransferFailure(error: TaskError(code: TaskErrorCode.proxyFailure, message: message),
-                                          isTransient: true, durable: durable)
-            // Not on this call: the slot it frees would start the next task here, which may be refused too.
-            Task { [weak self] in await self?.attemptEnded(id, .failed(failure, response: nil)) }
-            return
-        }
+        // The proxy is chosen for each hop of the attempt by these rules (the session's, else the daemon's).
+        request.proxyRules = configuration.proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass)
         let runtime = TaskRuntime(taskID: id, connections: hostConnections, host: t.hostKey)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
-        let attempt = Attempt(request: request, client: client, observer: runtime, logger: taskLogger)
+        let attempt = Attempt(request: request, clients: clients.leases(uid: t.owner, now: clock), observer: runtime,
+                              logger: taskLogger)
         let reports = Task { [weak self] in
             for await message in runtime.messages {
                 guard let self else { return }
                 await self.handle(message, from: runtime)
             }
         }
-        attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth, proxy: request.proxy, uid: t.owner,
-                                   reports: reports)
+        attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth, reports: reports)
         runtime.start(attempt)
         logger.debug("transfer started", metadata: [
             "task": "\(id)", "kind": "\(kind.rawValue)", "method": "\(request.method)", "durable": "\(durable)",
@@ -100,7 +87,7 @@ extension DaemonCore {
             }
             feedAndRun(.attemptProgress(id, progress))
         case .finished(let outcome):
-            if let live = attempts.removeValue(forKey: id) { clients.release(live.proxy, uid: live.uid, now: clock()) }
+            attempts[id] = nil // its clients' leases ended with it
             attemptEnded(id, outcome)
         }
     }

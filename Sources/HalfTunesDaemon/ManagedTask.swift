@@ -67,9 +67,6 @@ extension ManagedTask {
 struct LiveAttempt {
     let runtime: TaskRuntime
     let bandwidth: BandwidthBucket
-    /// The proxy whose client the attempt leased, and for which uid (released when it ends).
-    var proxy: ProxyServer? = nil
-    var uid: UInt32 = 0
     /// Hands what the attempt reports to the core, in order; it ends after the attempt's end was handled.
     var reports: Task<Void, Never>? = nil
 }

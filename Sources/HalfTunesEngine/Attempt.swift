@@ -18,21 +18,29 @@ public final class Attempt: Sendable {
         var segments: [Int: HTTPClient.Task<Void>] = [:]
         /// A download's file side, once its partial file is open.
         var download: SegmentedDownload?
+        /// The proxies whose clients the attempt leased, one entry per lease.
+        var leased: [ProxyServer?] = []
     }
 
     private let request: AttemptRequest
-    private let client: HTTPClient
+    private let clients: any AttemptClients
     private let observer: any AttemptObserver
     private let logger: Logger
     private let control = NIOLockedValueBox(Control())
 
-    public init(request: AttemptRequest, client: HTTPClient, observer: any AttemptObserver, logger: Logger) {
+    /// `clients`: the client of each hop's proxy (`request.proxyRules`), leased until the attempt ends.
+    public init(request: AttemptRequest, clients: any AttemptClients, observer: any AttemptObserver, logger: Logger) {
         self.request = request
-        self.client = client
+        self.clients = clients
         self.observer = observer
         var logger = logger
         logger[metadataKey: "task"] = "\(request.taskID)"
         self.logger = logger
+    }
+
+    /// Every request through `client`, whatever the proxy rules say (tests, probes).
+    public convenience init(request: AttemptRequest, client: HTTPClient, observer: any AttemptObserver, logger: Logger) {
+        self.init(request: request, clients: FixedClient(client), observer: observer, logger: logger)
     }
 
     public var taskID: Int64 { request.taskID }
@@ -74,7 +82,8 @@ public final class Attempt: Sendable {
                                   message: "Attempt.run() was called twice for task \(request.taskID)")
             return .failed(TransferFailure(error: error, isTransient: false, durableBytes: 0))
         }
-        let eventLoop = client.eventLoopGroup.next()
+        defer { releaseClients() }
+        let eventLoop = clients.eventLoopGroup.next()
         let sink: any ResponseSink
         var primary: PartialFileSink?
         switch request.sink {
@@ -113,50 +122,108 @@ public final class Attempt: Sendable {
             closeBody()
             return await eventLoop.flatSubmit { sink.abandon(nil) }.outcome()
         }
-        let httpRequest: HTTPClient.Request
-        do {
-            httpRequest = try makeHTTPRequest(url: request.url, body: body?.body, extraHeaders: sink.requestHeaders)
-        } catch {
+        // Hop by hop: AsyncHTTPClient follows a redirect on the same client; one whose target takes another proxy
+        // (or none) ends the request, and the next hop is asked here on the client of the target's proxy.
+        var hop = AttemptDelegate.Hop(url: request.url, status: 0, visited: [])
+        var method = request.method
+        var sendsBody = body != nil
+        var firstRequest = true
+        while true {
+            let proxy = request.proxyRules.proxy(for: hop.url)
+            let client: HTTPClient
+            do {
+                client = try lease(proxy)
+            } catch {
+                // The uid's transfers already go through as many proxies as allowed: this one waits and is retried.
+                closeBody()
+                let message = "uid \(error.uid) already has transfers through \(error.limit) different proxies, the most "
+                    + "at once; this task goes on when one of them is free"
+                let outcome = await eventLoop.flatSubmit {
+                    sink.abandon(TaskError(code: TaskErrorCode.proxyFailure, message: message))
+                }.outcome()
+                return Self.transient(outcome)
+            }
+            let httpRequest: HTTPClient.Request
+            do {
+                httpRequest = try makeHTTPRequest(url: hop.url, method: method, body: sendsBody ? body?.body : nil,
+                                                  extraHeaders: sink.requestHeaders)
+            } catch {
+                closeBody()
+                let taskError = ErrorMapping.requestBuildFailure(error, url: hop.url)
+                return await eventLoop.flatSubmit { sink.abandon(taskError) }.outcome()
+            }
+            let config = AttemptDelegate.Config(
+                url: hop.url, idleTimeout: Self.amount(request.requestTimeout),
+                progressInterval: Self.amount(request.progressInterval), bytesToSend: sendsBody ? bytesToSend : nil,
+                allowInsecureRedirects: request.allowInsecureRedirects, proxy: proxy, proxyRules: request.proxyRules,
+                visited: hop.visited)
+            let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
+                                           sink: sink, body: body, limiter: request.rateLimiter)
+            logger.debug("starting attempt", metadata: [
+                "url": "\(hop.url)", "method": "\(method)", "proxy": "\(proxy.map(String.init(describing:)) ?? "none")",
+            ])
+            let task = client.execute(request: httpRequest, delegate: delegate,
+                                      eventLoop: .delegateAndChannel(on: eventLoop), logger: logger)
+            let stopNow = control.withLockedValue { c -> Bool in
+                c.task = task
+                return c.stopRequested
+            }
+            delegate.attach(task)
+            if firstRequest, let primary { primary.download.started(primary) }
+            firstRequest = false
+            if stopNow { task.fail(reason: EngineAbort.stopped) }
+
+            let result: Result<Void, Error>
+            do {
+                try await task.get()
+                result = .success(())
+            } catch {
+                result = .failure(error)
+            }
+            control.withLockedValue { $0.task = nil }
+            if let next = (try? await eventLoop.submit({ delegate.takeNextHop() }).get()) ?? nil, !isStopRequested {
+                logger.debug("redirected to another proxy's client", metadata: ["url": "\(next.url)"])
+                // As AsyncHTTPClient does: 303 (except to a HEAD), and 301/302 to a POST, become a GET without a body.
+                if (next.status == 303 && method != "HEAD") || ([301, 302].contains(next.status) && method == "POST") {
+                    method = "GET"
+                    sendsBody = false
+                }
+                hop = next
+                continue
+            }
+            var outcome = await eventLoop.flatSubmit { delegate.finish(result: result) }.outcome()
             closeBody()
-            let taskError = ErrorMapping.requestBuildFailure(error, url: request.url)
-            return await eventLoop.flatSubmit { sink.abandon(taskError) }.outcome()
+            if case .failure(let error) = result, let proxy, proxy.kind == .http,
+               (error as? HTTPClientError) == .invalidProxyResponse, case .failed(var failure, let response) = outcome,
+               failure.error.code == TaskErrorCode.proxyFailure,
+               let answer = await ProxyProbe.connectAnswer(proxy: proxy, url: hop.url, eventLoop: eventLoop) {
+                failure.error = ErrorMapping.tunnelRefused(proxy: proxy, url: hop.url, answer: answer)
+                outcome = .failed(failure, response: response)
+            }
+            logger.debug("attempt ended", metadata: ["outcome": "\(Self.summary(outcome))"])
+            return outcome
         }
+    }
 
-        let config = AttemptDelegate.Config(
-            url: request.url, idleTimeout: Self.amount(request.requestTimeout),
-            progressInterval: Self.amount(request.progressInterval), bytesToSend: bytesToSend,
-            allowInsecureRedirects: request.allowInsecureRedirects, proxy: request.proxy)
-        let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
-                                       sink: sink, body: body, limiter: request.rateLimiter)
-        logger.debug("starting attempt", metadata: ["url": "\(request.url)", "method": "\(request.method)"])
-        let task = client.execute(request: httpRequest, delegate: delegate,
-                                  eventLoop: .delegateAndChannel(on: eventLoop), logger: logger)
-        let stopNow = control.withLockedValue { c -> Bool in
-            c.task = task
-            return c.stopRequested
-        }
-        delegate.attach(task)
-        if let primary { primary.download.started(primary) }
-        if stopNow { task.fail(reason: EngineAbort.stopped) }
+    /// Leases the client of `proxy` for the rest of the attempt (every lease ends with it: `releaseClients`).
+    private func lease(_ proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient {
+        let client = try clients.lease(for: proxy)
+        control.withLockedValue { $0.leased.append(proxy) }
+        return client
+    }
 
-        let result: Result<Void, Error>
-        do {
-            try await task.get()
-            result = .success(())
-        } catch {
-            result = .failure(error)
+    /// Ends every lease the attempt took (when it has ended, its further requests included).
+    private func releaseClients() {
+        for proxy in control.withLockedValue({ c -> [ProxyServer?] in defer { c.leased = [] }; return c.leased }) {
+            clients.release(proxy)
         }
-        control.withLockedValue { $0.task = nil }
-        var outcome = await eventLoop.flatSubmit { delegate.finish(result: result) }.outcome()
-        if case .failure(let error) = result, let proxy = request.proxy, proxy.kind == .http,
-           (error as? HTTPClientError) == .invalidProxyResponse, case .failed(var failure, let response) = outcome,
-           failure.error.code == TaskErrorCode.proxyFailure,
-           let answer = await ProxyProbe.connectAnswer(proxy: proxy, url: request.url, eventLoop: eventLoop) {
-            failure.error = ErrorMapping.tunnelRefused(proxy: proxy, url: request.url, answer: answer)
-            outcome = .failed(failure, response: response)
-        }
-        logger.debug("attempt ended", metadata: ["outcome": "\(Self.summary(outcome))"])
-        return outcome
+    }
+
+    /// A failed outcome made transient (retried with backoff).
+    private static func transient(_ outcome: AttemptOutcome) -> AttemptOutcome {
+        guard case .failed(var failure, let response) = outcome else { return outcome }
+        failure.isTransient = true
+        return .failed(failure, response: response)
     }
 
     /// Opens and prepares a download's partial file (off the event loop).
@@ -192,17 +259,21 @@ public final class Attempt: Sendable {
 
     /// Starts a download's further request (a segment) to `url`, on the attempt's event loop. Its end goes to
     /// the download like the first request's.
+    /// It goes through the proxy its URL calls for (the first request's last hop's, but for a restart from zero).
     func launchSegment(_ sink: PartialFileSink, url: String, eventLoop: EventLoop) {
         let id = sink.config.id
+        let proxy = request.proxyRules.proxy(for: url)
         let config = AttemptDelegate.Config(
             url: url, idleTimeout: Self.amount(request.requestTimeout),
             progressInterval: Self.amount(request.progressInterval), bytesToSend: nil,
-            allowInsecureRedirects: request.allowInsecureRedirects, proxy: request.proxy)
+            allowInsecureRedirects: request.allowInsecureRedirects, proxy: proxy)
         let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
                                        sink: sink, body: nil, limiter: request.rateLimiter)
         let httpRequest: HTTPClient.Request
+        let client: HTTPClient
         do {
-            httpRequest = try makeHTTPRequest(url: url, body: nil, extraHeaders: sink.requestHeaders)
+            client = try lease(proxy)
+            httpRequest = try makeHTTPRequest(url: url, method: request.method, body: nil, extraHeaders: sink.requestHeaders)
         } catch {
             eventLoop.execute { _ = delegate.finish(result: .failure(error)) }
             return
@@ -226,8 +297,8 @@ public final class Attempt: Sendable {
         var outcome: AttemptOutcome
     }
 
-    private func makeHTTPRequest(url: String, body: HTTPClient.Body?, extraHeaders: [(String, String)]) throws
-        -> HTTPClient.Request {
+    private func makeHTTPRequest(url: String, method: String, body: HTTPClient.Body?, extraHeaders: [(String, String)])
+        throws -> HTTPClient.Request {
         var headers = HTTPHeaders()
         for (name, value) in request.headers {
             switch name.lowercased() {
@@ -245,8 +316,7 @@ public final class Attempt: Sendable {
         for (name, value) in extraHeaders {
             headers.replaceOrAdd(name: name, value: value)
         }
-        return try HTTPClient.Request(url: url, method: HTTPMethod(rawValue: request.method), headers: headers,
-                                      body: body)
+        return try HTTPClient.Request(url: url, method: HTTPMethod(rawValue: method), headers: headers, body: body)
     }
 
     /// A log line's worth of an outcome (without a response body).

@@ -58,6 +58,20 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         var allowInsecureRedirects: Bool
         /// The proxy the client sends the request through (nil: direct), for error messages.
         var proxy: ProxyServer?
+        /// The attempt's proxy rules when a redirect to a URL with another proxy (or none) ends this request so
+        /// the attempt makes the next hop on that proxy's client (`nextHop`); nil: AsyncHTTPClient follows every
+        /// redirect on this request's client (a download's further requests).
+        var proxyRules: ProxyRules? = nil
+        /// The URLs earlier hops of this attempt requested (for `RedirectPolicy`'s count and cycles).
+        var visited: [String] = []
+    }
+
+    /// A redirect the attempt follows itself, on the client of the target's proxy.
+    struct Hop: Sendable {
+        var url: String
+        var status: Int
+        /// Every URL requested so far, the target included.
+        var visited: [String]
     }
 
     struct LoopState {
@@ -73,6 +87,8 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         var lastActivity = NIODeadline.now()
         var idleTimer: Scheduled<Void>?
         var timedOut = false
+        /// Set when this request ended for a hop the attempt makes itself (the sink saw nothing of it).
+        var nextHop: Hop?
     }
 
     let eventLoop: EventLoop
@@ -94,7 +110,8 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         self.sink = sink
         self.body = body
         self.throttle = limiter.map { BodyThrottle(limiter: $0, eventLoop: eventLoop) }
-        let state = LoopState(finalURL: config.url, sent: ProgressPacer(interval: config.progressInterval))
+        let state = LoopState(finalURL: config.url, visited: config.visited,
+                              sent: ProgressPacer(interval: config.progressInterval))
         self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
     }
 
@@ -141,23 +158,31 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
     /// that `RedirectPolicy` refuses fails the request here, so the refused URL is never requested.
     func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
         let url = request.url.absoluteString
-        let refusal = box.withValue { s -> TaskError? in
+        let (refusal, hop) = box.withValue { s -> (TaskError?, Bool) in
             s.lastActivity = .now()
             s.finalURL = url
             if s.visited.isEmpty { s.visited = [url] }
-            let verdict = RedirectPolicy.evaluate(from: url, status: Int(head.status.code),
+            let status = Int(head.status.code)
+            let verdict = RedirectPolicy.evaluate(from: url, status: status,
                                                   location: head.headers.first(name: "Location"), visited: s.visited,
                                                   allowInsecure: self.config.allowInsecureRedirects)
             switch verdict {
             case .notARedirect:
-                return nil
+                return (nil, false)
             case .follow(let target):
                 s.visited.append(target)
-                return nil
+                // The proxy is chosen again for every hop: one that changes ends this request here, and the attempt
+                // asks the target on the client of its proxy (or the direct one).
+                if let rules = self.config.proxyRules, rules.proxy(for: target) != self.config.proxy {
+                    s.nextHop = Hop(url: target, status: status, visited: s.visited)
+                    return (nil, true)
+                }
+                return (nil, false)
             case .refuse(let error):
-                return error
+                return (error, false)
             }
         }
+        if hop { task.fail(reason: EngineAbort.decided) }
         guard let refusal else { return }
         sink.refuse(refusal)
         task.fail(reason: EngineAbort.decided)
@@ -180,9 +205,24 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
     }
 
     func didReceiveError(task: HTTPClient.Task<Void>, _ error: Error) {
-        box.withValue { $0.ended = true }
-        sink.requestFailed()
+        let hop = box.withValue { s -> Bool in
+            s.ended = true
+            return s.nextHop != nil
+        }
+        if !hop { sink.requestFailed() } // ended for the next hop: the sink goes on with it
         throttle?.release()
+    }
+
+    /// After the request's future completed: the hop the attempt makes next, if this request ended for one (the
+    /// timers are stopped; the sink and the request body are left for the next hop). nil: call `finish`.
+    func takeNextHop() -> Hop? {
+        box.withValue { s -> Hop? in
+            guard let hop = s.nextHop else { return nil }
+            s.idleTimer?.cancel()
+            s.idleTimer = nil
+            s.finished = true
+            return hop
+        }
     }
 
     func didFinishRequest(task: HTTPClient.Task<Void>) throws {

@@ -25,8 +25,13 @@ public struct AttemptRequest: Sendable {
     public var rateLimiter: RateLimiter? = nil
     /// Follow a redirect from https to http (the session's `allowInsecureRedirects`); refused by default.
     public var allowInsecureRedirects = false
-    /// The proxy of the client the attempt runs on (nil: direct): its failures become `proxyFailure`.
-    public var proxy: ProxyServer? = nil
+    /// Which proxy each request goes through (`ProxyRules.proxy(for:)`), chosen again for every hop of a redirect:
+    /// a redirect to a bypassed host goes direct, one from http to https takes the https proxy (as curl does).
+    /// Failures of a proxy become `proxyFailure`.
+    public var proxyRules: ProxyRules = .none
+
+    /// The proxy of the first request (nil: direct).
+    public var proxy: ProxyServer? { proxyRules.proxy(for: url) }
 
     /// An upload's file, opened by `UploadSource.open` when the attempt starts.
     public struct UploadBody: Sendable, Equatable {

@@ -75,7 +75,7 @@ public final class HTTPClients: Sendable {
     }
 
     public let direct: HTTPClient
-    private let eventLoopGroup: any EventLoopGroup
+    let eventLoopGroup: any EventLoopGroup
     private let tls: TLSConfiguration?
     private let proxied = NIOLockedValueBox<[ProxyServer: Entry]>([:])
 
@@ -138,6 +138,21 @@ public final class HTTPClients: Sendable {
         }
     }
 
+    /// The clients of one uid's attempt: each lease counts against the uid's `maxProxiesPerUID`; `now` dates the
+    /// releases (for `takeIdle`).
+    public func leases(uid: UInt32, now: @escaping @Sendable () -> Double) -> any AttemptClients {
+        UIDClients(clients: self, uid: uid, now: now)
+    }
+
+    struct UIDClients: AttemptClients {
+        let clients: HTTPClients
+        let uid: UInt32
+        let now: @Sendable () -> Double
+        var eventLoopGroup: any EventLoopGroup { clients.eventLoopGroup }
+        func lease(for proxy: ProxyServer?) throws(TooManyProxies) -> HTTPClient { try clients.lease(for: proxy, uid: uid) }
+        func release(_ proxy: ProxyServer?) { clients.release(proxy, uid: uid, now: now()) }
+    }
+
     /// How many proxied clients are open.
     public var proxiedCount: Int { proxied.withLockedValue { $0.count } }
 
@@ -150,4 +165,23 @@ public final class HTTPClients: Sendable {
         for client in all { try? await client.shutdown() }
         try? await direct.shutdown()
     }
+}
+
+/// The HTTP clients an attempt's requests go through: one per proxy (nil: direct), chosen for each hop of a
+/// redirect, leased until the attempt ends.
+public protocol AttemptClients: Sendable {
+    var eventLoopGroup: any EventLoopGroup { get }
+    /// The client whose requests go through `proxy`; throws when its owner is at its limit of proxies at once.
+    func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient
+    /// Ends one lease of `lease(for:)`.
+    func release(_ proxy: ProxyServer?)
+}
+
+/// One client for every request, whatever the proxy (tests, probes).
+public struct FixedClient: AttemptClients {
+    public let client: HTTPClient
+    public init(_ client: HTTPClient) { self.client = client }
+    public var eventLoopGroup: any EventLoopGroup { client.eventLoopGroup }
+    public func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient { client }
+    public func release(_ proxy: ProxyServer?) {}
 }

@@ -224,4 +224,45 @@ struct ProxyTests {
             }
         }
     }
+
+    /// The proxy is chosen again at every hop of a redirect (as curl does): a proxied URL that redirects to a
+    /// bypassed host is followed directly, and a bypassed URL that redirects to a proxied one goes through the
+    /// proxy. The proxy sees only the hops that are its own.
+    @Test func everyRedirectHopChoosesItsProxy() async throws {
+        let proxy = try ProxyProcess.tinyproxy()
+        defer { proxy.stop() }
+        try await withDaemon { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 400_000, seed: 2905)
+            origin.put("/file.bin", body)
+            var toLocalhost = TestOrigin.Behavior()
+            toLocalhost.redirectTo = origin.url("/file.bin", hostName: "localhost")
+            origin.setBehavior("/to-localhost", toLocalhost)
+            var toLoopback = TestOrigin.Behavior()
+            toLoopback.redirectTo = origin.url("/file.bin")
+            toLoopback.redirectStatus = 307
+            origin.setBehavior("/to-loopback", toLoopback)
+            let client = try daemon.client()
+            _ = try client.openSession("hops", configuration: SessionConfiguration(proxy: proxy.url(), proxyBypass: "localhost"))
+
+            // 127.0.0.1 (through the proxy) -> localhost (bypassed: direct).
+            let out = try client.startDownload(origin.url("/to-localhost"), session: "hops", destination: "out.bin")
+            let outDone = try client.waitFor(task: out.id, state: .completed)
+            #expect(try sha256(ofFile: outDone.location!) == TestOrigin.sha256Hex(body))
+            // Only the first hop went through the proxy (AsyncHTTPClient may open more than one tunnel for it); the
+            // file's requests went to localhost directly.
+            let tunnel = "CONNECT 127.0.0.1:\(origin.port)"
+            let first = proxy.tunnels()
+            #expect(!first.isEmpty && first.allSatisfy { $0 == tunnel }, "only the first hop is proxied: \(first)")
+            #expect(origin.requests("/file.bin").count >= 1)
+
+            // localhost (direct) -> 127.0.0.1 (through the proxy).
+            let back = try client.startDownload(origin.url("/to-loopback", hostName: "localhost"), session: "hops",
+                                                destination: "back.bin", maxConnections: 1)
+            let backDone = try client.waitFor(task: back.id, state: .completed)
+            #expect(try sha256(ofFile: backDone.location!) == TestOrigin.sha256Hex(body))
+            let second = proxy.tunnels()
+            #expect(second.count > first.count && second.allSatisfy { $0 == tunnel }, "the second hop is proxied: \(second)")
+            #expect(origin.requests("/to-loopback").count == 1 && origin.requests("/to-localhost").count == 1)
+        }
+    }
 }
