@@ -78,6 +78,7 @@ extension DaemonCore {
         var config = c ?? SessionConfiguration()
         config.proxy = try SessionProxy.resolve(config.proxy, stored: stored?.proxy)
         config.proxyBypass = try SessionProxy.resolveBypass(config.proxyBypass)
+        config.credentials = try SessionCredentials.resolve(config.credentials, stored: stored?.credentials)
         let dir = config.destinationDirectory ?? downloadRoots.defaultDirectory(for: owner)
         guard dir.hasPrefix("/") else {
             throw RPCError.invalidParams("configuration.destinationDirectory must be an absolute path")

@@ -146,6 +146,7 @@ actor DaemonCore {
         for (taskState, n) in state.tasks.counts(session: s.record.identifier) { counts[taskState.rawValue] = n }
         var configuration = s.record.configuration
         configuration.proxy = SessionProxy.presented(configuration.proxy) // never the password
+        configuration.credentials = SessionCredentials.presented(configuration.credentials)
         return SessionInfo(identifier: s.record.identifier, configuration: configuration,
                            state: s.record.state, createdAt: Timestamp.format(s.record.createdAt),
                            taskCounts: counts, lastEventSeq: s.lastEventSeq, ackedThrough: s.record.ackedThrough,

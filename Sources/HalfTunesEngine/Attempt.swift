@@ -20,6 +20,9 @@ public final class Attempt: Sendable {
         var download: SegmentedDownload?
         /// The proxies whose clients the attempt leased, one entry per lease.
         var leased: [ProxyServer?] = []
+        /// The challenge the first request's credentials answered, and the nonce count used with it so far: a
+        /// download's further requests to the same origin send `Authorization` at once.
+        var answered: (challenge: AuthChallenge, count: Int)?
     }
 
     private let request: AttemptRequest
@@ -36,11 +39,6 @@ public final class Attempt: Sendable {
         var logger = logger
         logger[metadataKey: "task"] = "\(request.taskID)"
         self.logger = logger
-    }
-
-    /// Every request through `client`, whatever the proxy rules say (tests, probes).
-    public convenience init(request: AttemptRequest, client: HTTPClient, observer: any AttemptObserver, logger: Logger) {
-        self.init(request: request, clients: FixedClient(client), observer: observer, logger: logger)
     }
 
     public var taskID: Int64 { request.taskID }
@@ -128,6 +126,10 @@ public final class Attempt: Sendable {
         var method = request.method
         var sendsBody = body != nil
         var firstRequest = true
+        /// The `Authorization` of the next request, and the URL and challenge it answers.
+        var authorization: String?
+        var answered: (url: String, challenge: AuthChallenge)?
+        var answers = 0
         while true {
             let proxy = request.proxyRules.proxy(for: hop.url)
             let client: HTTPClient
@@ -146,7 +148,7 @@ public final class Attempt: Sendable {
             let httpRequest: HTTPClient.Request
             do {
                 httpRequest = try makeHTTPRequest(url: hop.url, method: method, body: sendsBody ? body?.body : nil,
-                                                  extraHeaders: sink.requestHeaders)
+                                                  extraHeaders: sink.requestHeaders + (authorization.map { [("Authorization", $0)] } ?? []))
             } catch {
                 closeBody()
                 let taskError = ErrorMapping.requestBuildFailure(error, url: hop.url)
@@ -156,7 +158,9 @@ public final class Attempt: Sendable {
                 url: hop.url, idleTimeout: Self.amount(request.requestTimeout),
                 progressInterval: Self.amount(request.progressInterval), bytesToSend: sendsBody ? bytesToSend : nil,
                 allowInsecureRedirects: request.allowInsecureRedirects, proxy: proxy, proxyRules: request.proxyRules,
-                visited: hop.visited)
+                visited: hop.visited,
+                auth: .init(credentials: request.credentials, origin: request.credentialsOrigin,
+                            answered: authorization != nil ? answered : nil, answers: answers))
             let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
                                            sink: sink, body: body, limiter: request.rateLimiter)
             logger.debug("starting attempt", metadata: [
@@ -182,13 +186,26 @@ public final class Attempt: Sendable {
             }
             control.withLockedValue { $0.task = nil }
             if let next = (try? await eventLoop.submit({ delegate.takeNextHop() }).get()) ?? nil, !isStopRequested {
+                hop = next
+                if let challenge = next.challenge, let credentials = request.credentials {
+                    // A 401 answered: the same URL again, with the credentials (a further request of a download
+                    // to the same origin sends them at once, the nonce count going on).
+                    logger.debug("answering the server's challenge", metadata: ["url": "\(next.url)", "challenge": "\(challenge.summary)"])
+                    authorization = HTTPAuthentication.authorization(
+                        for: challenge, credentials: credentials, method: method,
+                        uri: HTTPAuthentication.requestTarget(next.url))
+                    answered = (next.url, challenge)
+                    answers += 1
+                    control.withLockedValue { $0.answered = (challenge, 1) }
+                    continue
+                }
+                authorization = nil // a redirect: a 401 there is answered anew
                 logger.debug("redirected to another proxy's client", metadata: ["url": "\(next.url)"])
                 // As AsyncHTTPClient does: 303 (except to a HEAD), and 301/302 to a POST, become a GET without a body.
                 if (next.status == 303 && method != "HEAD") || ([301, 302].contains(next.status) && method == "POST") {
                     method = "GET"
                     sendsBody = false
                 }
-                hop = next
                 continue
             }
             var outcome = await eventLoop.flatSubmit { delegate.finish(result: result) }.outcome()
@@ -203,6 +220,21 @@ public final class Attempt: Sendable {
             logger.debug("attempt ended", metadata: ["outcome": "\(Self.summary(outcome))"])
             return outcome
         }
+    }
+
+    /// The `Authorization` of a further request to `url`: the credentials answering the first request's challenge
+    /// again (Digest with the next nonce count), when `url` is on their origin.
+    private func authorization(for url: String) -> [(String, String)] {
+        guard let credentials = request.credentials, HTTPAuthentication.origin(url) == request.credentialsOrigin,
+              let (challenge, count) = control.withLockedValue({ c -> (AuthChallenge, Int)? in
+                  guard let a = c.answered else { return nil }
+                  c.answered!.count += 1
+                  return (a.challenge, a.count + 1)
+              }),
+              let value = HTTPAuthentication.authorization(for: challenge, credentials: credentials, method: request.method,
+                                                           uri: HTTPAuthentication.requestTarget(url), count: count)
+        else { return [] }
+        return [("Authorization", value)]
     }
 
     /// Leases the client of `proxy` for the rest of the attempt (every lease ends with it: `releaseClients`).
@@ -273,7 +305,8 @@ public final class Attempt: Sendable {
         let client: HTTPClient
         do {
             client = try lease(proxy)
-            httpRequest = try makeHTTPRequest(url: url, method: request.method, body: nil, extraHeaders: sink.requestHeaders)
+            httpRequest = try makeHTTPRequest(url: url, method: request.method, body: nil,
+                                              extraHeaders: sink.requestHeaders + authorization(for: url))
         } catch {
             eventLoop.execute { _ = delegate.finish(result: .failure(error)) }
             return

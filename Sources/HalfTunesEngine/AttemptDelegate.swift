@@ -64,6 +64,18 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         var proxyRules: ProxyRules? = nil
         /// The URLs earlier hops of this attempt requested (for `RedirectPolicy`'s count and cycles).
         var visited: [String] = []
+        /// How a 401 is handled (`AuthVerdict`): answered by a next hop, or the task fails with
+        /// `authenticationRequired`; nil: the sink takes it like any status (a download's further requests).
+        var auth: Auth? = nil
+    }
+
+    /// The attempt's credentials, where they may go, and what this request's `Authorization` answered.
+    struct Auth: Sendable {
+        var credentials: Credentials?
+        var origin: String?
+        var answered: (url: String, challenge: AuthChallenge)?
+        /// Challenges the attempt answered before this request.
+        var answers = 0
     }
 
     /// A redirect the attempt follows itself, on the client of the target's proxy.
@@ -72,6 +84,8 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         var status: Int
         /// Every URL requested so far, the target included.
         var visited: [String]
+        /// A 401's challenge the next hop answers (the same URL again, with `Authorization`).
+        var challenge: AuthChallenge? = nil
     }
 
     struct LoopState {
@@ -189,9 +203,20 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
-        let finalURL = box.withValue { s -> String in
+        let (finalURL, visited) = box.withValue { s -> (String, [String]) in
             s.lastActivity = .now()
-            return s.finalURL
+            return (s.finalURL, s.visited)
+        }
+        if head.status == .unauthorized, let auth = config.auth {
+            let challenges = AuthChallenge.parse(head.headers["WWW-Authenticate"]) // not canonicalForm: it splits at every comma
+            switch AuthVerdict.decide(url: finalURL, challenges: challenges, credentials: auth.credentials,
+                                      origin: auth.origin, answered: auth.answered, answers: auth.answers) {
+            case .answer(let challenge):
+                box.withValue { $0.nextHop = Hop(url: finalURL, status: 401, visited: visited, challenge: challenge) }
+            case .refuse(let error):
+                sink.refuse(error)
+            }
+            return eventLoop.makeFailedFuture(EngineAbort.decided)
         }
         return sink.head(head, finalURL: finalURL)
             ? eventLoop.makeSucceededVoidFuture() : eventLoop.makeFailedFuture(EngineAbort.decided)

@@ -33,6 +33,13 @@ public struct AttemptRequest: Sendable {
     /// The proxy of the first request (nil: direct).
     public var proxy: ProxyServer? { proxyRules.proxy(for: url) }
 
+    /// Answer a server's `401` (Basic, Digest) with these (the session's `credentials`); nil: such a server fails
+    /// the task with `authenticationRequired`. Sent only to `credentialsOrigin`.
+    public var credentials: Credentials? = nil
+
+    /// Where `credentials` may be sent: the scheme, host and port of the task's URL.
+    public var credentialsOrigin: String? { HTTPAuthentication.origin(url) }
+
     /// An upload's file, opened by `UploadSource.open` when the attempt starts.
     public struct UploadBody: Sendable, Equatable {
         public var path: String

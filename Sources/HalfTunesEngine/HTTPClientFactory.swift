@@ -176,12 +176,3 @@ public protocol AttemptClients: Sendable {
     /// Ends one lease of `lease(for:)`.
     func release(_ proxy: ProxyServer?)
 }
-
-/// One client for every request, whatever the proxy (tests, probes).
-public struct FixedClient: AttemptClients {
-    public let client: HTTPClient
-    public init(_ client: HTTPClient) { self.client = client }
-    public var eventLoopGroup: any EventLoopGroup { client.eventLoopGroup }
-    public func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient { client }
-    public func release(_ proxy: ProxyServer?) {}
-}

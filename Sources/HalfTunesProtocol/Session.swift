@@ -54,6 +54,11 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// `task.get` and `task.list`; then it is deleted from the journal with its data-task body. 0: as soon as
     /// acknowledged. Default 86,400 (24 h). Unacknowledged events keep their task however long it takes.
     public var finishedTaskRetention: Double?
+    /// The user name and password answering a server that asks (`401` with `WWW-Authenticate: Basic` or
+    /// `Digest`), like a `URLCredential`. Sent only to the host (scheme, name and port) of each task's URL, and
+    /// only when it asks. Shown with the password as `***`; sending that form back keeps the stored password.
+    /// Default: none (a server that asks fails the task with `authenticationRequired`).
+    public var credentials: Credentials?
 
     public static let defaultRequestTimeout: Double = 60
     public static let defaultResourceTimeout: Double = 7 * 24 * 3600
@@ -69,7 +74,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
                 maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil, maxConnectionsPerTask: Int? = nil,
                 allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil,
                 launchUnit: String? = nil, preserveModificationTime: Bool? = nil, proxy: String? = nil,
-                proxyBypass: String? = nil, finishedTaskRetention: Double? = nil) {
+                proxyBypass: String? = nil, finishedTaskRetention: Double? = nil, credentials: Credentials? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -86,6 +91,21 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         self.proxy = proxy
         self.proxyBypass = proxyBypass
         self.finishedTaskRetention = finishedTaskRetention
+        self.credentials = credentials
+    }
+}
+
+/// A user name and password for HTTP authentication (Basic, Digest).
+public struct Credentials: Codable, Sendable, Equatable {
+    public var user: String
+    public var password: String
+
+    /// How the password is shown.
+    public static let redacted = "***"
+
+    public init(user: String, password: String) {
+        self.user = user
+        self.password = password
     }
 }
 

@@ -69,6 +69,9 @@ public enum TaskErrorCode {
     /// The task's proxy failed: it refused the credentials (407), could not be reached, or would not open a
     /// tunnel (a CONNECT answer other than 2xx, a SOCKS5 failure reply). Transient: the task waits and retries.
     public static let proxyFailure = "proxyFailure"
+    /// The server asks for credentials (`401`) the task does not have, or refused those it sent; the message
+    /// names the scheme and realm.
+    public static let authenticationRequired = "authenticationRequired"
     /// The codes of a task waiting for the network or power conditions (not for a retry time).
     public static let conditions: Set<String> = [offline, networkExpensive, discretionary]
 }

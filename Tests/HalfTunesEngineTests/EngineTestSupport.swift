@@ -5,6 +5,7 @@ import HalfTunesEngine
 import HalfTunesProtocol
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import NIOPosix
 import TestOrigin
 import Testing
@@ -232,5 +233,21 @@ func waitUntil(_ what: String, seconds: Double = 30, stopping transfer: Attempt,
         transfer.stop()
         _ = await running.value
         throw error
+    }
+}
+
+/// One client for every request, whatever the proxy rules say.
+struct FixedClient: AttemptClients {
+    let client: HTTPClient
+    init(_ client: HTTPClient) { self.client = client }
+    var eventLoopGroup: any EventLoopGroup { client.eventLoopGroup }
+    func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient { client }
+    func release(_ proxy: ProxyServer?) {}
+}
+
+extension Attempt {
+    /// Every request of the attempt through `client`.
+    convenience init(request: AttemptRequest, client: HTTPClient, observer: any AttemptObserver, logger: Logger) {
+        self.init(request: request, clients: FixedClient(client), observer: observer, logger: logger)
     }
 }

@@ -75,7 +75,7 @@ struct IPv6Tests {
     static let canBindHosts: Bool = {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare"), let dir = try? TempDir() else { return false }
         defer { dir.remove() }
-        FileManager.default.createFile(atPath: dir.path + "/hosts", contents: Data("::1 probe.test\n".utf8))
+        _ = FileManager.default.createFile(atPath: dir.path + "/hosts", contents: Data("::1 probe.test\n".utf8))
         let status = try? runTool("/usr/bin/unshare", ["--mount", "/bin/sh", "-c",
                                                        "mount --bind \"$0\" /etc/hosts && grep -q probe.test /etc/hosts",
                                                        dir.path + "/hosts"])

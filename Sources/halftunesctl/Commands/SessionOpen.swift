@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import HalfTunesKit
 
 struct SessionOpen: ParsableCommand {
@@ -73,6 +74,14 @@ struct SessionOpen: ParsableCommand {
         "How long a finished task stays listed once its events are acknowledged, then it is deleted (default 24h; "
             + "0: at once).", valueName: "duration"))
     var finishedTaskRetention: String?
+    @Option(name: .customLong("user"), help: ArgumentHelp(
+        "The user name answering servers that ask for credentials (Basic, Digest), sent only to each task's own "
+            + "host; the password comes from --password-file. An empty name removes the credentials.", valueName: "name"))
+    var user: String?
+    @Option(name: .customLong("password-file"), help: ArgumentHelp(
+        "A file whose first line is the password for --user (a file, so the password is not in the process list).",
+        valueName: "path"))
+    var passwordFile: String?
 
     var changesConfiguration: Bool {
         directory != nil || !headerLines.isEmpty || clearHeaders || requestTimeout != nil || resourceTimeout != nil
@@ -80,6 +89,7 @@ struct SessionOpen: ParsableCommand {
             || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil || maxConnectionsPerTask != nil
             || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil || launchUnit != nil
             || noLaunchUnit || preserveMtime != nil || proxy != nil || proxyBypass != nil || finishedTaskRetention != nil
+            || user != nil
     }
 
     func validate() throws {
@@ -96,6 +106,17 @@ struct SessionOpen: ParsableCommand {
         if let n = maxConnectionsPerTask, !SessionConfiguration.maxConnectionsRange.contains(n) {
             throw ValidationError("--max-connections-per-task must be from 1 to 16")
         }
+        if passwordFile != nil && (user ?? "").isEmpty { throw ValidationError("--password-file needs --user") }
+        if let user, !user.isEmpty, passwordFile == nil { throw ValidationError("--user needs --password-file") }
+    }
+
+    /// The first line of --password-file.
+    func password() throws -> String {
+        guard let passwordFile, let data = FileManager.default.contents(atPath: passwordFile) else {
+            throw ValidationError("cannot read --password-file \(passwordFile ?? "")")
+        }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+            .first.map(String.init) ?? ""
     }
 
     func run() throws {
@@ -141,6 +162,7 @@ struct SessionOpen: ParsableCommand {
         if let preserveMtime { c.preserveModificationTime = preserveMtime }
         if let proxy { c.proxy = proxy == "default" ? nil : proxy }
         if let proxyBypass { c.proxyBypass = proxyBypass == "default" ? nil : proxyBypass }
+        if let user { c.credentials = user.isEmpty ? nil : Credentials(user: user, password: try password()) }
         return c
     }
 }

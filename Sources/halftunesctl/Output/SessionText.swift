@@ -22,6 +22,7 @@ enum SessionText {
         Console.out("  network:            \(networkRules(c))")
         Console.out("  mtime:              \(c.preserveModificationTime == false ? "the download's own" : "the server's Last-Modified")")
         Console.out("  proxy:              \(proxyText(c))")
+        Console.out("  credentials:        \(c.credentials.map { "user \($0.user), password hidden (answering Basic and Digest challenges of each task's own host)" } ?? "none")")
         Console.out("  launch unit:        \(launchText(s))")
         Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
         let keep = c.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention

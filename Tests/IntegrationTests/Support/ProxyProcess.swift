@@ -2,7 +2,7 @@ import Foundation
 import TestOrigin
 
 /// A real proxy or server from Debian on 127.0.0.1 — tinyproxy (HTTP, CONNECT), dante's danted (SOCKS5), BusyBox
-/// httpd (an origin that ignores If-Range), nginx — with its own configuration and log in a temporary directory; stopped
+/// httpd (an origin that ignores If-Range), nginx, apache2 — with its own configuration and log in a temporary directory; stopped
 /// with SIGKILL and removed by `stop()`.
 final class ProxyProcess: @unchecked Sendable {
     let dir: TempDir
@@ -145,6 +145,36 @@ final class ProxyProcess: @unchecked Sendable {
 
             """
             return (conf, ["-e", "\(dir)/error.log", "-c", "\(dir)/proxy.conf"])
+        }
+    }
+
+    /// Apache httpd (Debian's `apache2`) serving the files in `home` (made readable to its user, nobody), one
+    /// process (`-X`), with `directives` added (e.g. `<Location>` blocks with `AuthType Digest`). Its access log
+    /// (`log()`) has one line per request: `METHOD PATH STATUS range=… auth=…` (the `Authorization` sent, `-`
+    /// for none). `modules` are loaded from /usr/lib/apache2/modules (`mod_NAME.so`).
+    static func apache(home: String, modules: [String] = [], directives: String = "") throws -> ProxyProcess {
+        _ = chmod(home, 0o755)
+        let base = ["mpm_prefork", "authn_core", "authn_file", "authz_core", "authz_user", "auth_basic", "auth_digest"]
+        return try start(scheme: "http", executable: "/usr/sbin/apache2") { dir, port in
+            _ = chmod(dir, 0o755)
+            let loads = (base + modules).map { "LoadModule \($0)_module /usr/lib/apache2/modules/mod_\($0).so" }
+                .joined(separator: "\n")
+            let conf = """
+            ServerRoot "\(dir)"
+            ServerName 127.0.0.1
+            Listen 127.0.0.1:\(port)
+            PidFile \(dir)/apache.pid
+            ErrorLog \(dir)/error.log
+            \(loads)
+            User nobody
+            Group nogroup
+            DocumentRoot \(home)
+            LogFormat "%m %U %>s range=%{Range}i auth=%{Authorization}i" plain
+            CustomLog \(dir)/proxy.log plain
+            \(directives)
+
+            """
+            return (conf, ["-X", "-f", "\(dir)/proxy.conf"])
         }
     }
 

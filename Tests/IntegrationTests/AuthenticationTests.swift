@@ -1,0 +1,162 @@
+// HTTP authentication through the real binaries and a real apache2 (mod_auth_basic, mod_auth_digest).
+import Crypto
+import Foundation
+import HalfTunesKit
+import HalfTunesProtocol
+import TestOrigin
+import Testing
+
+@Suite("HTTP authentication", .serialized)
+struct AuthenticationTests {
+    static let alice = Credentials(user: "alice", password: "s3cret-29")
+
+    /// apache2 with `/basic` (Basic) and `/digest` (Digest, MD5, qop auth) for alice, every response paced (4 MiB/s)
+    /// so a download is split; the files of `home`.
+    static func apache(home: TempDir) throws -> ProxyProcess {
+        let digestHA1 = Insecure.MD5.hash(data: Data("alice:digest realm:\(alice.password)".utf8))
+            .map { String(format: "%02x", $0) }.joined()
+        let sha1 = Data(Insecure.SHA1.hash(data: Data(alice.password.utf8))).base64EncodedString()
+        try "alice:digest realm:\(digestHA1)\n".write(toFile: home.path + "/.htdigest", atomically: true, encoding: .utf8)
+        try "alice:{SHA}\(sha1)\n".write(toFile: home.path + "/.htpasswd", atomically: true, encoding: .utf8)
+        for name in [".htdigest", ".htpasswd"] { _ = chmod(home.path + "/" + name, 0o644) }
+        return try ProxyProcess.apache(home: home.path, modules: ["ratelimit", "env"], directives: """
+            SetOutputFilter RATE_LIMIT
+            SetEnv rate-limit 4096
+            <Location /basic>
+              AuthType Basic
+              AuthName "basic realm"
+              AuthUserFile \(home.path)/.htpasswd
+              Require valid-user
+            </Location>
+            <Location /digest>
+              AuthType Digest
+              AuthName "digest realm"
+              AuthDigestDomain /digest/
+              AuthUserFile \(home.path)/.htdigest
+              Require valid-user
+            </Location>
+            """)
+    }
+
+    static func put(_ body: [UInt8], at path: String, in home: TempDir) throws {
+        let full = home.path + path
+        try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        // An hour old: apache makes the validators of a file modified within the last second weak (and then
+        // answers every Range with 200).
+        FileManager.default.createFile(atPath: full, contents: Data(body), attributes: [
+            .posixPermissions: 0o644, .modificationDate: Date().addingTimeInterval(-3600),
+        ])
+    }
+
+    /// The session's credentials answer apache's Digest challenge (MD5, qop auth): a split download (every further
+    /// request authenticated at once), kill -9 mid-transfer and a resume (challenged again, then Range + If-Range),
+    /// pause/resume; Basic the same way; a data task too. The password is never shown: `***`, and sending `***`
+    /// back keeps it.
+    @Test func digestAndBasicThroughApache() async throws {
+        let home = try TempDir()
+        let body = TestOrigin.randomBytes(count: 24 * MiB, seed: 2910)
+        let small = TestOrigin.randomBytes(count: 300_000, seed: 2911)
+        try Self.put(body, at: "/digest/big.bin", in: home)
+        try Self.put(small, at: "/basic/small.bin", in: home)
+        let apache = try Self.apache(home: home)
+        defer { apache.stop() }
+        try await withDaemon { daemon, _ in
+            var client = try daemon.client()
+            let opened = try client.openSession("auth", configuration: SessionConfiguration(credentials: Self.alice))
+            #expect(opened.session.configuration.credentials == Credentials(user: "alice", password: "***"))
+            let listed = try ctl(["session", "list"], socket: daemon.socketPath)
+            #expect(!listed.stdout.contains(Self.alice.password) && !daemon.log().contains(Self.alice.password))
+            // The configuration as shown, sent back, keeps the password.
+            _ = try client.openSession("auth", configuration: opened.session.configuration)
+
+            let t = try client.startDownload(apache.url() + "/digest/big.bin", session: "auth", destination: "big.bin")
+            try SegmentedTests.waitUntilSplit(client, t.id, durable: Int64(4 * MiB))
+            daemon.kill9()
+            try daemon.restart()
+            client = try daemon.client()
+            try eventually("more received after the restart") {
+                try client.task(t.id).bytesDurable > Int64(8 * MiB) ? true : nil
+            }
+            _ = try client.suspend(t.id)
+            _ = try client.resume(t.id)
+            let done = try client.waitFor(task: t.id, state: .completed)
+            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            let lines = apache.log().split(separator: "\n").filter { $0.contains("/digest/big.bin") }
+            #expect(lines.contains { $0.hasPrefix("GET /digest/big.bin 401") && $0.hasSuffix("auth=-") },
+                    "each attempt is challenged first: \(lines)")
+            let ranged = lines.filter { $0.contains(" range=bytes") && !$0.contains(" 401 ") }
+            #expect(ranged.allSatisfy { $0.contains(" 206 ") }, "every Range answered with 206 (Range + If-Range): \(lines)")
+            #expect(!ranged.isEmpty && ranged.allSatisfy { $0.contains(#"auth=Digest username=\"alice\""#) }, "\(lines.joined(separator: "\n"))")
+            #expect(lines.contains { $0.contains(" 206 ") && $0.contains("nc=00000002") }, "further requests count on: \(lines)")
+
+            let basic = try client.startDownload(apache.url() + "/basic/small.bin", session: "auth", destination: "small.bin")
+            let basicDone = try client.waitFor(task: basic.id, state: .completed)
+            #expect(try sha256(ofFile: basicDone.location!) == TestOrigin.sha256Hex(small))
+            #expect(apache.log().contains("GET /basic/small.bin 200 range=- auth=Basic "), "\(apache.log())")
+
+            let events = try EventRecorder(client: client, session: "auth", after: try client.openSession("auth").session.lastEventSeq)
+            let data = try client.createDataTask(session: "auth", url: apache.url() + "/basic/small.bin", start: true)
+            let completion = try events.wait(for: "didComplete") { $0.task == data.id && $0.isDidComplete }
+            #expect(completion.completionResponse?.status == 200)
+            #expect(completion.completionResponse?.bodyBytesDecoded == small)
+            #expect(!daemon.log().contains(Self.alice.password))
+
+            // The same through halftunesctl: the password from a file, never printed.
+            let secret = home.path + "/.password"
+            try "\(Self.alice.password)\n".write(toFile: secret, atomically: true, encoding: .utf8)
+            let cli = try ctl(["session", "open", "cli", "--user", "alice", "--password-file", secret], socket: daemon.socketPath)
+            #expect(cli.status == 0, "\(cli.stderr)")
+            #expect(cli.stdout.contains("credentials:        user alice, password hidden"), "\(cli.stdout)")
+            #expect(!cli.stdout.contains(Self.alice.password))
+            let fetched = try ctl(["download", apache.url() + "/basic/small.bin", "--session", "cli",
+                                   "--destination", daemon.downloadsDir + "/cli.bin", "--wait"], socket: daemon.socketPath)
+            #expect(fetched.status == 0, "\(fetched.stdout) \(fetched.stderr)")
+            #expect(try sha256(ofFile: daemon.downloadsDir + "/cli.bin") == TestOrigin.sha256Hex(small))
+        }
+    }
+
+    /// No credentials, wrong ones, and credentials for another host: each fails at once with
+    /// `authenticationRequired` naming the scheme and realm; the credentials never reach another host, even
+    /// after a redirect to it.
+    @Test func missingWrongAndForeignCredentialsFail() async throws {
+        let home = try TempDir()
+        try Self.put(TestOrigin.randomBytes(count: 1000, seed: 2912), at: "/digest/f.bin", in: home)
+        try Self.put(TestOrigin.randomBytes(count: 1000, seed: 2913), at: "/basic/f.bin", in: home)
+        let apache = try Self.apache(home: home)
+        defer { apache.stop() }
+        try await withDaemon { daemon, origin in
+            let client = try daemon.client()
+            _ = try client.openSession("none")
+            _ = try client.openSession("wrong", configuration: SessionConfiguration(
+                credentials: Credentials(user: "alice", password: "not-it")))
+            _ = try client.openSession("right", configuration: SessionConfiguration(credentials: Self.alice))
+            func failure(_ url: String, _ session: String) throws -> TaskError {
+                let t = try client.startDownload(url, session: session, destination: "\(session)-\(UUID().uuidString)")
+                return try #require(try client.waitFor(task: t.id, state: .failed).error)
+            }
+
+            let none = try failure(apache.url() + "/digest/f.bin", "none")
+            #expect(none.code == TaskErrorCode.authenticationRequired)
+            #expect(none.message.contains(#"asks for credentials (Digest realm "digest realm")"#), "\(none.message)")
+            let wrong = try failure(apache.url() + "/digest/f.bin", "wrong")
+            #expect(wrong.code == TaskErrorCode.authenticationRequired)
+            #expect(wrong.message.contains(#"refused the credentials of user 'alice' (Digest realm "digest realm")"#), "\(wrong.message)")
+            let wrongBasic = try failure(apache.url() + "/basic/f.bin", "wrong")
+            #expect(wrongBasic.message.contains(#"(Basic realm "basic realm")"#), "\(wrongBasic.message)")
+
+            // The task's URL is the test origin's; it redirects to apache, which asks: the credentials are the
+            // origin's only.
+            var redirect = TestOrigin.Behavior()
+            redirect.redirectTo = apache.url() + "/basic/f.bin"
+            origin.setBehavior("/elsewhere", redirect)
+            let before = apache.log().split(separator: "\n").count
+            let foreign = try failure(origin.url("/elsewhere"), "right")
+            #expect(foreign.code == TaskErrorCode.authenticationRequired)
+            #expect(foreign.message.contains("sent only to http://127.0.0.1:\(origin.port)"), "\(foreign.message)")
+            let after = apache.log().split(separator: "\n").dropFirst(before)
+            #expect(!after.isEmpty && after.allSatisfy { $0.hasSuffix("auth=-") }, "no credentials reached apache: \(after)")
+            #expect(!daemon.log().contains(Self.alice.password))
+        }
+    }
+}
