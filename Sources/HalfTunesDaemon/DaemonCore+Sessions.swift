@@ -217,6 +217,17 @@ extension DaemonCore {
         subscribers[identifier] = nil
     }
 
+    /// Runs journal reads off the actor (`Journal.reading`): the actor serves other calls meanwhile. State read
+    /// before the `await` may have changed after it.
+    func nonblocking<T: Sendable>(_ query: @escaping @Sendable (Journal) throws -> T) async throws(RPCError) -> T {
+        do {
+            return try await journal.reading(query)
+        } catch {
+            logger.error("journal read failed: \(error)")
+            throw RPCError(.ioError, "The journal could not be read (\(error))")
+        }
+    }
+
     /// Runs a journal write, turning its failure into an actionable RPC error.
     /// The journal's waited writes and reads in `operation`, run in their turn on the journal's thread: the core
     /// awaits them without blocking a thread, and serves other calls meanwhile (`Journal.writing`).

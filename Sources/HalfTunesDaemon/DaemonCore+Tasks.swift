@@ -140,17 +140,6 @@ extension DaemonCore {
         return TaskListResult(tasks: infos(list).map(\.withoutResponseBody),
                               nextCursor: more ? ids.last.map(String.init) : nil)
     }
-
-    /// Runs journal reads off the actor (`Journal.reading`): the actor serves other calls meanwhile. State read
-    /// before the `await` may have changed after it.
-    func nonblocking<T: Sendable>(_ query: @escaping @Sendable (Journal) throws -> T) async throws(RPCError) -> T {
-        do {
-            return try await journal.reading(query)
-        } catch {
-            logger.error("journal read failed: \(error)")
-            throw RPCError(.ioError, "The journal could not be read (\(error))")
-        }
-    }
 }
 
 // MARK: - task.create: every check, then the journal, then memory; consecutive creates journaled in one transaction.
@@ -197,13 +186,24 @@ extension DaemonCore {
     /// events go out in this turn, in seq order with everything else; they start no transfer until the rows are
     /// written (`inserting`), and leave the state again if the write fails. Meanwhile the core serves other
     /// calls. Answers come back in request order.
-    func createTasks(_ requests: [(TaskCreateParams, Caller)]) async -> [Result<TaskInfo, RPCError>] {
+    func createTasks(_ given: [(TaskCreateParams, Caller)]) async -> [Result<TaskInfo, RPCError>] {
         var results = [Result<TaskInfo, RPCError>](repeating: .failure(RPCError(.internalError, "not created")),
-                                                   count: requests.count)
+                                                   count: given.count)
+        // Credentials in a URL are taken out of it first (resume data names the URL without them).
+        var requests = given
+        var refused = Set<Int>()
+        for (index, (p, _)) in given.enumerated() {
+            do throws(RPCError) {
+                requests[index].0 = try TaskCredentials.normalize(p)
+            } catch {
+                results[index] = .failure(error)
+                refused.insert(index)
+            }
+        }
         // Resume data is redeemed first (its token taken in the journal, awaited off the core), so that the checks
         // below run in one turn of the core, each seeing the ones before it.
         var redeemed: [Int: ResumeTokenRecord] = [:]
-        for (index, (p, caller)) in requests.enumerated() where p.resumeData != nil {
+        for (index, (p, caller)) in requests.enumerated() where p.resumeData != nil && !refused.contains(index) {
             do throws(RPCError) {
                 redeemed[index] = try await redeem(p, caller: caller)
             } catch {
@@ -213,7 +213,8 @@ extension DaemonCore {
         var batch = CreateBatch()
         var pending: [(index: Int, create: PendingCreate)] = []
         var putBack: [ResumeTokenRecord] = []
-        for (index, (p, caller)) in requests.enumerated() where p.resumeData == nil || redeemed[index] != nil {
+        for (index, (p, caller)) in requests.enumerated()
+        where !refused.contains(index) && (p.resumeData == nil || redeemed[index] != nil) {
             var consumed = false
             do throws(RPCError) {
                 let create = try prepareCreate(p, caller: caller, batch: batch, resume: redeemed[index], consumed: &consumed)
@@ -322,8 +323,9 @@ extension DaemonCore {
             throw error
         }
         if let exchange {
-            return pendingCreate(exchangeTask(p, exchange, url: urlString, in: s), start: p.start == true, batch: batch,
-                                 bytesExpectedToSend: exchange.fileBytes)
+            var record = exchangeTask(p, exchange, url: urlString, in: s)
+            record.credentials = p.credentials
+            return pendingCreate(record, start: p.start == true, batch: batch, bytesExpectedToSend: exchange.fileBytes)
         }
         if resume == nil { try checkDiskBudget(owner: s.record.uid) } // resume data brings bytes already counted
         let isReserved = { (path: String) in self.state.tasks.isReserved(path) || batch.destinations.contains(path) }
@@ -354,6 +356,7 @@ extension DaemonCore {
             resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout))
         applyControls(p, to: &record)
         record.overwrite = p.overwrite == true
+        record.credentials = p.credentials
         // No file named by the client: the first response may name it (Content-Disposition, a redirect).
         record.nameFromResponse = explicit?.isEmpty != false
         if let resume {

@@ -45,7 +45,7 @@ extension DaemonCore {
         request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
         // The proxy is chosen for each hop of the attempt by these rules (the session's, else the daemon's).
         request.proxyRules = configuration.proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass)
-        request.credentials = config.credentials
+        request.credentials = t.record.credentials ?? config.credentials // the task's own, else the session's
         let runtime = TaskRuntime(taskID: id, connections: hostConnections, host: t.hostKey)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"

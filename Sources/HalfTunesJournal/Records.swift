@@ -110,6 +110,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var nameFromResponse: Bool
     /// The file name the response suggested (`URLResponse.suggestedFilename`), once one arrived.
     public var suggestedFilename: String?
+    /// The task's own credentials for a server that asks (nil: the session's).
+    public var credentials: Credentials?
 
     public init(id: Int64? = nil, session: String, kind: String = "download", url: String, currentURL: String? = nil,
                 state: TaskState, phase: TaskPhase = .transfer, waitingReason: TaskError? = nil,
@@ -121,7 +123,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
                 checksum: String? = nil, bandwidthLimit: Int64? = nil, method: String? = nil, file: String? = nil,
                 maxResponseBytes: Int64? = nil, response: TaskResponse? = nil, fileID: String? = nil, overwrite: Bool = false,
                 durableRanges: ByteRanges? = nil, maxConnections: Int? = nil, earliestBeginDate: Double? = nil,
-                nameFromResponse: Bool = false, suggestedFilename: String? = nil) {
+                nameFromResponse: Bool = false, suggestedFilename: String? = nil, credentials: Credentials? = nil) {
+        self.credentials = credentials
         self.nameFromResponse = nameFromResponse
         self.suggestedFilename = suggestedFilename
         self.maxConnections = maxConnections

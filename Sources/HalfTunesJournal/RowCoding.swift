@@ -173,6 +173,7 @@ extension TaskRecord {
         "etag", "last_modified", "error", "attempts", "queue_order", "created_at", "updated_at", "resource_deadline",
         "priority", "checksum", "bandwidth_limit", "method", "file", "max_response_bytes", "response", "file_id", "overwrite",
         "durable_ranges", "max_connections", "earliest_begin_date", "name_from_response", "suggested_filename",
+        "credentials",
     ]
 
     func arguments() throws -> StatementArguments {
@@ -184,6 +185,7 @@ extension TaskRecord {
             priority.rawValue, checksum, bandwidthLimit, method, file, maxResponseBytes,
             try JSONText.encodeIfPresent(response), fileID, overwrite, durableRanges.storedText,
             maxConnections, earliestBeginDate, nameFromResponse, suggestedFilename,
+            try JSONText.encodeIfPresent(credentials),
         ]
     }
 
@@ -234,7 +236,8 @@ extension TaskRecord {
             maxConnections: try row.decode(forColumn: "max_connections"),
             earliestBeginDate: try row.decode(forColumn: "earliest_begin_date"),
             nameFromResponse: try row.decode(forColumn: "name_from_response"),
-            suggestedFilename: try row.decode(forColumn: "suggested_filename"))
+            suggestedFilename: try row.decode(forColumn: "suggested_filename"),
+            credentials: try json(Credentials.self, "credentials"))
     }
 }
 

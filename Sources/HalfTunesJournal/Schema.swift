@@ -15,6 +15,7 @@ enum JournalSchema {
         ("v9", v9),
         ("v10", v10),
         ("v11", v11),
+        ("v12", v12),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -203,5 +204,11 @@ enum JournalSchema {
             WHERE state NOT IN ('completed', 'failed', 'canceled') OR phase = 'publishing';
         CREATE INDEX tasks_finished ON tasks(session, updated_at)
             WHERE state IN ('completed', 'failed', 'canceled');
+        """
+
+    /// Issue 29: a task's own credentials (given with it, or taken out of its URL's userinfo), JSON
+    /// `{"user":…,"password":…}`; NULL: the session's, if any.
+    static let v12 = """
+        ALTER TABLE tasks ADD COLUMN credentials TEXT;
         """
 }

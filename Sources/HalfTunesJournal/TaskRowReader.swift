@@ -50,7 +50,7 @@ struct TaskRowReader {
               let fileID = optionalText(next()), let overwrite = int(next()),
               let rangesText = optionalText(next()), let maxConnections = optionalInt(next()),
               let earliestBeginDate = optionalDouble(next()), let nameFromResponse = int(next()),
-              let suggestedFilename = optionalText(next()),
+              let suggestedFilename = optionalText(next()), let credentialsText = optionalText(next()),
               let durableRanges = rangesText == nil ? ByteRanges(prefix: bytesDurable) : ByteRanges(text: rangesText!)
         else { return nil }
         let key = String(id)
@@ -60,7 +60,8 @@ struct TaskRowReader {
         }
         guard let headers = try? JSONText.decodeHeaders(headersText, table: "tasks", key: key) ?? [:],
               let waitingReason = json(TaskError.self, waitingReasonText), let error = json(TaskError.self, errorText),
-              let response = json(TaskResponse.self, responseText), let attemptCount = Int(exactly: attempts)
+              let response = json(TaskResponse.self, responseText), let attemptCount = Int(exactly: attempts),
+              let credentials = json(Credentials.self, credentialsText)
         else { return nil }
         return TaskRecord(
             id: id, session: session, kind: kind, url: url, currentURL: currentURL, state: state, phase: phase,
@@ -72,7 +73,7 @@ struct TaskRowReader {
             maxResponseBytes: maxResponseBytes, response: response, fileID: fileID, overwrite: overwrite != 0,
             durableRanges: durableRanges, maxConnections: maxConnections.flatMap { Int(exactly: $0) },
             earliestBeginDate: earliestBeginDate, nameFromResponse: nameFromResponse != 0,
-            suggestedFilename: suggestedFilename)
+            suggestedFilename: suggestedFilename, credentials: credentials)
     }
 
     /// The current row's session, state and phase only (a finished task is counted, not read), or nil when

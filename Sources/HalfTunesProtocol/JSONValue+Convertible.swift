@@ -170,6 +170,9 @@ extension TaskCreateParams: JSONValueConvertible {
         if let overwrite { o["overwrite"] = .bool(overwrite) }
         if let maxConnections { o["maxConnections"] = .int(Int64(maxConnections)) }
         if let earliestBeginDate { o["earliestBeginDate"] = .string(earliestBeginDate) }
+        if let credentials {
+            o["credentials"] = .object(["user": .string(credentials.user), "password": .string(credentials.password)])
+        }
         return .object(o)
     }
 }
@@ -246,7 +249,9 @@ private struct Members {
 
 extension TaskCreateParams: JSONValueDecodable {
     public init?(jsonValue: JSONValue) {
-        guard case .object(let object) = jsonValue, case .string(let session)? = object["session"] else { return nil }
+        guard case .object(let object) = jsonValue, case .string(let session)? = object["session"],
+              object["credentials"] == nil // an object: read by JSONDecoder
+        else { return nil }
         var m = Members(object: object)
         self.init(session: session, url: m.string("url"), destination: m.string("destination"),
                   headers: m.stringMap("headers"), description: m.string("description"),

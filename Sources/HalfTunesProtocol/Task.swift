@@ -318,12 +318,17 @@ public struct TaskCreateParams: Codable, Sendable {
     /// Not before this time (RFC 3339, e.g. "2026-11-25T22:00:00Z" or with an offset): the task stays `queued`
     /// (`hold.reason` `earliestBeginDate`) until then, across restarts. Like URLSessionTask's.
     public var earliestBeginDate: String?
+    /// The task's own user and password for a server that asks (`401`: Basic, Digest), instead of the session's;
+    /// also taken from the URL's userinfo (`https://alice:s3cret@host/f`, taken out of the stored URL). Sent only
+    /// to the origin of the task's URL; never shown.
+    public var credentials: Credentials?
 
     public init(session: String, url: String? = nil, destination: String? = nil, headers: [String: String]? = nil,
                 description: String? = nil, resumeData: String? = nil, start: Bool? = nil, kind: TaskKind? = nil,
                 checksum: String? = nil, priority: TaskPriority? = nil, bandwidthLimit: Int64? = nil,
                 method: String? = nil, file: String? = nil, maxResponseBytes: Int64? = nil, overwrite: Bool? = nil,
-                maxConnections: Int? = nil, earliestBeginDate: String? = nil) {
+                maxConnections: Int? = nil, earliestBeginDate: String? = nil, credentials: Credentials? = nil) {
+        self.credentials = credentials
         self.overwrite = overwrite
         self.maxConnections = maxConnections
         self.earliestBeginDate = earliestBeginDate

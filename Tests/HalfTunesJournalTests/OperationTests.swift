@@ -46,7 +46,7 @@ import Testing
         let journal = try Journal.openInMemory()
         let reported = Reported()
         journal.onSubmittedWriteFailure { reported.add($0) }
-        journal.submitting { try $0.ack(session: "no.such.session", through: 1) }
+        journal.submitting { _ = try $0.ack(session: "no.such.session", through: 1) }
         journal.waitUntilWritten()
         #expect(reported.messages.count == 1)
     }

@@ -159,4 +159,42 @@ struct AuthenticationTests {
             #expect(!daemon.log().contains(Self.alice.password))
         }
     }
+
+    /// A task's own credentials, in its URL's userinfo or given with it, win over the session's (here: none). The
+    /// URL is stored, shown and logged without them, and they survive kill -9 (the resumed attempt is challenged
+    /// and answered again); both forms at once are refused.
+    @Test func aTasksOwnCredentials() async throws {
+        let home = try TempDir()
+        let body = TestOrigin.randomBytes(count: 12 * MiB, seed: 2914)
+        try Self.put(body, at: "/digest/own.bin", in: home)
+        let apache = try Self.apache(home: home)
+        defer { apache.stop() }
+        try await withDaemon { daemon, _ in
+            var client = try daemon.client()
+            let withUserinfo = apache.url().replacingOccurrences(of: "http://", with: "http://alice:\(Self.alice.password)@")
+                + "/digest/own.bin"
+            let t = try client.startDownload(withUserinfo, session: "own", destination: "own.bin")
+            #expect(t.url == apache.url() + "/digest/own.bin", "the URL is stored without its userinfo: \(t.url)")
+            try eventually("4 MiB durable") { try client.task(t.id).bytesDurable >= Int64(4 * MiB) ? true : nil }
+            daemon.kill9()
+            try daemon.restart()
+            client = try daemon.client()
+            let done = try client.waitFor(task: t.id, state: .completed)
+            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            let list = try ctl(["list"], socket: daemon.socketPath)
+            #expect(!list.stdout.contains(Self.alice.password) && !daemon.log().contains(Self.alice.password))
+            let resumed = apache.log().split(separator: "\n").filter { $0.contains("/digest/own.bin") && $0.contains(" 206 ") }
+            #expect(!resumed.isEmpty, "resumed with Range after the restart: \(apache.log())")
+
+            let given = try client.createTask(TaskCreateParams(session: "own", url: apache.url() + "/digest/own.bin",
+                                                               destination: "given.bin", start: true, credentials: Self.alice))
+            let givenDone = try client.waitFor(task: given.id, state: .completed)
+            #expect(try sha256(ofFile: givenDone.location!) == TestOrigin.sha256Hex(body))
+
+            #expect(throws: HalfTunesClientError.self) {
+                try client.createTask(TaskCreateParams(session: "own", url: withUserinfo, destination: "both.bin",
+                                                       credentials: Self.alice))
+            }
+        }
+    }
 }
