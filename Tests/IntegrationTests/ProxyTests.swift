@@ -265,4 +265,38 @@ struct ProxyTests {
             #expect(origin.requests("/to-loopback").count == 1 && origin.requests("/to-localhost").count == 1)
         }
     }
+
+    /// The scheme chooses the proxy at every hop too: with `https_proxy` only, an http URL is fetched directly and
+    /// its redirect to https goes through the proxy; with `http_proxy` only, the other way round.
+    @Test func anHTTPToHTTPSRedirectChoosesTheHTTPSProxy() async throws {
+        let certificates = try TempDir()
+        defer { certificates.remove() }
+        let ca = try TestCA(in: certificates.path)
+        let proxy = try ProxyProcess.tinyproxy()
+        defer { proxy.stop() }
+        let secure = try await TestOrigin.start(tls: ca.server)
+        let body = TestOrigin.randomBytes(count: 200_000, seed: 2915)
+        secure.put("/file.bin", body)
+        for (environment, proxiedPort) in [(["https_proxy": proxy.url()], secure.port), (["http_proxy": proxy.url()], 0)] {
+            try await withDaemon(["--ca-file", ca.caCertificate], environment: environment) { daemon, plain in
+                var up = TestOrigin.Behavior()
+                up.redirectTo = secure.url("/file.bin")
+                plain.setBehavior("/up", up)
+                let before = proxy.tunnels().count
+                let client = try daemon.client()
+                let t = try client.startDownload(plain.url("/up"), destination: "up.bin", maxConnections: 1)
+                let done = try client.waitFor(task: t.id, state: .completed)
+                #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+                let tunnels = Array(proxy.tunnels().dropFirst(before))
+                if proxiedPort != 0 {
+                    #expect(!tunnels.isEmpty && tunnels.allSatisfy { $0 == "CONNECT 127.0.0.1:\(secure.port)" },
+                            "only the https hop is proxied: \(tunnels)")
+                } else {
+                    #expect(!tunnels.isEmpty && tunnels.allSatisfy { $0 == "CONNECT 127.0.0.1:\(plain.port)" },
+                            "only the http hop is proxied: \(tunnels)")
+                }
+            }
+        }
+        try await secure.shutdown()
+    }
 }
