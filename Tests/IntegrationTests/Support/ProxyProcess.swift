@@ -2,7 +2,7 @@ import Foundation
 import TestOrigin
 
 /// A real proxy or server from Debian on 127.0.0.1 — tinyproxy (HTTP, CONNECT), dante's danted (SOCKS5), BusyBox
-/// httpd (an origin that ignores If-Range), nginx, apache2 — with its own configuration and log in a temporary directory; stopped
+/// httpd (an origin that ignores If-Range), nginx, apache2, lighttpd — with its own configuration and log in a temporary directory; stopped
 /// with SIGKILL and removed by `stop()`.
 final class ProxyProcess: @unchecked Sendable {
     let dir: TempDir
@@ -175,6 +175,45 @@ final class ProxyProcess: @unchecked Sendable {
 
             """
             return (conf, ["-X", "-f", "\(dir)/proxy.conf"])
+        }
+    }
+
+    /// lighttpd (Debian's `lighttpd`) serving the files in `home`, in the foreground, with `directives` added (e.g.
+    /// `connection.kbytes-per-second = 4096`). Its access log (`log()`) has one line per request:
+    /// `METHOD PATH STATUS range=…` (`-` for none).
+    static func lighttpd(home: String, directives: String = "") throws -> ProxyProcess {
+        try start(scheme: "http", executable: "/usr/sbin/lighttpd") { dir, port in
+            let conf = """
+            server.document-root = "\(home)"
+            server.bind = "127.0.0.1"
+            server.port = \(port)
+            server.errorlog = "\(dir)/error.log"
+            server.modules = ("mod_accesslog")
+            accesslog.filename = "\(dir)/proxy.log"
+            accesslog.format = "%m %U %>s range=%{Range}i"
+            mimetype.assign = ("" => "application/octet-stream")
+            \(directives)
+
+            """
+            return (conf, ["-D", "-f", "\(dir)/proxy.conf"])
+        }
+    }
+
+    /// Python's `http.server` serving the files in `home` (no `Range`, no validators but `Last-Modified`).
+    static func pythonHTTPServer(home: String) throws -> ProxyProcess {
+        try start(scheme: "http", executable: "/usr/bin/python3") { _, port in
+            ("", ["-m", "http.server", "--bind", "127.0.0.1", "--directory", home, String(port)])
+        }
+    }
+
+    /// The requests an origin's access log (nginx's, apache2's or lighttpd's as configured here) lists for `path`:
+    /// their status and `Range` (nil when none was sent).
+    func requests(_ path: String) -> [(status: Int, range: String?)] {
+        log().split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ", maxSplits: 3)
+            guard fields.count >= 3, fields[1] == path, let status = Int(fields[2]) else { return nil }
+            let range = line.range(of: "range=").map { String(line[$0.upperBound...].prefix { $0 != " " }) }
+            return (status, range.flatMap { $0.isEmpty || $0 == "-" ? nil : $0 })
         }
     }
 
