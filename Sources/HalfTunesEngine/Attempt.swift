@@ -136,8 +136,9 @@ public final class Attempt: Sendable {
             do {
                 client = try lease(proxy)
             } catch {
-                // The uid's transfers already go through as many proxies as allowed: this one waits and is retried.
                 closeBody()
+                if isStopRequested { return await eventLoop.flatSubmit { sink.abandon(nil) }.outcome() }
+                // The uid's transfers already go through as many proxies as allowed: this one waits and is retried.
                 let message = "uid \(error.uid) already has transfers through \(error.limit) different proxies, the most "
                     + "at once; this task goes on when one of them is free"
                 let outcome = await eventLoop.flatSubmit {
@@ -160,7 +161,8 @@ public final class Attempt: Sendable {
                 allowInsecureRedirects: request.allowInsecureRedirects, proxy: proxy, proxyRules: request.proxyRules,
                 visited: hop.visited,
                 auth: .init(credentials: request.credentials, origin: request.credentialsOrigin,
-                            answered: authorization != nil ? answered : nil, answers: answers))
+                            answered: authorization != nil ? answered : nil, answers: answers),
+                method: method, sendsBody: sendsBody)
             let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
                                            sink: sink, body: body, limiter: request.rateLimiter)
             logger.debug("starting attempt", metadata: [
@@ -187,6 +189,9 @@ public final class Attempt: Sendable {
             control.withLockedValue { $0.task = nil }
             if let next = (try? await eventLoop.submit({ delegate.takeNextHop() }).get()) ?? nil, !isStopRequested {
                 hop = next
+                // The request that got this response (redirects AsyncHTTPClient followed may have made it a GET).
+                method = next.method
+                sendsBody = sendsBody && next.sendsBody
                 if let challenge = next.challenge, let credentials = request.credentials {
                     // A 401 answered: the same URL again, with the credentials (a further request of a download
                     // to the same origin sends them at once, the nonce count going on).
@@ -201,11 +206,7 @@ public final class Attempt: Sendable {
                 }
                 authorization = nil // a redirect: a 401 there is answered anew
                 logger.debug("redirected to another proxy's client", metadata: ["url": "\(next.url)"])
-                // As AsyncHTTPClient does: 303 (except to a HEAD), and 301/302 to a POST, become a GET without a body.
-                if (next.status == 303 && method != "HEAD") || ([301, 302].contains(next.status) && method == "POST") {
-                    method = "GET"
-                    sendsBody = false
-                }
+                (method, sendsBody) = AttemptDelegate.Hop.afterRedirect(next.status, method: method, sendsBody: sendsBody)
                 continue
             }
             var outcome = await eventLoop.flatSubmit { delegate.finish(result: result) }.outcome()
@@ -333,11 +334,17 @@ public final class Attempt: Sendable {
     private func makeHTTPRequest(url: String, method: String, body: HTTPClient.Body?, extraHeaders: [(String, String)])
         throws -> HTTPClient.Request {
         var headers = HTTPHeaders()
+        // The session's and task's own credentials and cookies go only to the task URL's origin: AsyncHTTPClient
+        // strips them on a redirect to another origin, and a hop or further request the attempt makes does too.
+        let foreign = HTTPAuthentication.origin(url) != request.credentialsOrigin
+        // A request that was to carry a body and does not (a redirect made it a GET) sends no Content-Type either.
+        let bodyDropped = body == nil && request.body != nil
         for (name, value) in request.headers {
-            switch name.lowercased() {
-            case "content-length", "transfer-encoding", "accept-encoding", "range", "if-range": continue
-            default: headers.add(name: name, value: value)
-            }
+            let lowered = name.lowercased()
+            if ["content-length", "transfer-encoding", "accept-encoding", "range", "if-range"].contains(lowered) { continue }
+            if foreign, ["authorization", "cookie", "proxy-authorization", "origin"].contains(lowered) { continue }
+            if bodyDropped, lowered == "content-type" { continue }
+            headers.add(name: name, value: value)
         }
         headers.replaceOrAdd(name: "Accept-Encoding", value: "identity")
         if !headers.contains(name: "User-Agent") {

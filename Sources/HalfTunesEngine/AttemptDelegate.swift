@@ -67,6 +67,9 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         /// How a 401 is handled (`AuthVerdict`): answered by a next hop, or the task fails with
         /// `authenticationRequired`; nil: the sink takes it like any status (a download's further requests).
         var auth: Auth? = nil
+        /// The request's method, and whether it sends a body (redirects AsyncHTTPClient follows may change both).
+        var method = "GET"
+        var sendsBody = false
     }
 
     /// The attempt's credentials, where they may go, and what this request's `Authorization` answered.
@@ -86,6 +89,19 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         var visited: [String]
         /// A 401's challenge the next hop answers (the same URL again, with `Authorization`).
         var challenge: AuthChallenge? = nil
+        /// The method of the request that got this response, and whether it sent a body: a redirect AsyncHTTPClient
+        /// followed before may have made a POST a GET.
+        var method = "GET"
+        var sendsBody = false
+
+        /// The method and body of the request a redirect with `status` leads to, as AsyncHTTPClient decides: 303
+        /// (except to a HEAD), and 301/302 to a POST, become a GET without a body.
+        static func afterRedirect(_ status: Int, method: String, sendsBody: Bool) -> (method: String, sendsBody: Bool) {
+            if (status == 303 && method != "HEAD") || ([301, 302].contains(status) && method == "POST") {
+                return ("GET", false)
+            }
+            return (method, sendsBody)
+        }
     }
 
     struct LoopState {
@@ -103,6 +119,9 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         var timedOut = false
         /// Set when this request ended for a hop the attempt makes itself (the sink saw nothing of it).
         var nextHop: Hop?
+        /// The method and body of the request in flight (after the redirects AsyncHTTPClient followed).
+        var method: String
+        var sendsBody: Bool
     }
 
     let eventLoop: EventLoop
@@ -125,7 +144,8 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         self.body = body
         self.throttle = limiter.map { BodyThrottle(limiter: $0, eventLoop: eventLoop) }
         let state = LoopState(finalURL: config.url, visited: config.visited,
-                              sent: ProgressPacer(interval: config.progressInterval))
+                              sent: ProgressPacer(interval: config.progressInterval), method: config.method,
+                              sendsBody: config.sendsBody)
         self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
     }
 
@@ -188,9 +208,11 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
                 // The proxy is chosen again for every hop: one that changes ends this request here, and the attempt
                 // asks the target on the client of its proxy (or the direct one).
                 if let rules = self.config.proxyRules, rules.proxy(for: target) != self.config.proxy {
-                    s.nextHop = Hop(url: target, status: status, visited: s.visited)
+                    s.nextHop = Hop(url: target, status: status, visited: s.visited, method: s.method,
+                                    sendsBody: s.sendsBody)
                     return (nil, true)
                 }
+                (s.method, s.sendsBody) = Hop.afterRedirect(status, method: s.method, sendsBody: s.sendsBody)
                 return (nil, false)
             case .refuse(let error):
                 return (error, false)
@@ -203,16 +225,19 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
-        let (finalURL, visited) = box.withValue { s -> (String, [String]) in
+        let (finalURL, visited, method, sendsBody) = box.withValue { s -> (String, [String], String, Bool) in
             s.lastActivity = .now()
-            return (s.finalURL, s.visited)
+            return (s.finalURL, s.visited, s.method, s.sendsBody)
         }
         if head.status == .unauthorized, let auth = config.auth {
             let challenges = AuthChallenge.parse(head.headers["WWW-Authenticate"]) // not canonicalForm: it splits at every comma
             switch AuthVerdict.decide(url: finalURL, challenges: challenges, credentials: auth.credentials,
                                       origin: auth.origin, answered: auth.answered, answers: auth.answers) {
             case .answer(let challenge):
-                box.withValue { $0.nextHop = Hop(url: finalURL, status: 401, visited: visited, challenge: challenge) }
+                box.withValue {
+                    $0.nextHop = Hop(url: finalURL, status: 401, visited: visited, challenge: challenge, method: method,
+                                     sendsBody: sendsBody)
+                }
             case .refuse(let error):
                 sink.refuse(error)
             }

@@ -64,7 +64,10 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
                 s.refused = refusal
                 return false
             }
-            s.decoder = ContentDecoder(headers: headers)
+            // A HEAD's, 204's or 304's answer has no body to decode, whatever its headers say.
+            if self.method != "HEAD", ![204, 304].contains(status) {
+                s.decoder = ContentDecoder(headers: headers, maxDecodedBytes: Self.maxDecoded(self.limit))
+            }
             return true
         }
     }
@@ -76,6 +79,9 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         if let decoder = s.decoder {
             do {
                 parts = try last ? decoder.finish() : decoder.decode(buffer)
+            } catch where error.tooLarge {
+                s.refused = ExchangeRules.tooLarge(url: s.finalURL, bytes: nil, limit: limit)
+                return false
             } catch {
                 s.refused = TaskError(code: TaskErrorCode.invalidResponse,
                                       message: "The response from \(ErrorMapping.hostDescription(s.finalURL)) says Content-Encoding: "
@@ -89,6 +95,12 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         }
         s.decoded += Int64(parts.reduce(0) { $0 + $1.readableBytes })
         return true
+    }
+
+    /// What a coded body may inflate to: one byte past a data task's limit (so going past it is seen), and for an
+    /// upload's response, whose beginning is kept, 16 MiB.
+    static func maxDecoded(_ limit: ResponseLimit) -> Int {
+        limit.overflow == .fail ? limit.maxBytes + 1 : Int(ResponseLimit.dataDefaultBytes)
     }
 
     /// The length the progress is reported against: the Content-Length of a body kept as sent; unknown for a
@@ -110,7 +122,12 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         return eventLoop.makeSucceededVoidFuture()
     }
 
-    func requestFailed() {}
+    func requestFailed() {
+        box.withValue { s in
+            s.decoder?.close()
+            s.decoder = nil
+        }
+    }
 
     func finish(_ end: AttemptEnd) -> EventLoopFuture<AttemptOutcome> {
         let (s, report) = box.withValue { s in
@@ -121,6 +138,8 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
                     _ = s.received.add(s.decoded - before, now: .now())
                 }
             }
+            s.decoder?.close()
+            s.decoder = nil
             return (s, s.received.flush(now: .now()))
         }
         if let report { reportReceived(report, expected: Self.expectedLength(s)) }

@@ -29,7 +29,7 @@ import Testing
     ]
 
     static func decodeAll(_ coded: [UInt8], coding: String, partSize: Int) throws -> [UInt8] {
-        let decoder = try #require(ContentDecoder(headers: [("Content-Encoding", coding)]))
+        let decoder = try #require(ContentDecoder(headers: [("Content-Encoding", coding)], maxDecodedBytes: 1 << 20))
         var out: [UInt8] = []
         var start = 0
         while start < coded.count {
@@ -57,11 +57,27 @@ import Testing
         }
     }
 
+    /// An empty body (a HEAD's or 204's answer with the header) is nothing; a body that inflates past the limit is
+    /// refused as too large while it is decoded, not once it is all in memory.
+    @Test func anEmptyBodyIsNothingAndABombIsStoppedEarly() throws {
+        let empty = try #require(ContentDecoder(headers: [("Content-Encoding", "gzip")], maxDecodedBytes: 100))
+        #expect(try empty.finish().isEmpty)
+        empty.close()
+        let small = try #require(ContentDecoder(headers: [("Content-Encoding", "gzip")], maxDecodedBytes: 10_000))
+        do {
+            _ = try small.decode(ByteBuffer(bytes: Self.gzipped))
+            Issue.record("57,000 decoded bytes passed a limit of 10,000")
+        } catch {
+            #expect(error.tooLarge)
+        }
+        small.close()
+    }
+
     @Test func onlyOneCodingWeAskedForIsDecoded() {
-        #expect(ContentDecoder(headers: []) == nil)
-        #expect(ContentDecoder(headers: [("Content-Encoding", "identity")]) == nil)
-        #expect(ContentDecoder(headers: [("Content-Encoding", "br")]) == nil)
-        #expect(ContentDecoder(headers: [("Content-Encoding", "gzip, gzip")]) == nil)
-        #expect(ContentDecoder(headers: [("content-encoding", " GZIP ")]) != nil)
+        #expect(ContentDecoder(headers: [], maxDecodedBytes: 1 << 20) == nil)
+        #expect(ContentDecoder(headers: [("Content-Encoding", "identity")], maxDecodedBytes: 1 << 20) == nil)
+        #expect(ContentDecoder(headers: [("Content-Encoding", "br")], maxDecodedBytes: 1 << 20) == nil)
+        #expect(ContentDecoder(headers: [("Content-Encoding", "gzip, gzip")], maxDecodedBytes: 1 << 20) == nil)
+        #expect(ContentDecoder(headers: [("content-encoding", " GZIP ")], maxDecodedBytes: 1 << 20) != nil)
     }
 }

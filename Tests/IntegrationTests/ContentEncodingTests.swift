@@ -40,6 +40,13 @@ struct ContentEncodingTests {
             #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(text))
             let lines = nginx.log().split(separator: "\n").filter { $0.hasPrefix("GET /doc.txt") }
             #expect(lines.count >= 2 && lines.dropFirst().allSatisfy { $0.contains("accept-encoding=identity") }, "\(lines)")
+
+            // A HEAD's answer says gzip but has no body: nothing to decode, no error.
+            let head = try client.createTask(TaskCreateParams(session: "coded", url: url, start: true, kind: .data,
+                                                              method: "HEAD"))
+            let headDone = try events.wait(for: "HEAD's didComplete") { $0.task == head.id && $0.isDidComplete }
+            #expect(headDone.completionError == .some(nil), "\(String(describing: headDone.completionError))")
+            #expect(headDone.completionResponse?.status == 200)
         }
     }
 

@@ -242,7 +242,10 @@ struct ProxyTests {
             toLoopback.redirectStatus = 307
             origin.setBehavior("/to-loopback", toLoopback)
             let client = try daemon.client()
-            _ = try client.openSession("hops", configuration: SessionConfiguration(proxy: proxy.url(), proxyBypass: "localhost"))
+            // The session's own credentials and cookie go to its tasks' origin only, never to another a hop leads to.
+            _ = try client.openSession("hops", configuration: SessionConfiguration(
+                headers: ["Authorization": "Bearer secret-token", "Cookie": "c=1"], proxy: proxy.url(),
+                proxyBypass: "localhost"))
 
             // 127.0.0.1 (through the proxy) -> localhost (bypassed: direct).
             let out = try client.startDownload(origin.url("/to-localhost"), session: "hops", destination: "out.bin")
@@ -254,6 +257,10 @@ struct ProxyTests {
             let first = proxy.tunnels()
             #expect(!first.isEmpty && first.allSatisfy { $0 == tunnel }, "only the first hop is proxied: \(first)")
             #expect(origin.requests("/file.bin").count >= 1)
+            let sent = { (r: TestOrigin.RecordedRequest, name: String) in r.headers.contains { $0.name.lowercased() == name } }
+            #expect(origin.requests("/to-localhost").allSatisfy { sent($0, "authorization") && sent($0, "cookie") }, "\(origin.requests("/to-localhost").map(\.headers))")
+            #expect(origin.requests("/file.bin").allSatisfy { !sent($0, "authorization") && !sent($0, "cookie") },
+                    "another origin (localhost) got the session's credentials")
 
             // localhost (direct) -> 127.0.0.1 (through the proxy).
             let back = try client.startDownload(origin.url("/to-loopback", hostName: "localhost"), session: "hops",
