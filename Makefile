@@ -79,7 +79,7 @@ run: build
 # The whole suite: unit tests and integration tests against the real binaries (debug build).
 # One test at a time: many integration tests block on processes and sockets, and on a 2-core machine
 # parallel runs starved the async tests of Swift's cooperative threads (timeouts, not bugs). Serial, the
-# suite takes about 3 minutes. deb-deps: DebianPackageTests packages the debug binaries with debhelper.
+# suite takes about 7 minutes. deb-deps: DebianPackageTests packages the debug binaries with debhelper.
 test: deps deb-deps
 	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(TEST_PACKAGES)"
 	$(SWIFT) build --build-tests --scratch-path $(BUILD_DIR)
