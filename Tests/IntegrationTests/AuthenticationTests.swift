@@ -44,7 +44,7 @@ struct AuthenticationTests {
                                                 withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         // An hour old: apache makes the validators of a file modified within the last second weak (and then
         // answers every Range with 200).
-        FileManager.default.createFile(atPath: full, contents: Data(body), attributes: [
+        _ = FileManager.default.createFile(atPath: full, contents: Data(body), attributes: [
             .posixPermissions: 0o644, .modificationDate: Date().addingTimeInterval(-3600),
         ])
     }

@@ -14,7 +14,7 @@ struct ContentEncodingTests {
         let home = try TempDir()
         defer { home.remove() }
         let text = Array(String(repeating: "halftunesd asks nginx for gzip in data tasks only.\n", count: 40_000).utf8)
-        FileManager.default.createFile(atPath: home.path + "/doc.txt", contents: Data(text))
+        _ = FileManager.default.createFile(atPath: home.path + "/doc.txt", contents: Data(text))
         let nginx = try ProxyProcess.nginx(home: home.path, server: "gzip on; gzip_types *; gzip_min_length 0;")
         defer { nginx.stop() }
         try await withDaemon { daemon, _ in
@@ -55,7 +55,7 @@ struct ContentEncodingTests {
     @Test func aBodyThatIsNotItsCodingFailsTheDataTask() async throws {
         let home = try TempDir()
         defer { home.remove() }
-        FileManager.default.createFile(atPath: home.path + "/fake.txt", contents: Data("plain text, not gzip".utf8))
+        _ = FileManager.default.createFile(atPath: home.path + "/fake.txt", contents: Data("plain text, not gzip".utf8))
         let nginx = try ProxyProcess.nginx(home: home.path, server: "location = /fake.txt { add_header Content-Encoding gzip; }")
         defer { nginx.stop() }
         try await withDaemon { daemon, _ in

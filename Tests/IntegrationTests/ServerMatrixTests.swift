@@ -26,7 +26,7 @@ struct ServerMatrixTests {
     /// Writes `body` at `path` in `home`, readable by the server's user, dated `age` seconds ago (apache2 makes
     /// the validators of a file younger than a second weak).
     static func put(_ body: [UInt8], _ path: String, in home: String, age: Double = 3600) {
-        FileManager.default.createFile(atPath: home + path, contents: Data(body), attributes: [
+        _ = FileManager.default.createFile(atPath: home + path, contents: Data(body), attributes: [
             .posixPermissions: 0o644, .modificationDate: Date().addingTimeInterval(-age),
         ])
     }
