@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HalfTunesEngine
 import HalfTunesProtocol
 
 /// The opaque resume-data string handed to clients: base64url of a small JSON object that names a
@@ -43,20 +44,8 @@ struct ResumeData: Codable, Equatable {
         return value
     }
 
-    static func newToken() -> String {
-        var rng = SystemRandomNumberGenerator()
-        let hex = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(32)
-        for _ in 0..<2 {
-            var word = rng.next() // 64 random bits: 16 hex digits
-            for _ in 0..<16 {
-                text.append(hex[Int(word & 0xF)])
-                word >>= 4
-            }
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
+    /// 128 random bits, as 32 hex digits.
+    static func newToken() -> String { Hex.random(bytes: 16) }
 }
 
 /// base64url without padding (RFC 4648 §5).

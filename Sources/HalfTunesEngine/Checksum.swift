@@ -87,10 +87,6 @@ public struct Checksum: Sendable, Equatable, CustomStringConvertible {
             offset += off_t(n)
             hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
         }
-        let hex = hasher.finalize().map { byte in
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
-        }.joined()
-        return Checksum(hex: hex)
+        return Checksum(hex: Hex.string(hasher.finalize()))
     }
 }

@@ -75,19 +75,25 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
     /// Keeps the decoded bytes of a body part (the part itself when the response has no coding); false when the
     /// body is refused (too large, or not its coding's data).
     private static func keep(_ buffer: ByteBuffer, last: Bool, state s: inout LoopState, limit: ResponseLimit) -> Bool {
-        var parts = [buffer]
-        if let decoder = s.decoder {
-            do {
-                parts = try last ? decoder.finish() : decoder.decode(buffer)
-            } catch where error.tooLarge {
+        guard let decoder = s.decoder else { // kept as sent: no array per body part
+            guard s.collector.append(buffer.readableBytesView) else {
                 s.refused = ExchangeRules.tooLarge(url: s.finalURL, bytes: nil, limit: limit)
                 return false
-            } catch {
-                s.refused = TaskError(code: TaskErrorCode.invalidResponse,
-                                      message: "The response from \(ErrorMapping.hostDescription(s.finalURL)) says Content-Encoding: "
-                                          + "\(decoder.coding), but its body is not \(decoder.coding) data (\(error.reason))")
-                return false
             }
+            s.decoded += Int64(buffer.readableBytes)
+            return true
+        }
+        let parts: [ByteBuffer]
+        do {
+            parts = try last ? decoder.finish() : decoder.decode(buffer)
+        } catch where error.tooLarge {
+            s.refused = ExchangeRules.tooLarge(url: s.finalURL, bytes: nil, limit: limit)
+            return false
+        } catch {
+            s.refused = TaskError(code: TaskErrorCode.invalidResponse,
+                                  message: "The response from \(ErrorMapping.hostDescription(s.finalURL)) says Content-Encoding: "
+                                      + "\(decoder.coding), but its body is not \(decoder.coding) data (\(error.reason))")
+            return false
         }
         for part in parts where !s.collector.append(part.readableBytesView) {
             s.refused = ExchangeRules.tooLarge(url: s.finalURL, bytes: nil, limit: limit)

@@ -138,10 +138,7 @@ public enum HTTPAuthentication {
     }
 
     /// A fresh client nonce: 16 random bytes, hex.
-    public static func newClientNonce() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-    }
+    public static func newClientNonce() -> String { Hex.random(bytes: 16) }
 
     /// The `Authorization` value answering `challenge` for `method` on `uri` (the request target: path and query);
     /// `count` is the nonce count (1 for the first use of the nonce). nil for a challenge `choose` would not take.
@@ -217,8 +214,8 @@ struct DigestAlgorithm {
     func hex(_ text: String) -> String {
         let data = Data(text.utf8)
         switch hash {
-        case .md5: return Insecure.MD5.hash(data: data).map { String(format: "%02x", $0) }.joined()
-        case .sha256: return SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+        case .md5: return Hex.string(Insecure.MD5.hash(data: data))
+        case .sha256: return Hex.string(SHA256.hash(data: data))
         }
     }
 }
