@@ -8,7 +8,7 @@ APT_PACKAGES := libsystemd-dev libsqlite3-dev pkg-config systemd util-linux open
 DEB_PACKAGES := debhelper dpkg-dev lintian python3
 # What the tests need besides: a private D-Bus with a fake NetworkManager and UPower (SystemConditionsTests),
 # real proxies (tinyproxy, dante) and BusyBox httpd, an origin that ignores If-Range (LyingServerTests).
-TEST_PACKAGES := dbus-daemon python3-dbus python3-gi tinyproxy dante-server busybox nginx apache2 lighttpd
+TEST_PACKAGES := dbus-daemon python3-dbus python3-gi tinyproxy dante-server busybox nginx apache2 lighttpd squid caddy
 ARGS         ?=
 # The version the binaries report (HalfTunes.version); debian/changelog must agree.
 VERSION      := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/HalfTunesProtocol/HalfTunesProtocol.swift)

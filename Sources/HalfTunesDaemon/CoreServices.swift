@@ -23,6 +23,8 @@ struct CoreServices: Sendable {
     let hostConnections: HostConnections
     /// The daemon-wide bandwidth bucket every transfer is metered against (rate: the global limit).
     let globalBandwidth: BandwidthBucket
+    /// The daemon user's netrc file (nil: none is read), for its own tasks without credentials.
+    let netrc: NetrcFile?
 }
 
 /// The transfers the runner holds, by task: what the state only knows as flags.

@@ -115,6 +115,7 @@ extension DaemonCore {
         config.waitsForConnectivity = config.waitsForConnectivity ?? true
         config.isDiscretionary = config.isDiscretionary ?? false
         config.preserveModificationTime = config.preserveModificationTime ?? true
+        config.proxyTunnel = config.proxyTunnel ?? false
         if let keep = config.finishedTaskRetention,
            !(keep.isFinite && keep >= 0 && keep <= SessionConfiguration.maxFinishedTaskRetention) {
             throw RPCError.invalidParams("configuration.finishedTaskRetention must be a number of seconds from 0 (delete "

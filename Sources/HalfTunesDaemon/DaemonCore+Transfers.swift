@@ -44,8 +44,11 @@ extension DaemonCore {
         request.rateLimiter = RateLimiter(buckets: [services.globalBandwidth, bandwidth])
         request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
         // The proxy is chosen for each hop of the attempt by these rules (the session's, else the daemon's).
-        request.proxyRules = configuration.proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass)
-        request.credentials = t.record.credentials ?? config.credentials // the task's own, else the session's
+        request.proxyRules = configuration.proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass,
+                                                                  tunnel: config.proxyTunnel)
+        // The task's own, else the session's, else (for the daemon's own user only) its netrc file's for the host.
+        request.credentials = t.record.credentials ?? config.credentials
+            ?? (t.owner == getuid() ? services.netrc?.credentials(for: t.record.url, now: clock()) : nil)
         let runtime = TaskRuntime(taskID: id, connections: hostConnections, host: t.hostKey)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"

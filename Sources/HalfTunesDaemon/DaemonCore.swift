@@ -46,7 +46,8 @@ actor DaemonCore {
         self.services = CoreServices(journal: journal, clients: clients, logger: logger, clock: clock, startedAt: clock(),
                                      launcher: UnitLauncher(),
                                      diskLedger: Self.diskLedger(for: configuration), hostConnections: HostConnections(),
-                                     globalBandwidth: BandwidthBucket(rate: 0))
+                                     globalBandwidth: BandwidthBucket(rate: 0),
+                                     netrc: configuration.netrcPath.map(NetrcFile.init(path:)))
         self.state = DaemonState(limits: DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
                                                                 maxConnectionsPerHost: configuration.maxConnectionsPerHost))
         if InputLog.path != nil { self.inputLog = InputLog(initial: state) }

@@ -43,6 +43,9 @@ public struct DaemonConfiguration: Sendable {
     public var maxResumeDataPerUID: Int = 200
     /// PEM certificate authorities trusted besides the system's (`ca-file`).
     public var caFile: String?
+    /// The netrc file whose credentials answer servers that ask, for the daemon's own user's tasks without
+    /// credentials of their own (`netrc`; nil: none).
+    public var netrcPath: String?
     /// The daemon's proxies (its `proxy` and `proxy-bypass` settings, else curl's environment variables);
     /// a session's own `proxy`/`proxyBypass` win over them.
     public var proxyRules: ProxyRules = .none

@@ -13,9 +13,9 @@ public final class Attempt: Sendable {
     private struct Control {
         var runCalled = false
         var stopRequested = false
-        var task: HTTPClient.Task<Void>?
+        var task: (any RunningRequest)?
         /// A download's further requests (segments), by segment id.
-        var segments: [Int: HTTPClient.Task<Void>] = [:]
+        var segments: [Int: any RunningRequest] = [:]
         /// A download's file side, once its partial file is open.
         var download: SegmentedDownload?
         /// The proxies whose clients the attempt leased, one entry per lease.
@@ -54,7 +54,7 @@ public final class Attempt: Sendable {
     /// the request is connecting), unless a whole response already decided the outcome. A download's data
     /// already received is flushed, fsynced and checkpointed first.
     public func stop() {
-        let tasks = control.withLockedValue { c -> [HTTPClient.Task<Void>] in
+        let tasks = control.withLockedValue { c -> [any RunningRequest] in
             c.stopRequested = true
             return (c.task.map { [$0] } ?? []) + Array(c.segments.values)
         }
@@ -133,8 +133,10 @@ public final class Attempt: Sendable {
         while true {
             let proxy = request.proxyRules.proxy(for: hop.url)
             let client: HTTPClient
+            let forwarder: ProxyForwarder?
             do {
                 client = try lease(proxy)
+                forwarder = self.forwarder(for: proxy, url: hop.url)
             } catch {
                 closeBody()
                 if isStopRequested { return await eventLoop.flatSubmit { sink.abandon(nil) }.outcome() }
@@ -159,7 +161,7 @@ public final class Attempt: Sendable {
                 url: hop.url, idleTimeout: Self.amount(request.requestTimeout),
                 progressInterval: Self.amount(request.progressInterval), bytesToSend: sendsBody ? bytesToSend : nil,
                 allowInsecureRedirects: request.allowInsecureRedirects, proxy: proxy, proxyRules: request.proxyRules,
-                visited: hop.visited,
+                followsRedirects: forwarder == nil, visited: hop.visited,
                 auth: .init(credentials: request.credentials, origin: request.credentialsOrigin,
                             answered: authorization != nil ? answered : nil, answers: answers),
                 method: method, sendsBody: sendsBody)
@@ -167,9 +169,9 @@ public final class Attempt: Sendable {
                                            sink: sink, body: body, limiter: request.rateLimiter)
             logger.debug("starting attempt", metadata: [
                 "url": "\(hop.url)", "method": "\(method)", "proxy": "\(proxy.map(String.init(describing:)) ?? "none")",
+                "forwarded": "\(forwarder != nil)",
             ])
-            let task = client.execute(request: httpRequest, delegate: delegate,
-                                      eventLoop: .delegateAndChannel(on: eventLoop), logger: logger)
+            let task = execute(httpRequest, delegate: delegate, client: client, forwarder: forwarder, eventLoop: eventLoop)
             let stopNow = control.withLockedValue { c -> Bool in
                 c.task = task
                 return c.stopRequested
@@ -181,7 +183,7 @@ public final class Attempt: Sendable {
 
             let result: Result<Void, Error>
             do {
-                try await task.get()
+                try await task.futureResult.get()
                 result = .success(())
             } catch {
                 result = .failure(error)
@@ -236,6 +238,22 @@ public final class Attempt: Sendable {
                                                            uri: HTTPAuthentication.requestTarget(url), count: count)
         else { return [] }
         return [("Authorization", value)]
+    }
+
+    /// The forwarder a request to `url` through `proxy` goes to: plain http through an HTTP proxy, unless the rules
+    /// tunnel it (nil: AsyncHTTPClient, direct or tunnelled).
+    private func forwarder(for proxy: ProxyServer?, url: String) -> ProxyForwarder? {
+        guard let proxy, proxy.kind == .http, !request.proxyRules.tunnelsPlainHTTP,
+              url.lowercased().hasPrefix("http://") else { return nil }
+        return clients.forwarder(for: proxy)
+    }
+
+    /// Sends `request` on its transport: forwarded to an HTTP proxy, or AsyncHTTPClient's `client`.
+    private func execute(_ request: HTTPClient.Request, delegate: AttemptDelegate, client: HTTPClient,
+                         forwarder: ProxyForwarder?, eventLoop: EventLoop) -> any RunningRequest {
+        if let forwarder { return forwarder.execute(request: request, delegate: delegate, eventLoop: eventLoop) }
+        return client.execute(request: request, delegate: delegate, eventLoop: .delegateAndChannel(on: eventLoop),
+                              logger: logger)
     }
 
     /// Leases the client of `proxy` for the rest of the attempt (every lease ends with it: `releaseClients`).
@@ -296,10 +314,11 @@ public final class Attempt: Sendable {
     func launchSegment(_ sink: PartialFileSink, url: String, eventLoop: EventLoop) {
         let id = sink.config.id
         let proxy = request.proxyRules.proxy(for: url)
+        let forwarder = self.forwarder(for: proxy, url: url)
         let config = AttemptDelegate.Config(
             url: url, idleTimeout: Self.amount(request.requestTimeout),
             progressInterval: Self.amount(request.progressInterval), bytesToSend: nil,
-            allowInsecureRedirects: request.allowInsecureRedirects, proxy: proxy)
+            allowInsecureRedirects: request.allowInsecureRedirects, proxy: proxy, followsRedirects: forwarder == nil)
         let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
                                        sink: sink, body: nil, limiter: request.rateLimiter)
         let httpRequest: HTTPClient.Request
@@ -313,8 +332,7 @@ public final class Attempt: Sendable {
             return
         }
         logger.debug("starting segment", metadata: ["segment": "\(id)", "range": "\(sink.requestHeaders.first?.1 ?? "")"])
-        let task = client.execute(request: httpRequest, delegate: delegate,
-                                  eventLoop: .delegateAndChannel(on: eventLoop), logger: logger)
+        let task = execute(httpRequest, delegate: delegate, client: client, forwarder: forwarder, eventLoop: eventLoop)
         let stopNow = control.withLockedValue { c -> Bool in
             c.segments[id] = task
             return c.stopRequested

@@ -11,7 +11,7 @@ protocol ResponseSink: AnyObject, Sendable {
     /// Extra request headers (a download's `Range` and `If-Range`).
     var requestHeaders: [(String, String)] { get }
     /// The request is under way (`task` is what a sink fails when it must stop reading).
-    func attached(_ task: HTTPClient.Task<Void>)
+    func attached(_ task: any RunningRequest)
     /// The final response head, after redirects. False refuses it: the request is failed.
     func head(_ head: HTTPResponseHead, finalURL: String) -> Bool
     /// A redirect was refused before it was followed.
@@ -42,8 +42,21 @@ struct AttemptEnd: Sendable {
     var proxy: ProxyServer? = nil
 }
 
-/// Runs on the attempt's event loop (requests use `.delegateAndChannel(on:)`), so body parts arrive without
-/// hops. Nothing here calls into AsyncHTTPClient, the sink or a promise while the loop state is being
+/// A request under way on either transport: AsyncHTTPClient's task, or a plain http request forwarded to an HTTP
+/// proxy in absolute form (`ForwardedRequest`). Both report to the same `AttemptDelegate`.
+protocol RunningRequest: AnyObject, Sendable {
+    /// Ends the request with `reason` (idempotent; nothing once it has ended): the delegate hears `didReceiveError`
+    /// and the future fails with `reason`.
+    func fail(reason: Error)
+    /// Succeeds when the whole response arrived (and was acknowledged), fails otherwise.
+    var futureResult: EventLoopFuture<Void> { get }
+}
+
+extension HTTPClient.Task: RunningRequest where Response == Void {}
+
+/// Runs on the attempt's event loop (requests use `.delegateAndChannel(on:)`, forwarded requests use a channel
+/// of that loop), so body parts arrive without hops. The transport calls the methods of the request's life
+/// (`sentHead` … `finishedRequest`); AsyncHTTPClient's delegate callbacks are those methods. Nothing here calls into AsyncHTTPClient, the sink or a promise while the loop state is being
 /// accessed: those calls can re-enter the delegate synchronously.
 final class AttemptDelegate: HTTPClientResponseDelegate {
     typealias Response = Void
@@ -62,6 +75,9 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         /// the attempt makes the next hop on that proxy's client (`nextHop`); nil: AsyncHTTPClient follows every
         /// redirect on this request's client (a download's further requests).
         var proxyRules: ProxyRules? = nil
+        /// The transport follows redirects itself (AsyncHTTPClient). A forwarded request does not: every redirect
+        /// to follow ends it for a hop the attempt makes (with `proxyRules`), or is its final response.
+        var followsRedirects = true
         /// The URLs earlier hops of this attempt requested (for `RedirectPolicy`'s count and cycles).
         var visited: [String] = []
         /// How a 401 is handled (`AuthVerdict`): answered by a next hop, or the task fails with
@@ -105,7 +121,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
     }
 
     struct LoopState {
-        var task: HTTPClient.Task<Void>?
+        var task: (any RunningRequest)?
         var finished = false
         var finalURL: String
         /// URLs requested in this attempt, the first one first (for `RedirectPolicy`).
@@ -150,7 +166,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
     }
 
     /// Starts the idle timer and the sink's own timers; `task` is what they fail.
-    func attach(_ task: HTTPClient.Task<Void>) {
+    func attach(_ task: any RunningRequest) {
         eventLoop.execute {
             let attached = self.box.withValue { s -> Bool in
                 guard !s.finished, s.task == nil else { return false }
@@ -165,7 +181,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
 
     // MARK: - Request body
 
-    func didSendRequestHead(task: HTTPClient.Task<Void>, _ head: HTTPRequestHead) {
+    func sentHead() {
         box.withValue { s in
             // Every request (a redirected one too) sends its body from byte 0.
             s.sent.restart(at: 0)
@@ -173,16 +189,16 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         }
     }
 
-    func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) {
+    func sentPart(_ bytes: Int) {
         let report = box.withValue { s -> ProgressPacer.Report? in
             let now = NIODeadline.now()
             s.lastActivity = now
-            return s.sent.add(Int64(part.readableBytes), now: now)
+            return s.sent.add(Int64(bytes), now: now)
         }
         if let report { reportSent(report) }
     }
 
-    func didSendRequest(task: HTTPClient.Task<Void>) {
+    func sentRequest() {
         if let report = box.withValue({ $0.sent.flush(now: .now()) }) { reportSent(report) }
     }
 
@@ -190,8 +206,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
 
     /// Called for every response head, redirects included, before AsyncHTTPClient follows one: a redirect
     /// that `RedirectPolicy` refuses fails the request here, so the refused URL is never requested.
-    func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
-        let url = request.url.absoluteString
+    func visited(_ url: String, _ head: HTTPResponseHead, task: any RunningRequest) {
         let (refusal, hop) = box.withValue { s -> (TaskError?, Bool) in
             s.lastActivity = .now()
             s.finalURL = url
@@ -203,11 +218,14 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
             switch verdict {
             case .notARedirect:
                 return (nil, false)
+            case .follow where !self.config.followsRedirects && self.config.proxyRules == nil:
+                return (nil, false) // a further request's redirect is its response (the sink refuses it)
             case .follow(let target):
                 s.visited.append(target)
                 // The proxy is chosen again for every hop: one that changes ends this request here, and the attempt
                 // asks the target on the client of its proxy (or the direct one).
-                if let rules = self.config.proxyRules, rules.proxy(for: target) != self.config.proxy {
+                if let rules = self.config.proxyRules,
+                   !self.config.followsRedirects || rules.proxy(for: target) != self.config.proxy {
                     s.nextHop = Hop(url: target, status: status, visited: s.visited, method: s.method,
                                     sendsBody: s.sendsBody)
                     return (nil, true)
@@ -224,7 +242,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         task.fail(reason: EngineAbort.decided)
     }
 
-    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+    func receivedHead(_ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         let (finalURL, visited, method, sendsBody) = box.withValue { s -> (String, [String], String, Bool) in
             s.lastActivity = .now()
             return (s.finalURL, s.visited, s.method, s.sendsBody)
@@ -238,7 +256,11 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
                     $0.nextHop = Hop(url: finalURL, status: 401, visited: visited, challenge: challenge, method: method,
                                      sendsBody: sendsBody)
                 }
-            case .refuse(let error):
+            case .refuse(var error):
+                if !config.followsRedirects, let proxy = config.proxy {
+                    // Some proxies (tinyproxy) refuse their own credentials with a 401 as a server would.
+                    error.message += " (through the proxy \(proxy); a proxy refusing its own credentials may answer so too)"
+                }
                 sink.refuse(error)
             }
             return eventLoop.makeFailedFuture(EngineAbort.decided)
@@ -247,14 +269,14 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
             ? eventLoop.makeSucceededVoidFuture() : eventLoop.makeFailedFuture(EngineAbort.decided)
     }
 
-    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    func receivedBodyPart(_ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let now = NIODeadline.now()
         box.withValue { $0.lastActivity = now }
         guard let acknowledged = sink.bodyPart(buffer, now: now) else { return eventLoop.makeFailedFuture(EngineAbort.decided) }
         return throttle?.admit(buffer.readableBytes, acknowledged: acknowledged) ?? acknowledged
     }
 
-    func didReceiveError(task: HTTPClient.Task<Void>, _ error: Error) {
+    func receivedError(_ error: Error) {
         let hop = box.withValue { s -> Bool in
             s.ended = true
             return s.nextHop != nil
@@ -275,7 +297,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         }
     }
 
-    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+    func finishedRequest() {
         box.withValue { s in
             s.ended = true
             s.responseEnded = true
@@ -314,7 +336,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         // Our own work (writing the file, reading the upload, waiting for the bandwidth limits) holds the
         // exchange back: that silence is ours, not the server's.
         let holding = sink.isHoldingBack || body?.isHoldingBack == true || throttle?.isHolding == true
-        let expired = box.withValue { s -> HTTPClient.Task<Void>? in
+        let expired = box.withValue { s -> (any RunningRequest)? in
             guard !s.finished, !s.ended else { return nil }
             let now = NIODeadline.now()
             if holding { s.lastActivity = now }
@@ -328,6 +350,22 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         }
         expired?.fail(reason: EngineAbort.idleTimeout)
     }
+}
+
+/// AsyncHTTPClient's callbacks: the request's life as any transport reports it.
+extension AttemptDelegate {
+    func didSendRequestHead(task: HTTPClient.Task<Void>, _ head: HTTPRequestHead) { sentHead() }
+    func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) { sentPart(part.readableBytes) }
+    func didSendRequest(task: HTTPClient.Task<Void>) { sentRequest() }
+    func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
+        visited(request.url.absoluteString, head, task: task)
+    }
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> { receivedHead(head) }
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        receivedBodyPart(buffer)
+    }
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: Error) { receivedError(error) }
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws { finishedRequest() }
 }
 
 /// Paces progress reports: at most one per interval, plus a final one for bytes left unreported.

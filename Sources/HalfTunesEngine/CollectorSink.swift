@@ -44,7 +44,7 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
     /// A body kept in memory may come compressed (it is decoded here, as URLSession does).
     var requestHeaders: [(String, String)] { [("Accept-Encoding", ContentDecoder.acceptEncoding)] }
 
-    func attached(_ task: HTTPClient.Task<Void>) {}
+    func attached(_ task: any RunningRequest) {}
 
     var isHoldingBack: Bool { false }
 

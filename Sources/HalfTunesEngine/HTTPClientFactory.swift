@@ -69,6 +69,8 @@ public final class HTTPClients: Sendable {
 
     struct Entry {
         var client: HTTPClient
+        /// Plain http requests forwarded to the proxy (HTTP proxies), on connections of its own.
+        var forwarder: ProxyForwarder
         /// Leases per uid (a uid with none is not a key).
         var leases: [UInt32: Int] = [:]
         var lastReleased: Double
@@ -92,7 +94,7 @@ public final class HTTPClients: Sendable {
         return proxied.withLockedValue { clients in
             if let entry = clients[proxy] { return entry.client }
             let client = HTTPClientFactory.make(eventLoopGroup: eventLoopGroup, tls: tls, proxy: proxy)
-            clients[proxy] = Entry(client: client, lastReleased: 0)
+            clients[proxy] = Entry(client: client, forwarder: ProxyForwarder(proxy: proxy), lastReleased: 0)
             return client
         }
     }
@@ -110,11 +112,19 @@ public final class HTTPClients: Sendable {
             let held = clients.values.lazy.filter { $0.leases[uid] != nil }.count
             guard held < Self.maxProxiesPerUID else { return nil }
             let client = HTTPClientFactory.make(eventLoopGroup: eventLoopGroup, tls: tls, proxy: proxy)
-            clients[proxy] = Entry(client: client, leases: [uid: 1], lastReleased: 0)
+            clients[proxy] = Entry(client: client, forwarder: ProxyForwarder(proxy: proxy), leases: [uid: 1],
+                                   lastReleased: 0)
             return client
         }
         guard let leased else { throw TooManyProxies(uid: uid, limit: Self.maxProxiesPerUID) }
         return leased
+    }
+
+    /// The forwarder of plain http requests to `proxy` (made with its client when there is none yet).
+    public func forwarder(for proxy: ProxyServer) -> ProxyForwarder {
+        if let forwarder = proxied.withLockedValue({ $0[proxy]?.forwarder }) { return forwarder }
+        _ = client(for: proxy)
+        return proxied.withLockedValue { $0[proxy]?.forwarder } ?? ProxyForwarder(proxy: proxy)
     }
 
     /// Ends a lease of `lease(for:uid:)` at `now` (seconds, any clock `takeIdle` is given too).
@@ -134,6 +144,7 @@ public final class HTTPClients: Sendable {
         proxied.withLockedValue { clients in
             let idle = clients.filter { $0.value.leases.isEmpty && now - $0.value.lastReleased >= Self.idleLifetime }
             for key in idle.keys { clients[key] = nil }
+            for entry in idle.values { entry.forwarder.close() }
             return idle.values.map(\.client)
         }
     }
@@ -151,6 +162,7 @@ public final class HTTPClients: Sendable {
         var eventLoopGroup: any EventLoopGroup { clients.eventLoopGroup }
         func lease(for proxy: ProxyServer?) throws(TooManyProxies) -> HTTPClient { try clients.lease(for: proxy, uid: uid) }
         func release(_ proxy: ProxyServer?) { clients.release(proxy, uid: uid, now: now()) }
+        func forwarder(for proxy: ProxyServer) -> ProxyForwarder? { clients.forwarder(for: proxy) }
     }
 
     /// How many proxied clients are open.
@@ -160,6 +172,7 @@ public final class HTTPClients: Sendable {
     public func shutdown() async {
         let all = proxied.withLockedValue { clients -> [HTTPClient] in
             defer { clients = [:] }
+            for entry in clients.values { entry.forwarder.close() }
             return clients.values.map(\.client)
         }
         for client in all { try? await client.shutdown() }
@@ -175,4 +188,7 @@ public protocol AttemptClients: Sendable {
     func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient
     /// Ends one lease of `lease(for:)`.
     func release(_ proxy: ProxyServer?)
+    /// Where plain http requests to the HTTP proxy `proxy` are forwarded (leased with its client); nil: they are
+    /// tunnelled like https (AsyncHTTPClient's `CONNECT`).
+    func forwarder(for proxy: ProxyServer) -> ProxyForwarder?
 }

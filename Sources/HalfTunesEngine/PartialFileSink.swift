@@ -39,7 +39,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
 
     struct LoopState {
         var machine: RequestMachine
-        var task: HTTPClient.Task<Void>?
+        var task: (any RunningRequest)?
         /// The bytes gathered (`machine.pendingBytes` of them).
         var pending: [ByteBuffer] = []
         var lastIsOwned = false
@@ -50,7 +50,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
     /// What must happen once the loop state is let go: calls that may re-enter this sink.
     private struct After {
         var release: EventLoopPromise<Void>?
-        var stop: (task: HTTPClient.Task<Void>, reason: EngineAbort)?
+        var stop: (task: any RunningRequest, reason: EngineAbort)?
         var fileFailed = false
         var hold: EventLoopFuture<Void>?
     }
@@ -82,7 +82,7 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         }
     }
 
-    func attached(_ task: HTTPClient.Task<Void>) {
+    func attached(_ task: any RunningRequest) {
         let cancelled = box.withValue { s -> Bool in
             guard s.machine.phase != .finished else { return false }
             s.task = task

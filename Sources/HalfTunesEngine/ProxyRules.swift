@@ -8,6 +8,9 @@ public struct ProxyRules: Sendable, Hashable {
     public var bypass: ProxyBypass
     /// Where the rules come from: `session`, `configuration`, `environment` or `none`.
     public var source: String
+    /// Plain http goes through an HTTP proxy's `CONNECT` tunnel too (curl's `--proxytunnel`), for proxies that
+    /// only tunnel; otherwise it is forwarded in absolute form (`GET http://host/path`), as every client does.
+    public var tunnelsPlainHTTP = false
 
     /// The word for "no proxy" in a `proxy` setting.
     public static let directKeyword = "direct"
@@ -38,6 +41,7 @@ public struct ProxyRules: Sendable, Hashable {
                 .joined(separator: ", ")
         }
         if !bypass.isEmpty { text += ", bypassing \(bypass.all ? "every host" : bypass.text)" }
+        if tunnelsPlainHTTP, http?.kind == .http { text += ", tunnelling plain http" }
         return text
     }
 
@@ -98,8 +102,9 @@ public struct ProxyRules: Sendable, Hashable {
     }
 
     /// The rules of a session: its own `proxy` (`direct` or a URL) when it has one, else the daemon's; its own
-    /// `proxyBypass` when it has one, else the daemon's. Both were checked when the session was opened.
-    public func forSession(proxy: String?, bypass: String?) -> ProxyRules {
+    /// `proxyBypass` when it has one, else the daemon's; its `proxyTunnel` when it has one. Both were checked when
+    /// the session was opened.
+    public func forSession(proxy: String?, bypass: String?, tunnel: Bool? = nil) -> ProxyRules {
         var rules = self
         if let proxy {
             do {
@@ -107,6 +112,7 @@ public struct ProxyRules: Sendable, Hashable {
             } catch {}
         }
         if let bypass, let parsed = try? ProxyBypass.parse(bypass) { rules.bypass = parsed }
+        rules.tunnelsPlainHTTP = tunnel ?? tunnelsPlainHTTP
         return rules
     }
 }

@@ -2,8 +2,8 @@
 import AsyncHTTPClient
 import Foundation
 
-/// One proxy server. `http` is an HTTP proxy that every request goes through with `CONNECT` (AsyncHTTPClient
-/// tunnels plain http too); `socks5` and `socks5h` are a SOCKS5 proxy, which is given the host name to resolve
+/// One proxy server. `http` is an HTTP proxy: https goes through it with `CONNECT` (AsyncHTTPClient), plain http
+/// is forwarded to it in absolute form (`ProxyForwarder`) unless the rules tunnel it too; `socks5` and `socks5h` are a SOCKS5 proxy, which is given the host name to resolve
 /// in both cases (AsyncHTTPClient's SOCKS client never resolves it locally).
 public struct ProxyServer: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: String, Sendable, Hashable {

@@ -144,6 +144,9 @@ enum ErrorMapping {
                 return nil
             }
         }
+        if let e = error as? ProxyRefusal {
+            return tunnelRefused(proxy: proxy, url: url, answer: e.answer)
+        }
         if let e = error as? SOCKSError.ConnectionFailed {
             return fail("The SOCKS proxy \(proxy) could not connect to \(target): \(socksReply(e.reply.value))")
         }

@@ -43,13 +43,16 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// Default true.
     public var preserveModificationTime: Bool?
     /// The proxy of the session's requests (`connectionProxyDictionary`): `http://[user:password@]host:port`
-    /// (CONNECT tunnels), `socks5://host:port` or `socks5h://host:port`, or `direct` for none. Default (absent):
+    /// (https through `CONNECT` tunnels, plain http forwarded), `socks5://host:port` or `socks5h://host:port`, or `direct` for none. Default (absent):
     /// the daemon's `proxy` setting, else its environment's `http_proxy`/`https_proxy`/`all_proxy`. Shown with
     /// the password as `***`; sending that form back keeps the stored password.
     public var proxy: String?
     /// Hosts whose requests skip the proxy, like `no_proxy`: names (with their subdomains), IP addresses, CIDR
     /// ranges, or `*`, separated by commas. Default (absent): the daemon's `proxy-bypass`, else `no_proxy`.
     public var proxyBypass: String?
+    /// Plain http through an HTTP proxy goes through a `CONNECT` tunnel too, like curl's `--proxytunnel`, for
+    /// proxies that only tunnel. Default false: plain http is forwarded (`GET http://host/path`), as every client does.
+    public var proxyTunnel: Bool?
     /// Seconds a finished task (completed, failed, canceled) is kept once its events are acknowledged, for
     /// `task.get` and `task.list`; then it is deleted from the journal with its data-task body. 0: as soon as
     /// acknowledged. Default 86,400 (24 h). Unacknowledged events keep their task however long it takes.
@@ -74,7 +77,8 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
                 maxConcurrent: Int? = nil, allowInsecureRedirects: Bool? = nil, maxConnectionsPerTask: Int? = nil,
                 allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil,
                 launchUnit: String? = nil, preserveModificationTime: Bool? = nil, proxy: String? = nil,
-                proxyBypass: String? = nil, finishedTaskRetention: Double? = nil, credentials: Credentials? = nil) {
+                proxyBypass: String? = nil, proxyTunnel: Bool? = nil, finishedTaskRetention: Double? = nil,
+                credentials: Credentials? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -90,6 +94,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         self.preserveModificationTime = preserveModificationTime
         self.proxy = proxy
         self.proxyBypass = proxyBypass
+        self.proxyTunnel = proxyTunnel
         self.finishedTaskRetention = finishedTaskRetention
         self.credentials = credentials
     }

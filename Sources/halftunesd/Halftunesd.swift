@@ -116,6 +116,11 @@ struct Halftunesd: AsyncParsableCommand {
             + "(default: no_proxy of the environment).", valueName: "hosts"))
     var proxyBypass: String?
 
+    @Option(name: .customLong("netrc"), help: ArgumentHelp(
+        "A netrc file whose credentials answer servers that ask, for the daemon's own user's tasks without their own; "
+            + "none reads none (default: $NETRC, else ~/.netrc).", valueName: "path"))
+    var netrc: String?
+
     @Option(name: .customLong("max-sessions-per-uid"), help: ArgumentHelp(
         "Sessions one user may hold (default: 1000).", valueName: "n"))
     var maxSessionsPerUID: String?
@@ -146,7 +151,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.maxConnectionsPerUID, maxConnectionsPerUID), (.maxTasksPerSession, maxTasksPerSession),
             (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
             (.maxTasksPerUID, maxTasksPerUID), (.maxPendingEventsPerUID, maxPendingEventsPerUID),
-            (.caFile, caFile), (.proxy, proxy), (.proxyBypass, proxyBypass), (.minFreeSpace, minFreeSpace),
+            (.caFile, caFile), (.proxy, proxy), (.proxyBypass, proxyBypass), (.netrc, netrc), (.minFreeSpace, minFreeSpace),
             (.maxDiskPerUID, maxDiskPerUID),
             (.maxResumeDataPerUID, maxResumeDataPerUID),
         ]

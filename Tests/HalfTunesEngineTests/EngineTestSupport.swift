@@ -243,6 +243,7 @@ struct FixedClient: AttemptClients {
     var eventLoopGroup: any EventLoopGroup { client.eventLoopGroup }
     func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient { client }
     func release(_ proxy: ProxyServer?) {}
+    func forwarder(for proxy: ProxyServer) -> ProxyForwarder? { nil }
 }
 
 extension Attempt {

@@ -197,4 +197,47 @@ struct AuthenticationTests {
             }
         }
     }
+
+    /// The daemon's netrc file (`--netrc`, like `curl --netrc`) answers apache's Basic challenge for the daemon's own
+    /// user's tasks that have no credentials; the session's credentials win over it; another user's task never
+    /// gets the daemon user's passwords.
+    @Test func theDaemonUsersNetrc() async throws {
+        let home = try TempDir()
+        defer { home.remove() }
+        let small = TestOrigin.randomBytes(count: 300_000, seed: 2939)
+        try Self.put(small, at: "/basic/small.bin", in: home)
+        let apache = try Self.apache(home: home)
+        defer { apache.stop() }
+        let files = try TempDir()
+        defer { files.remove() }
+        let netrc = files.path + "/netrc"
+        try "machine elsewhere.example login nobody password nothing\nmachine 127.0.0.1\n  login alice\n  password \(Self.alice.password)\n"
+            .write(toFile: netrc, atomically: true, encoding: .utf8)
+        _ = chmod(netrc, 0o600)
+        try await withDaemon(["--netrc", netrc]) { daemon, _ in
+            let url = apache.url() + "/basic/small.bin"
+            let mine = try ctl(["download", url, "--destination", daemon.downloadsDir + "/mine.bin", "--wait"],
+                               socket: daemon.socketPath)
+            #expect(mine.status == 0, "\(mine.stdout)\(mine.stderr)")
+            #expect(try sha256(ofFile: daemon.downloadsDir + "/mine.bin") == TestOrigin.sha256Hex(small))
+            #expect(apache.log().contains("auth=Basic"), "\(apache.log())")
+
+            // The session's own (wrong) credentials win over the file's.
+            let client = try daemon.client()
+            _ = try client.openSession("wrong", configuration: SessionConfiguration(
+                credentials: Credentials(user: "alice", password: "not-it")))
+            let wrong = try client.createTask(TaskCreateParams(session: "wrong", url: url, destination: "wrong.bin", start: true))
+            let failed = try client.waitFor(task: wrong.id, state: .failed)
+            #expect(failed.error?.code == TaskErrorCode.authenticationRequired, "\(String(describing: failed.error))")
+
+            guard getuid() == 0 else { return }
+            chmod(daemon.dir.path, 0o711)
+            chmod(daemon.socketPath, 0o666)
+            chmod(daemon.downloadsDir, 0o711)
+            let theirs = try ctl(["download", url, "--session", "theirs", "--wait"], socket: daemon.socketPath,
+                                 asUser: (65534, 65534))
+            #expect(theirs.status != 0 && (theirs.stdout + theirs.stderr).contains("asks for credentials"),
+                    "another user's task gets no credentials from the daemon user's netrc: \(theirs.stdout)\(theirs.stderr)")
+        }
+    }
 }

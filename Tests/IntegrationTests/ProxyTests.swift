@@ -1,4 +1,4 @@
-// Proxies through the real binaries: Debian's tinyproxy (HTTP CONNECT, Basic auth) and dante (SOCKS5) in front
+// Proxies through the real binaries: Debian's tinyproxy (HTTP: forwarding, CONNECT, Basic auth) and dante (SOCKS5) in front
 // of the test origin; a session's proxy, the daemon's, curl's environment variables and their bypass list.
 import Foundation
 import HalfTunesKit
@@ -18,8 +18,9 @@ struct ProxyTests {
     }
 
     /// http and https through tinyproxy with Basic credentials: the password never shows (CLI, JSON, log), a
-    /// kill -9 mid-download resumes through the proxy with Range + If-Range, SHA-256 right, and every request went
-    /// through a CONNECT tunnel; sending back the shown (redacted) configuration keeps the password.
+    /// kill -9 mid-download resumes through the proxy with Range + If-Range, SHA-256 right; plain http was forwarded
+    /// (`GET http://…`, no tunnel), https went through a CONNECT tunnel; sending back the shown (redacted)
+    /// configuration keeps the password.
     @Test func httpAndHttpsThroughAnAuthenticatingProxy() async throws {
         let certificates = try TempDir()
         defer { certificates.remove() }
@@ -52,7 +53,8 @@ struct ProxyTests {
                 #expect(try sha256(ofFile: done.location ?? "") == TestOrigin.sha256Hex(body))
                 let resumed = plain.requests("/big.bin").last
                 #expect(resumed?.range?.hasPrefix("bytes=") == true && resumed?.ifRange != nil, "resumed with Range + If-Range")
-                #expect(proxy.tunnels().filter { $0 == "CONNECT 127.0.0.1:\(plain.port)" }.count >= 2, "\(proxy.tunnels())")
+                #expect(proxy.forwarded().filter { $0 == "GET \(plain.url("/big.bin"))" }.count >= 2, "\(proxy.log())")
+                #expect(proxy.tunnels().isEmpty, "plain http is not tunnelled: \(proxy.tunnels())")
 
                 // https through the CONNECT tunnel, by the CLI.
                 let https = try ctl(["download", "--session", "viaproxy", secure.url("/secure.bin"), "--destination",
@@ -89,21 +91,33 @@ struct ProxyTests {
             let body = TestOrigin.randomBytes(count: 400_000, seed: 1502)
             origin.put("/f.bin", body)
             let client = try daemon.client()
-            func download(_ session: String, proxyURL: String, _ name: String) throws -> Int64 {
-                _ = try client.openSession(session, configuration: SessionConfiguration(proxy: proxyURL))
+            func download(_ session: String, proxyURL: String, _ name: String, tunnel: Bool? = nil) throws -> Int64 {
+                _ = try client.openSession(session, configuration: SessionConfiguration(proxy: proxyURL, proxyTunnel: tunnel))
                 return try client.createTask(TaskCreateParams(session: session, url: origin.url("/f.bin"), destination: name, start: true)).id
             }
-            let wrong = try download("wrong", proxyURL: proxy.url(user: "alice", password: "wrong"), "wrong.bin")
+            // Through a tunnel (tinyproxy answers the CONNECT with 401).
+            let wrong = try download("wrong", proxyURL: proxy.url(user: "alice", password: "wrong"), "wrong.bin", tunnel: true)
             let reason = try Self.proxyFailure(client, wrong)
             #expect(reason.message.contains("refused the credentials of user 'alice'") && reason.httpStatus == 401, "\(reason)")
+            // Forwarded: tinyproxy refuses wrong credentials with a server's 401 and `WWW-Authenticate` (realm
+            // "Tinyproxy"), not 407, so the task fails as for a server that asks; the message names the proxy.
+            let forwarded = try download("forwarded", proxyURL: proxy.url(user: "alice", password: "wrong"), "forwarded.bin")
+            let failed = try client.waitFor(task: forwarded, state: .failed)
+            #expect(failed.error?.code == TaskErrorCode.authenticationRequired, "\(String(describing: failed.error))")
+            #expect(failed.error?.message.contains("realm \"Tinyproxy\"") == true
+                && failed.error?.message.contains("through the proxy http://alice:***@127.0.0.1:\(proxy.port)") == true,
+                    "\(String(describing: failed.error))")
             #expect(!reason.message.contains("wrong"), "no password in the message: \(reason.message)")
             let shown = try ctl(["show", "\(wrong)"], socket: daemon.socketPath)
             #expect(shown.stdout.contains("proxyFailure") && shown.stdout.contains("refused the credentials"), "\(shown.stdout)")
 
+            // Forwarded without credentials: tinyproxy answers 407.
             let none = try download("none", proxyURL: proxy.url(), "none.bin")
-            #expect(try Self.proxyFailure(client, none).message.contains("asks for credentials"))
+            let asks = try Self.proxyFailure(client, none)
+            #expect(asks.message.contains("asks for credentials") && asks.httpStatus == 407, "\(asks)")
 
-            let forbidden = try download("strict", proxyURL: strict.url(), "strict.bin")
+            // Plain http tunnelled on request (curl's --proxytunnel): a proxy that tunnels only to 443 refuses it.
+            let forbidden = try download("strict", proxyURL: strict.url(), "strict.bin", tunnel: true)
             let refusal = try Self.proxyFailure(client, forbidden)
             #expect(refusal.message.contains("forbids a tunnel to 127.0.0.1:\(origin.port)") && refusal.httpStatus == 403, "\(refusal)")
 
@@ -142,15 +156,15 @@ struct ProxyTests {
 
             let through = try client.startDownload(origin.url("/a.bin"), destination: "through.bin")
             #expect(try sha256(ofFile: client.waitFor(task: through.id, state: .completed).location ?? "") == TestOrigin.sha256Hex(body))
-            let tunnels = proxy.tunnels().count
-            #expect(proxy.tunnels().contains("CONNECT 127.0.0.1:\(origin.port)"), "\(proxy.tunnels())")
+            let forwarded = proxy.forwarded().count
+            #expect(proxy.forwarded().contains("GET \(origin.url("/a.bin"))"), "\(proxy.log())")
 
             let bypassed = try client.startDownload("http://localhost:\(origin.port)/a.bin", destination: "bypassed.bin")
             try client.waitFor(task: bypassed.id, state: .completed)
             _ = try client.openSession("direct", configuration: SessionConfiguration(proxy: "direct"))
             let direct = try client.startDownload(origin.url("/a.bin"), session: "direct", destination: "direct.bin")
             try client.waitFor(task: direct.id, state: .completed)
-            #expect(proxy.tunnels().count == tunnels, "no_proxy and a direct session skip the proxy: \(proxy.tunnels())")
+            #expect(proxy.forwarded().count == forwarded, "no_proxy and a direct session skip the proxy: \(proxy.log())")
             #expect(origin.requests("/a.bin").count >= 3)
         }
         // The daemon's setting wins over a variable that points nowhere.
@@ -161,7 +175,7 @@ struct ProxyTests {
             let t = try client.startDownload(origin.url("/b.bin"), destination: "b.bin")
             try client.waitFor(task: t.id, state: .completed)
             #expect(try client.status().proxy == "http://127.0.0.1:\(proxy.port) for http and https, bypassing 10.0.0.0/8 (configuration)")
-            #expect(proxy.tunnels().filter { $0 == "CONNECT 127.0.0.1:\(origin.port)" }.count >= 1)
+            #expect(proxy.forwarded().contains("GET \(origin.url("/b.bin"))"), "\(proxy.log())")
         }
     }
 
@@ -251,11 +265,9 @@ struct ProxyTests {
             let out = try client.startDownload(origin.url("/to-localhost"), session: "hops", destination: "out.bin")
             let outDone = try client.waitFor(task: out.id, state: .completed)
             #expect(try sha256(ofFile: outDone.location!) == TestOrigin.sha256Hex(body))
-            // Only the first hop went through the proxy (AsyncHTTPClient may open more than one tunnel for it); the
-            // file's requests went to localhost directly.
-            let tunnel = "CONNECT 127.0.0.1:\(origin.port)"
-            let first = proxy.tunnels()
-            #expect(!first.isEmpty && first.allSatisfy { $0 == tunnel }, "only the first hop is proxied: \(first)")
+            // Only the first hop went through the proxy (forwarded); the file's requests went to localhost directly.
+            let first = proxy.forwarded()
+            #expect(first == ["GET \(origin.url("/to-localhost"))"], "only the first hop is proxied: \(proxy.log())")
             #expect(origin.requests("/file.bin").count >= 1)
             let sent = { (r: TestOrigin.RecordedRequest, name: String) in r.headers.contains { $0.name.lowercased() == name } }
             #expect(origin.requests("/to-localhost").allSatisfy { sent($0, "authorization") && sent($0, "cookie") }, "\(origin.requests("/to-localhost").map(\.headers))")
@@ -267,8 +279,9 @@ struct ProxyTests {
                                                 destination: "back.bin", maxConnections: 1)
             let backDone = try client.waitFor(task: back.id, state: .completed)
             #expect(try sha256(ofFile: backDone.location!) == TestOrigin.sha256Hex(body))
-            let second = proxy.tunnels()
-            #expect(second.count > first.count && second.allSatisfy { $0 == tunnel }, "the second hop is proxied: \(second)")
+            let second = Array(proxy.forwarded().dropFirst(first.count))
+            #expect(second == ["GET \(origin.url("/file.bin"))"], "the second hop is proxied: \(proxy.log())")
+            #expect(proxy.tunnels().isEmpty, "\(proxy.tunnels())")
             #expect(origin.requests("/to-loopback").count == 1 && origin.requests("/to-localhost").count == 1)
         }
     }
@@ -290,6 +303,7 @@ struct ProxyTests {
                 up.redirectTo = secure.url("/file.bin")
                 plain.setBehavior("/up", up)
                 let before = proxy.tunnels().count
+                let forwardedBefore = proxy.forwarded().count
                 let client = try daemon.client()
                 let t = try client.startDownload(plain.url("/up"), destination: "up.bin", maxConnections: 1)
                 let done = try client.waitFor(task: t.id, state: .completed)
@@ -299,8 +313,8 @@ struct ProxyTests {
                     #expect(!tunnels.isEmpty && tunnels.allSatisfy { $0 == "CONNECT 127.0.0.1:\(secure.port)" },
                             "only the https hop is proxied: \(tunnels)")
                 } else {
-                    #expect(!tunnels.isEmpty && tunnels.allSatisfy { $0 == "CONNECT 127.0.0.1:\(plain.port)" },
-                            "only the http hop is proxied: \(tunnels)")
+                    #expect(tunnels.isEmpty && Array(proxy.forwarded().dropFirst(forwardedBefore)) == ["GET \(plain.url("/up"))"],
+                            "only the http hop is proxied (forwarded): \(proxy.log())")
                 }
             }
         }

@@ -83,6 +83,96 @@ struct ServerMatrixTests {
         }
     }
 
+    /// caddy over https with a test CA, HTTP/2 through ALPN: a download split over streams of one connection (the
+    /// test origin behind caddy paces it), kill -9 and the restart's `Range` + `If-Range` passed on and answered 206,
+    /// the file whole; from caddy's own `file_server`, `maxConnections: 1` makes one request, and a second download
+    /// of the same file is whole too.
+    @Test func caddyHTTP2OverTLS() async throws {
+        let certificates = try TempDir()
+        defer { certificates.remove() }
+        let ca = try TestCA(in: certificates.path)
+        let home = try TempDir()
+        defer { home.remove() }
+        _ = chmod(home.path, 0o755)
+        try FileManager.default.createDirectory(atPath: home.path + "/files", withIntermediateDirectories: true)
+        let small = TestOrigin.randomBytes(count: 6 * MiB, seed: 2936)
+        Self.put(small, "/files/small.bin", in: home.path)
+        try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, origin in
+            let caddy = try ProxyProcess.caddy(home: home.path, tls: ca.server, upstream: origin.port)
+            defer { caddy.stop() }
+            let body = TestOrigin.randomBytes(count: 16 * MiB, seed: 2937)
+            origin.put("/big.bin", body)
+            origin.setBehavior("/big.bin", .throttled(2 * MiB))
+            var client = try daemon.client()
+            let t = try client.startDownload(caddy.url() + "/big.bin", destination: "big.bin")
+            try SegmentedTests.waitUntilSplit(client, t.id, durable: Int64(1 * MiB))
+            let firstRun = try eventually("caddy's log of the split") { () -> [(proto: String, port: String, status: Int, range: String?)]? in
+                let logged = caddy.caddyRequests("/big.bin")
+                return logged.count > 1 ? logged : nil
+            }.count
+            daemon.kill9()
+            let before = origin.requests("/big.bin").count
+            origin.setBehavior("/big.bin", TestOrigin.Behavior())
+            try daemon.restart()
+            client = try daemon.client()
+            let done = try client.waitFor(task: t.id, state: .completed)
+            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            let after = Array(origin.requests("/big.bin").dropFirst(before))
+            #expect(!after.isEmpty && after.allSatisfy { $0.range != nil && $0.ifRange != nil && $0.status == 206 },
+                    "\(after.map { ($0.range, $0.ifRange, $0.status) })")
+            let logged = try eventually("caddy's log of every request") { () -> [(proto: String, port: String, status: Int, range: String?)]? in
+                let logged = caddy.caddyRequests("/big.bin")
+                return logged.count >= origin.requests("/big.bin").count ? logged : nil
+            }
+            #expect(logged.allSatisfy { $0.proto == "HTTP/2.0" }, "\(caddy.log())")
+            // Requests are logged as they end, so the first run's are not necessarily first; but each run used one
+            // connection for all its requests: two client ports in all, for more requests than that.
+            #expect(firstRun >= 2 && Set(logged.map(\.port)).count == 2 && logged.count > 2, "\(logged)")
+
+            let one = try client.startDownload(caddy.url() + "/files/small.bin", destination: "small.bin", maxConnections: 1)
+            let oneDone = try client.waitFor(task: one.id, state: .completed)
+            #expect(try sha256(ofFile: oneDone.location!) == TestOrigin.sha256Hex(small))
+            let served = try eventually("caddy's log of small.bin") { () -> [(proto: String, port: String, status: Int, range: String?)]? in
+                let logged = caddy.caddyRequests("/files/small.bin")
+                return logged.isEmpty ? nil : logged
+            }
+            #expect(served.count == 1 && served[0].status == 200 && served[0].proto == "HTTP/2.0", "\(served)")
+        }
+    }
+
+    /// BusyBox httpd, which paces nothing itself (the task's bandwidth limit slows the download down): kill -9
+    /// mid-transfer, and the restart's `Range` + `If-Range` is answered 206 of the same file; the file is whole.
+    /// BusyBox answers 206 whatever `If-Range` says: its splice case, a file replaced meanwhile, is
+    /// LyingServerTests.busyboxHTTPDNeverGetsASplice. (Not split: the daemon does not split a download held to a
+    /// bandwidth limit, and BusyBox has no pacing of its own to split against.)
+    @Test func busyboxKillNineAndResume() async throws {
+        let home = try TempDir()
+        defer { home.remove() }
+        _ = chmod(home.path, 0o755)
+        let body = TestOrigin.randomBytes(count: 12 * MiB, seed: 2938)
+        Self.put(body, "/big.bin", in: home.path)
+        let httpd = try ProxyProcess.busyboxHTTPD(home: home.path)
+        defer { httpd.stop() }
+        try await withDaemon { daemon, _ in
+            var client = try daemon.client()
+            _ = try client.openSession("test.session")
+            let t = try client.createTask(TaskCreateParams(session: "test.session", url: httpd.url() + "/big.bin",
+                                                           destination: "big.bin", start: true, bandwidthLimit: Int64(2 * MiB)))
+            try eventually("1 MiB durable") { try client.task(t.id).bytesDurable >= Int64(MiB) ? true : nil }
+            daemon.kill9()
+            try daemon.restart()
+            client = try daemon.client()
+            try client.update(t.id, bandwidthLimit: 0)
+            let done = try client.waitFor(task: t.id, state: .completed)
+            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            let statuses = try eventually("BusyBox's log of the resume") { () -> [Int]? in
+                let statuses = httpd.busyboxResponses("/big.bin")
+                return statuses.count >= 2 ? statuses : nil
+            }
+            #expect(statuses.first == 200 && statuses.dropFirst().allSatisfy { $0 == 206 }, "\(statuses)")
+        }
+    }
+
     /// Python's `http.server` knows no `Range`: the download is never split and completes whole.
     @Test func pythonHTTPServerWithoutRanges() async throws {
         let home = try TempDir()

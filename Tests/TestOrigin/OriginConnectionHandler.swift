@@ -34,6 +34,8 @@ final class OriginConnectionHandler: ChannelInboundHandler {
     }
 
     private let core: OriginCore
+    /// This connection's number (`RecordedRequest.connection`).
+    private let connection: Int
     private var context: ChannelHandlerContext?
     private var current: (index: Int, keepAlive: Bool, http10: Bool)? = nil
     private var queue: [(index: Int, keepAlive: Bool, http10: Bool)] = []
@@ -43,6 +45,10 @@ final class OriginConnectionHandler: ChannelInboundHandler {
 
     init(core: OriginCore) {
         self.core = core
+        self.connection = core.state.withLockedValue { s in
+            s.connectionsAccepted += 1
+            return s.connectionsAccepted
+        }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -57,7 +63,7 @@ final class OriginConnectionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            let index = core.recordArrival(head)
+            let index = core.recordArrival(head, connection: connection)
             current = (index, head.isKeepAlive, head.version.major == 1 && head.version.minor == 0)
             core.beginUpload(request: index, head: head)
         case .body(let buffer):

@@ -25,15 +25,22 @@ struct ResponsePlan: Sendable {
 }
 
 extension OriginState {
-    mutating func recordArrival(_ head: HTTPRequestHead) -> Int {
+    mutating func recordArrival(_ head: HTTPRequestHead, connection: Int) -> Int {
         let uri = head.uri
-        let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
+        // An absolute-form target (a request forwarded as to a proxy) names the same resource as its path.
+        var target = Substring(uri)
+        if let scheme = target.range(of: "://"), target[..<scheme.lowerBound].allSatisfy(\.isLetter) {
+            let rest = target[scheme.upperBound...]
+            target = rest.firstIndex(of: "/").map { rest[$0...] } ?? "/"
+        }
+        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? String(target)
         requests.append(
             TestOrigin.RecordedRequest(
                 method: head.method.rawValue, path: path, uri: uri,
                 headers: head.headers.map { (name: $0.name, value: $0.value) },
                 range: head.headers.first(name: "range"), ifRange: head.headers.first(name: "if-range"),
-                arrivedAt: wallClockSeconds(), status: 0, rangeStart: nil, bodyBytesSent: 0, etag: nil, declaredLength: nil, truncated: false))
+                arrivedAt: wallClockSeconds(), status: 0, rangeStart: nil, bodyBytesSent: 0, etag: nil, declaredLength: nil, truncated: false,
+                connection: connection))
         return requests.count - 1
     }
 

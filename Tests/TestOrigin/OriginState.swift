@@ -28,6 +28,8 @@ struct OriginState {
     var bytesByPath: [String: Int64] = [:]
     var waiters: [Int: OriginWaiter] = [:]
     var nextID = 0
+    /// Connections accepted so far (each request records its connection's number, from 1).
+    var connectionsAccepted = 0
     var stalls: [String: [Int: @Sendable () -> Void]] = [:]
     var channels: [ObjectIdentifier: any Channel] = [:]
     var isShutDown = false
@@ -83,9 +85,9 @@ final class OriginCore: Sendable {
         }
     }
 
-    func recordArrival(_ head: HTTPRequestHead) -> Int {
+    func recordArrival(_ head: HTTPRequestHead, connection: Int) -> Int {
         let (index, ready) = state.withLockedValue { s -> (Int, [CheckedContinuation<Void, Error>]) in
-            let index = s.recordArrival(head)
+            let index = s.recordArrival(head, connection: connection)
             return (index, s.takeSatisfiedWaiters(path: s.requests[index].path))
         }
         for c in ready { c.resume() }

@@ -94,6 +94,8 @@ extension TestOrigin {
         public var declaredLength: Int64?
         /// The origin closed the connection before the body was complete (drop, shortBody) or the client left.
         public var truncated: Bool
+        /// The number of the connection it came on (1 for the origin's first).
+        public var connection: Int
 
         /// The value of the first header field named `name` (case-insensitive).
         public func header(_ name: String) -> String? {

@@ -30,7 +30,11 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var caFile: String?
     public var proxy: String?
     public var proxyBypass: String?
+    /// The netrc file given (`none`: none); nil: `$NETRC`, else the daemon user's `~/.netrc`.
+    public var netrc: String?
 
+    /// The `netrc` value that reads no file.
+    public static let noNetrc = "none"
     public static let defaultMaxConcurrent = 6
     public static let defaultMaxConnectionsPerHost = 6
     public static let defaultLogLevel = Logger.Level.info
@@ -70,6 +74,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         caFile = s.caFile
         proxy = s.proxy
         proxyBypass = s.proxyBypass
+        netrc = s.netrc
     }
 
     public var daemonConfiguration: DaemonConfiguration {
@@ -92,6 +97,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.maxResumeDataPerUID = maxResumeDataPerUID
         config.caFile = caFile
         (config.proxyRules, config.proxyProblems) = proxyRules(environment: ProcessInfo.processInfo.environment)
+        config.netrcPath = netrcPath(environment: ProcessInfo.processInfo.environment)
         return config
     }
 
@@ -122,7 +128,19 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.caFile = caFile
         s.proxy = proxy
         s.proxyBypass = proxyBypass
+        s.netrc = netrc
         return s
+    }
+
+    /// The netrc file the daemon reads: the `netrc` setting (`none`: nil), else curl's `$NETRC`, else the daemon
+    /// user's `~/.netrc` (from `$HOME`, else its passwd entry).
+    public func netrcPath(environment: [String: String]) -> String? {
+        if let netrc { return netrc == Self.noNetrc ? nil : netrc }
+        var environment = environment
+        if environment["HOME"]?.isEmpty ?? true, let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir {
+            environment["HOME"] = String(cString: dir)
+        }
+        return Netrc.defaultPath(environment: environment)
     }
 
     /// The daemon's proxy rules: the `proxy` setting when given (for every scheme), else the environment's

@@ -44,6 +44,8 @@ public struct DaemonSettings: Sendable, Equatable {
     public var proxy: String?
     /// Hosts that skip the proxy (a checked `no_proxy`-style list).
     public var proxyBypass: String?
+    /// The netrc file (an absolute path) or `none`.
+    public var netrc: String?
 
     public init() {}
 
@@ -81,6 +83,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .caFile: return caFile
         case .proxy: return proxy
         case .proxyBypass: return proxyBypass
+        case .netrc: return netrc
         }
     }
 }
@@ -116,6 +119,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case caFile = "ca-file"
     case proxy
     case proxyBypass = "proxy-bypass"
+    case netrc
 
     public var flag: String { "--" + rawValue }
 
@@ -195,6 +199,8 @@ public enum SettingKey: String, CaseIterable, Sendable {
                 throw SettingValueError(message: "must be a list of host names, IP addresses or CIDR ranges like "
                     + "no_proxy's: \(error.message)")
             }
+        case .netrc:
+            settings.netrc = text == ResolvedSettings.noNetrc ? text : try Self.absolutePath(text)
         }
     }
 
@@ -224,6 +230,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .caFile: if let v = source.caFile { target.caFile = v }
         case .proxy: if let v = source.proxy { target.proxy = v }
         case .proxyBypass: if let v = source.proxyBypass { target.proxyBypass = v }
+        case .netrc: if let v = source.netrc { target.netrc = v }
         }
     }
 

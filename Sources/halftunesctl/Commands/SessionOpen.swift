@@ -70,6 +70,10 @@ struct SessionOpen: ParsableCommand {
         "Hosts that skip the proxy, like no_proxy: names (with their subdomains), IP addresses, CIDR ranges, * "
             + "(comma-separated); default for the daemon's.", valueName: "hosts"))
     var proxyBypass: String?
+    @Flag(name: .customLong("proxy-tunnel"), inversion: .prefixedNo, help: ArgumentHelp(
+        "Send plain http through the HTTP proxy's CONNECT tunnel too, like curl's --proxytunnel (for proxies that "
+            + "only tunnel); default --no-proxy-tunnel: plain http is forwarded, https always tunnelled."))
+    var proxyTunnel: Bool?
     @Option(name: .customLong("finished-task-retention"), help: ArgumentHelp(
         "How long a finished task stays listed once its events are acknowledged, then it is deleted (default 24h; "
             + "0: at once).", valueName: "duration"))
@@ -88,7 +92,8 @@ struct SessionOpen: ParsableCommand {
             || maxConcurrent != nil || retryInitial != nil || retryMax != nil || retryJitter != nil
             || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil || maxConnectionsPerTask != nil
             || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil || launchUnit != nil
-            || noLaunchUnit || preserveMtime != nil || proxy != nil || proxyBypass != nil || finishedTaskRetention != nil
+            || noLaunchUnit || preserveMtime != nil || proxy != nil || proxyBypass != nil || proxyTunnel != nil
+            || finishedTaskRetention != nil
             || user != nil
     }
 
@@ -162,6 +167,7 @@ struct SessionOpen: ParsableCommand {
         if let preserveMtime { c.preserveModificationTime = preserveMtime }
         if let proxy { c.proxy = proxy == "default" ? nil : proxy }
         if let proxyBypass { c.proxyBypass = proxyBypass == "default" ? nil : proxyBypass }
+        if let proxyTunnel { c.proxyTunnel = proxyTunnel }
         if let user { c.credentials = user.isEmpty ? nil : Credentials(user: user, password: try password()) }
         return c
     }

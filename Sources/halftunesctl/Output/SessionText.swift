@@ -51,6 +51,7 @@ enum SessionText {
     static func proxyText(_ c: SessionConfiguration) -> String {
         var text = c.proxy ?? "the daemon's"
         if let bypass = c.proxyBypass { text += bypass.isEmpty ? "; no host bypasses it" : "; bypassed by \(bypass)" }
+        if c.proxyTunnel == true { text += "; plain http tunnelled too" }
         return text
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 import TestOrigin
 
-/// A real proxy or server from Debian on 127.0.0.1 — tinyproxy (HTTP, CONNECT), dante's danted (SOCKS5), BusyBox
+/// A real proxy or server from Debian on 127.0.0.1 — tinyproxy and squid (HTTP: forwarding, CONNECT), dante's danted (SOCKS5), BusyBox
 /// httpd (an origin that ignores If-Range), nginx, apache2, lighttpd — with its own configuration and log in a temporary directory; stopped
 /// with SIGKILL and removed by `stop()`.
 final class ProxyProcess: @unchecked Sendable {
@@ -81,6 +81,38 @@ final class ProxyProcess: @unchecked Sendable {
         }
     }
 
+    /// The plain http requests a forwarding proxy logged, as their absolute-form target: tinyproxy's
+    /// `Request (file descriptor N): GET http://127.0.0.1:41234/f.bin HTTP/1.1`, squid's access log
+    /// `… TCP_MISS/200 1234 GET http://127.0.0.1:41234/f.bin - …`.
+    func forwarded() -> [String] {
+        log().split(separator: "\n").compactMap { line -> String? in
+            let words = line.split(separator: " ")
+            guard let get = words.firstIndex(where: { ["GET", "HEAD", "POST", "PUT"].contains($0) }),
+                  get + 1 < words.count, words[get + 1].hasPrefix("http://") else { return nil }
+            return "\(words[get]) \(words[get + 1])"
+        }
+    }
+
+    /// squid (Debian's `squid`) with Debian's stock configuration, only the listening port, the logs and the pid
+    /// file changed: `http_access deny CONNECT !SSL_ports` (443 only), `allow localhost`. Its access log is `log()`.
+    static func squid() throws -> ProxyProcess {
+        let stock = try String(contentsOfFile: "/etc/squid/squid.conf", encoding: .utf8)
+        return try start(scheme: "http", executable: "/usr/sbin/squid") { dir, port in
+            _ = chmod(dir, 0o777) // squid started by root works as user proxy
+            var lines = stock.split(separator: "\n").map(String.init).filter {
+                let t = $0.trimmingCharacters(in: .whitespaces)
+                return !t.isEmpty && !t.hasPrefix("#")
+            }
+            lines = lines.map { line in
+                if line.hasPrefix("http_port ") { return "http_port 127.0.0.1:\(port)" }
+                if line.hasPrefix("coredump_dir ") { return "coredump_dir \(dir)" }
+                return line
+            }
+            lines += ["access_log stdio:\(dir)/proxy.log", "cache_log \(dir)/cache.log", "pid_filename \(dir)/squid.pid"]
+            return (lines.joined(separator: "\n") + "\n", ["-N", "-f", "\(dir)/proxy.conf"])
+        }
+    }
+
     /// danted as a SOCKS5 proxy without authentication, connecting out from 127.0.0.1.
     static func dante() throws -> ProxyProcess {
         try start(scheme: "socks5h", executable: "/usr/sbin/danted") { dir, port in
@@ -109,10 +141,29 @@ final class ProxyProcess: @unchecked Sendable {
 
     /// BusyBox httpd serving the files in `home` (Debian's `busybox`): it honours `Range` but answers 206
     /// whatever `If-Range` says, the splice case of the servers that lie. `url(...)` is its root.
+    /// With `-vv` it writes each request's URL and status to its output (`busyboxResponses()`).
     static func busyboxHTTPD(home: String) throws -> ProxyProcess {
         try start(scheme: "http", executable: "/usr/bin/busybox") { _, port in
-            ("", ["httpd", "-f", "-p", "127.0.0.1:\(port)", "-h", home])
+            ("", ["httpd", "-f", "-vv", "-p", "127.0.0.1:\(port)", "-h", home])
         }
+    }
+
+    /// The statuses BusyBox httpd answered for `path`, in order (from its `-vv` output: `ip:port: url:/f.bin` then
+    /// `ip:port: response:206`).
+    func busyboxResponses(_ path: String) -> [Int] {
+        let output = (try? String(contentsOfFile: dir.path + "/stdout.log", encoding: .utf8)) ?? ""
+        var urlOf: [Substring: Substring] = [:]
+        var statuses: [Int] = []
+        for line in output.split(separator: "\n") {
+            guard let mark = line.range(of: ": url:") ?? line.range(of: ": response:") else { continue }
+            let client = line[..<mark.lowerBound], value = line[mark.upperBound...]
+            if line[mark].hasSuffix("url:") {
+                urlOf[client] = value
+            } else if urlOf[client] == Substring(path), let status = Int(value) {
+                statuses.append(status)
+            }
+        }
+        return statuses
     }
 
     /// nginx (Debian's `nginx`) serving the files in `home`, one process (no master, so it runs as this user), with
@@ -196,6 +247,62 @@ final class ProxyProcess: @unchecked Sendable {
 
             """
             return (conf, ["-D", "-f", "\(dir)/proxy.conf"])
+        }
+    }
+
+    /// caddy (Debian's `caddy`) on https with `tls` (HTTP/2 through ALPN, HTTP/1.1 for clients without it), bound
+    /// to 127.0.0.1: `/files/…` from `home` (its `file_server`), everything else passed to `upstream` (127.0.0.1's
+    /// port, its `reverse_proxy`: a paced test origin behind caddy). Its access log (`log()`) is JSON, one line per
+    /// request (`caddyRequests()`). No admin endpoint; its state stays in its directory.
+    static func caddy(home: String, tls: TestOrigin.TLSFiles, upstream: Int) throws -> ProxyProcess {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/caddy") else {
+            throw TestFailure("/usr/bin/caddy is missing: `make test` installs it (Makefile TEST_PACKAGES)")
+        }
+        return try start(scheme: "https", executable: "/usr/bin/env") { dir, port in
+            let conf = """
+            {
+                admin off
+                auto_https disable_redirects
+                skip_install_trust
+                storage file_system \(dir)/storage
+                servers {
+                    protocols h1 h2
+                }
+                log {
+                    output file \(dir)/caddy.log
+                }
+            }
+            https://127.0.0.1:\(port) {
+                bind 127.0.0.1
+                tls \(tls.certificate) \(tls.privateKey)
+                handle /files/* {
+                    root * \(home)
+                    file_server
+                }
+                handle {
+                    reverse_proxy 127.0.0.1:\(upstream)
+                }
+                log {
+                    output file \(dir)/proxy.log
+                    format json
+                }
+            }
+
+            """
+            return (conf, ["HOME=\(dir)", "XDG_CONFIG_HOME=\(dir)", "XDG_DATA_HOME=\(dir)", "/usr/bin/caddy", "run",
+                           "--config", "\(dir)/proxy.conf", "--adapter", "caddyfile"])
+        }
+    }
+
+    /// The requests caddy's JSON access log lists for `uri`: the protocol (`HTTP/2.0`), the client's port (one per
+    /// connection), the status and the `Range` sent.
+    func caddyRequests(_ uri: String) -> [(proto: String, port: String, status: Int, range: String?)] {
+        log().split(separator: "\n").compactMap { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let request = object["request"] as? [String: Any], request["uri"] as? String == uri,
+                  let status = object["status"] as? Int else { return nil }
+            let headers = request["headers"] as? [String: [String]] ?? [:]
+            return (request["proto"] as? String ?? "", request["remote_port"] as? String ?? "", status, headers["Range"]?.first)
         }
     }
 
