@@ -1,5 +1,6 @@
 // Plain http forwarded to HTTP proxies (absolute form) through the real binaries: the test origin standing in for a
-// proxy, Debian's tinyproxy and squid with their stock access rules, apache2 behind them asking for Digest.
+// proxy, Debian's squid and tinyproxy with their stock access rules in front of nginx, apache2 behind them asking
+// for Digest.
 import Foundation
 import HalfTunesKit
 import HalfTunesProtocol
@@ -48,40 +49,144 @@ struct ProxyForwardingTests {
         }
     }
 
-    /// tinyproxy with its stock rules (CONNECT to 443 and 563 only): a plain http download is forwarded, split over
-    /// several requests, and complete; no tunnel was asked for. With `proxyTunnel` the same proxy refuses the tunnel
-    /// (`proxyFailure`, 403); one that allows the origin's port carries it.
-    @Test func stockTinyproxyForwardsAndTunnelsOnlyWhenAsked() async throws {
+    /// The proxies of the matrix, each with its stock access rules; `tlsPort` joins the ports they tunnel to (a
+    /// port setting: the stock rules allow CONNECT to 443 only, and the tests bind no fixed port).
+    enum Proxy: String, CaseIterable, Sendable {
+        case squid, tinyproxy
+
+        func start(tlsPort: Int) throws -> ProxyProcess {
+            switch self {
+            case .squid: try ProxyProcess.squid(sslPorts: [tlsPort])
+            case .tinyproxy: try ProxyProcess.tinyproxy(connectPorts: [443, 563, tlsPort])
+            }
+        }
+
+        func authenticating(_ user: String, _ password: String) throws -> ProxyProcess {
+            switch self {
+            case .squid: try ProxyProcess.squid(basicAuth: (user, password))
+            case .tinyproxy: try ProxyProcess.tinyproxy(basicAuth: (user, password))
+            }
+        }
+    }
+
+    /// A proxy with its stock rules in front of nginx (paced, plain http and https): a plain http and an https
+    /// download through it at once, both split; kill -9, and the restart's `Range` + `If-Range` reach nginx and are
+    /// answered 206; both files whole. The proxy's log shows the absolute URL for plain http and a CONNECT for
+    /// https. A file replaced while paused: the new version, whole. A proxy that asks for credentials refuses wrong
+    /// ones: `proxyFailure` with words (tinyproxy answers a forwarded request's wrong credentials with a server's
+    /// 401, so that task fails with `authenticationRequired` naming the proxy).
+    @Test(arguments: Proxy.allCases)
+    func inFrontOfNginx(proxy kind: Proxy) async throws {
+        let certificates = try TempDir()
+        defer { certificates.remove() }
+        let ca = try TestCA(in: certificates.path)
+        let home = try TempDir()
+        defer { home.remove() }
+        _ = chmod(home.path, 0o755)
+        let plainBody = TestOrigin.randomBytes(count: 16 * MiB, seed: 2940)
+        let secureBody = TestOrigin.randomBytes(count: 16 * MiB, seed: 2941)
+        ServerMatrixTests.put(plainBody, "/plain.bin", in: home.path)
+        ServerMatrixTests.put(secureBody, "/secure.bin", in: home.path)
+        let tlsPort = try freeLoopbackPort()
+        let nginx = try ProxyProcess.nginx(home: home.path, server: """
+            limit_rate 4m;
+            listen 127.0.0.1:\(tlsPort) ssl;
+            ssl_certificate \(ca.server.certificate);
+            ssl_certificate_key \(ca.server.privateKey);
+            """)
+        defer { nginx.stop() }
+        let proxy = try kind.start(tlsPort: tlsPort)
+        defer { proxy.stop() }
+        let plainURL = nginx.url() + "/plain.bin", secureURL = "https://127.0.0.1:\(tlsPort)/secure.bin"
+        try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, _ in
+            var client = try daemon.client()
+            _ = try client.openSession("p", configuration: SessionConfiguration(proxy: proxy.url()))
+            let plain = try client.createTask(TaskCreateParams(session: "p", url: plainURL, destination: "plain.bin", start: true))
+            let secure = try client.createTask(TaskCreateParams(session: "p", url: secureURL, destination: "secure.bin", start: true))
+            try SegmentedTests.waitUntilSplit(client, plain.id, durable: Int64(2 * MiB))
+            try SegmentedTests.waitUntilSplit(client, secure.id, durable: Int64(2 * MiB))
+            daemon.kill9()
+            let before = (nginx.nginxRequests("/plain.bin").count, nginx.nginxRequests("/secure.bin").count)
+            try daemon.restart()
+            client = try daemon.client()
+            #expect(try sha256(ofFile: client.waitFor(task: plain.id, state: .completed).location!) == TestOrigin.sha256Hex(plainBody))
+            #expect(try sha256(ofFile: client.waitFor(task: secure.id, state: .completed).location!) == TestOrigin.sha256Hex(secureBody))
+            for (path, count, viaProxy) in [("/plain.bin", before.0, true), ("/secure.bin", before.1, false)] {
+                let all = try eventually("nginx's log of \(path) after the restart") {
+                    () -> [(status: Int, range: String?, ifRange: String?, via: String?)]? in
+                    let all = nginx.nginxRequests(path)
+                    return all.count > count && all.filter({ $0.ifRange != nil }).count >= 1 ? all : nil
+                }
+                #expect(all.filter { $0.range == nil }.count == 1 && all.filter { $0.status == 200 }.count == 1,
+                        "\(kind) \(path): one whole response, the rest ranges: \(nginx.log())")
+                #expect(all.filter { $0.range != nil }.allSatisfy { $0.status == 206 }, "\(kind) \(path): \(nginx.log())")
+                #expect(all.contains { $0.ifRange != nil }, "\(kind) \(path): the restart sent If-Range")
+                // Forwarded requests carry the proxy's Via; tunnelled ones are the daemon's own, end to end.
+                #expect(all.allSatisfy { ($0.via != nil) == viaProxy }, "\(kind) \(path): \(nginx.log())")
+            }
+            let logged = try eventually("\(kind)'s log of the tunnel") { () -> (forwarded: [String], tunnels: [String])? in
+                let tunnels = proxy.tunnels()
+                return tunnels.isEmpty ? nil : (proxy.forwarded(), tunnels)
+            }
+            #expect(!logged.forwarded.isEmpty && logged.forwarded.allSatisfy { $0 == "GET \(plainURL)" }, "\(proxy.log())")
+            #expect(logged.tunnels.allSatisfy { $0 == "CONNECT 127.0.0.1:\(tlsPort)" }, "\(proxy.log())")
+
+            // Paused, replaced, resumed: the new version, whole (the proxy passes If-Range on).
+            let v1 = TestOrigin.randomBytes(count: 8 * MiB, seed: 2942)
+            let v2 = TestOrigin.randomBytes(count: 8 * MiB, seed: 2943)
+            ServerMatrixTests.put(v1, "/changing.bin", in: home.path, age: 7200)
+            let c = try client.createTask(TaskCreateParams(session: "p", url: nginx.url() + "/changing.bin",
+                                                           destination: "changing.bin", start: true))
+            try eventually("1 MiB of the first version") { try client.task(c.id).bytesDurable >= Int64(MiB) ? true : nil }
+            _ = try client.suspend(c.id)
+            ServerMatrixTests.put(v2, "/changing.bin", in: home.path, age: 60)
+            _ = try client.resume(c.id)
+            #expect(try sha256(ofFile: client.waitFor(task: c.id, state: .completed).location!) == TestOrigin.sha256Hex(v2))
+
+            // Wrong credentials.
+            let guarded = try kind.authenticating("carol", "right")
+            defer { guarded.stop() }
+            _ = try client.openSession("wrong", configuration: SessionConfiguration(
+                proxy: guarded.url(user: "carol", password: "wrong")))
+            let wrongSecure = try client.createTask(TaskCreateParams(session: "wrong", url: secureURL, destination: "w1.bin",
+                                                                     start: true))
+            let tunnelRefusal = try ProxyTests.proxyFailure(client, wrongSecure.id)
+            #expect(tunnelRefusal.message.contains("refused the credentials of user 'carol'"), "\(kind): \(tunnelRefusal)")
+            let wrongPlain = try client.createTask(TaskCreateParams(session: "wrong", url: plainURL, destination: "w2.bin",
+                                                                    start: true))
+            switch kind {
+            case .squid:
+                let refusal = try ProxyTests.proxyFailure(client, wrongPlain.id)
+                #expect(refusal.message.contains("refused the credentials of user 'carol'") && refusal.httpStatus == 407,
+                        "\(refusal)")
+            case .tinyproxy:
+                let failed = try client.waitFor(task: wrongPlain.id, state: .failed)
+                #expect(failed.error?.code == TaskErrorCode.authenticationRequired
+                    && failed.error?.message.contains("through the proxy") == true, "\(String(describing: failed.error))")
+            }
+            #expect(!daemon.log().contains("carol:wrong"), "the proxy password is never logged")
+        }
+    }
+
+    /// curl's `--proxytunnel` (`proxyTunnel`): tinyproxy with its stock rules (CONNECT to 443 and 563 only) forwards
+    /// a plain http download but refuses to tunnel it (`proxyFailure`, 403); one that allows the origin's port
+    /// carries it through a CONNECT; `--no-proxy-tunnel` forwards again.
+    @Test func proxyTunnelOnRequest() async throws {
         let stock = try ProxyProcess.tinyproxy(connectPorts: [443, 563])
         defer { stock.stop() }
         let open = try ProxyProcess.tinyproxy()
         defer { open.stop() }
         try await withDaemon { daemon, origin in
-            let body = TestOrigin.randomBytes(count: 6 * MiB, seed: 2931)
+            let body = TestOrigin.randomBytes(count: 2 * MiB, seed: 2931)
             origin.put("/f.bin", body)
-            origin.setBehavior("/f.bin", .throttled(2 * MiB))
             let socket = daemon.socketPath
-            let opened = try ctl(["session", "open", "stock", "--proxy", stock.url()], socket: socket)
-            #expect(opened.status == 0, "\(opened.stderr)")
-            var client = try daemon.client()
-            let t = try client.createTask(TaskCreateParams(session: "stock", url: origin.url("/f.bin"), destination: "f.bin",
-                                                           start: true))
-            try SegmentedTests.waitUntilSplit(client, t.id, durable: Int64(1 * MiB))
-            daemon.kill9()
-            origin.setBehavior("/f.bin", TestOrigin.Behavior())
-            try daemon.restart()
-            client = try daemon.client()
-            let done = try client.waitFor(task: t.id, state: .completed)
-            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
-            let ranged = origin.requests("/f.bin").filter { $0.range != nil }
-            #expect(ranged.count >= 2 && ranged.contains { $0.ifRange != nil }, "segments and the resume asked for ranges")
-            #expect(origin.requests("/f.bin").allSatisfy { $0.header("Via")?.contains("tinyproxy") == true },
-                    "every request came through the proxy")
-            #expect(!stock.forwarded().isEmpty && stock.forwarded().allSatisfy { $0 == "GET \(origin.url("/f.bin"))" },
-                    "\(stock.log())")
-            #expect(stock.tunnels().isEmpty, "\(stock.tunnels())")
+            let client = try daemon.client()
+            _ = try client.openSession("stock", configuration: SessionConfiguration(proxy: stock.url()))
+            let forwarded = try client.createTask(TaskCreateParams(session: "stock", url: origin.url("/f.bin"),
+                                                                   destination: "f.bin", start: true))
+            #expect(try sha256(ofFile: client.waitFor(task: forwarded.id, state: .completed).location!) == TestOrigin.sha256Hex(body))
+            #expect(stock.forwarded().contains("GET \(origin.url("/f.bin"))") && stock.tunnels().isEmpty, "\(stock.log())")
 
-            // curl's --proxytunnel: refused by the stock rules, carried by a proxy that allows the port.
             let tunnelled = try ctl(["session", "open", "tunnel", "--proxy", stock.url(), "--proxy-tunnel"], socket: socket)
             #expect(tunnelled.status == 0 && tunnelled.stdout.contains("plain http tunnelled too"), "\(tunnelled.stdout)")
             let refused = try client.createTask(TaskCreateParams(session: "tunnel", url: origin.url("/f.bin"),
@@ -93,58 +198,8 @@ struct ProxyForwardingTests {
             let carried = try client.waitFor(task: refused.id, state: .completed)
             #expect(try sha256(ofFile: carried.location!) == TestOrigin.sha256Hex(body))
             #expect(open.tunnels().contains("CONNECT 127.0.0.1:\(origin.port)") && open.forwarded().isEmpty, "\(open.log())")
-            // --no-proxy-tunnel forwards again.
             let back = try ctl(["session", "open", "tunnel", "--no-proxy-tunnel"], socket: socket)
             #expect(back.status == 0 && !back.stdout.contains("tunnelled"), "\(back.stdout)")
-        }
-    }
-
-    /// squid with Debian's stock configuration in front of the test origin: a split download forwarded, kill -9 and
-    /// the restart's `Range` + `If-Range` passed through, pause/resume of a file replaced meanwhile (the new version,
-    /// whole); https to a port other than 443 is refused by the stock rules (`proxyFailure`, 403).
-    @Test func squidWithItsStockRules() async throws {
-        let squid = try ProxyProcess.squid()
-        defer { squid.stop() }
-        try await withDaemon { daemon, origin in
-            let body = TestOrigin.randomBytes(count: 8 * MiB, seed: 2932)
-            origin.put("/big.bin", body)
-            origin.setBehavior("/big.bin", .throttled(2 * MiB))
-            var client = try daemon.client()
-            _ = try client.openSession("squid", configuration: SessionConfiguration(proxy: squid.url()))
-            let t = try client.createTask(TaskCreateParams(session: "squid", url: origin.url("/big.bin"), destination: "big.bin",
-                                                           start: true))
-            try SegmentedTests.waitUntilSplit(client, t.id, durable: Int64(1 * MiB))
-            daemon.kill9()
-            let before = origin.requests("/big.bin").count
-            origin.setBehavior("/big.bin", TestOrigin.Behavior())
-            try daemon.restart()
-            client = try daemon.client()
-            let done = try client.waitFor(task: t.id, state: .completed)
-            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
-            let after = Array(origin.requests("/big.bin").dropFirst(before))
-            #expect(!after.isEmpty && after.allSatisfy { $0.range != nil && $0.ifRange != nil && $0.status == 206 },
-                    "the restart continued with Range + If-Range through squid: \(after.map { ($0.range, $0.status) })")
-            #expect(origin.requests("/big.bin").allSatisfy { $0.header("Via")?.contains("squid") == true })
-            let logged = try eventually("squid's access log") { () -> [String]? in
-                let lines = squid.forwarded()
-                return lines.count >= origin.requests("/big.bin").count ? lines : nil
-            }
-            #expect(logged.allSatisfy { $0 == "GET \(origin.url("/big.bin"))" }, "\(squid.log())")
-
-            // Paused, replaced, resumed: the new version, whole.
-            let v1 = TestOrigin.randomBytes(count: 4 * MiB, seed: 2933)
-            let v2 = TestOrigin.randomBytes(count: 4 * MiB, seed: 2934)
-            origin.put("/changing.bin", v1)
-            origin.setBehavior("/changing.bin", .throttled(1 * MiB))
-            let c = try client.createTask(TaskCreateParams(session: "squid", url: origin.url("/changing.bin"),
-                                                           destination: "changing.bin", start: true))
-            try eventually("1 MiB of the first version") { try client.task(c.id).bytesDurable >= Int64(1 * MiB) ? true : nil }
-            _ = try client.suspend(c.id)
-            origin.put("/changing.bin", v2)
-            origin.setBehavior("/changing.bin", TestOrigin.Behavior())
-            _ = try client.resume(c.id)
-            let changed = try client.waitFor(task: c.id, state: .completed)
-            #expect(try sha256(ofFile: changed.location!) == TestOrigin.sha256Hex(v2))
         }
     }
 

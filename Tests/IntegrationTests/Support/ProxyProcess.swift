@@ -42,6 +42,12 @@ final class ProxyProcess: @unchecked Sendable {
             if let r = line.range(of: "Request (file descriptor "), let c = line.range(of: "): CONNECT ", range: r.upperBound..<line.endIndex) {
                 return "CONNECT " + (line[c.upperBound...].split(separator: " ").first.map(String.init) ?? "")
             }
+            if line.contains("TCP_TUNNEL") {
+                // squid: "… TCP_TUNNEL/200 5321 CONNECT 127.0.0.1:41234 - HIER_DIRECT/127.0.0.1 -"
+                let words = line.split(separator: " ")
+                guard let c = words.firstIndex(of: "CONNECT"), c + 1 < words.count else { return nil }
+                return "CONNECT \(words[c + 1])"
+            }
             if line.contains("tcp/connect") {
                 // "tcp/connect ]: 0 -> CLIENT PROXY -> 0, 0 -> OUT TARGET -> 0: …": the target ends the part before
                 // the last "->".
@@ -81,6 +87,21 @@ final class ProxyProcess: @unchecked Sendable {
         }
     }
 
+    /// The requests nginx's access log lists for `path`: status, and the `Range`, `If-Range` and `Via` sent (nil: none).
+    func nginxRequests(_ path: String) -> [(status: Int, range: String?, ifRange: String?, via: String?)] {
+        func value(_ line: Substring, _ key: String, toEnd: Bool = false) -> String? {
+            guard let r = line.range(of: " \(key)=") else { return nil }
+            let rest = line[r.upperBound...]
+            let text = toEnd ? String(rest) : String(rest.prefix { $0 != " " })
+            return text.isEmpty || text == "-" ? nil : text
+        }
+        return log().split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ", maxSplits: 3)
+            guard fields.count >= 3, fields[1] == path, let status = Int(fields[2]) else { return nil }
+            return (status, value(line, "range"), value(line, "validator"), value(line, "via", toEnd: true))
+        }
+    }
+
     /// The plain http requests a forwarding proxy logged, as their absolute-form target: tinyproxy's
     /// `Request (file descriptor N): GET http://127.0.0.1:41234/f.bin HTTP/1.1`, squid's access log
     /// `… TCP_MISS/200 1234 GET http://127.0.0.1:41234/f.bin - …`.
@@ -93,20 +114,35 @@ final class ProxyProcess: @unchecked Sendable {
         }
     }
 
-    /// squid (Debian's `squid`) with Debian's stock configuration, only the listening port, the logs and the pid
-    /// file changed: `http_access deny CONNECT !SSL_ports` (443 only), `allow localhost`. Its access log is `log()`.
-    static func squid() throws -> ProxyProcess {
+    /// squid (Debian's `squid`) with Debian's stock configuration, only the ports, the logs and the pid file changed:
+    /// `http_access deny CONNECT !SSL_ports` (443, and `sslPorts` added to `SSL_ports`), `allow localhost`. With
+    /// `basicAuth`, it asks for those credentials (`basic_ncsa_auth`) before its stock rules allow anything. Its
+    /// access log is `log()`.
+    static func squid(sslPorts: [Int] = [], basicAuth: (user: String, password: String)? = nil) throws -> ProxyProcess {
         let stock = try String(contentsOfFile: "/etc/squid/squid.conf", encoding: .utf8)
+        var hash = ""
+        if let basicAuth {
+            let made = try runCommand("/usr/bin/openssl", ["passwd", "-apr1", basicAuth.password])
+            hash = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
         return try start(scheme: "http", executable: "/usr/sbin/squid") { dir, port in
             _ = chmod(dir, 0o777) // squid started by root works as user proxy
             var lines = stock.split(separator: "\n").map(String.init).filter {
                 let t = $0.trimmingCharacters(in: .whitespaces)
                 return !t.isEmpty && !t.hasPrefix("#")
             }
-            lines = lines.map { line in
-                if line.hasPrefix("http_port ") { return "http_port 127.0.0.1:\(port)" }
-                if line.hasPrefix("coredump_dir ") { return "coredump_dir \(dir)" }
-                return line
+            lines = lines.flatMap { line -> [String] in
+                if line.hasPrefix("http_port ") { return ["http_port 127.0.0.1:\(port)"] }
+                if line.hasPrefix("coredump_dir ") { return ["coredump_dir \(dir)"] }
+                if line.hasPrefix("acl SSL_ports port 443") { return [line] + sslPorts.map { "acl SSL_ports port \($0)" } }
+                if line.hasPrefix("http_access deny !Safe_ports"), let basicAuth {
+                    try? "\(basicAuth.user):\(hash)\n".write(toFile: "\(dir)/passwd", atomically: true, encoding: .utf8)
+                    _ = chmod("\(dir)/passwd", 0o644)
+                    return ["auth_param basic program /usr/lib/squid/basic_ncsa_auth \(dir)/passwd",
+                            "auth_param basic realm squid", "acl authenticated proxy_auth REQUIRED",
+                            "http_access deny !authenticated", line]
+                }
+                return [line]
             }
             lines += ["access_log stdio:\(dir)/proxy.log", "cache_log \(dir)/cache.log", "pid_filename \(dir)/squid.pid"]
             return (lines.joined(separator: "\n") + "\n", ["-N", "-f", "\(dir)/proxy.conf"])
@@ -168,7 +204,8 @@ final class ProxyProcess: @unchecked Sendable {
 
     /// nginx (Debian's `nginx`) serving the files in `home`, one process (no master, so it runs as this user), with
     /// `server` directives added to its server block (e.g. `gzip on;`). Its access log (`log()`) has one line per
-    /// request: `METHOD URI STATUS accept-encoding=… range=… sent=BYTES`.
+    /// request: `METHOD URI STATUS accept-encoding=… range=… sent=BYTES if-range=… via=…` (`via` last: it has
+    /// blanks; `nginxRequests`).
     static func nginx(home: String, server: String = "") throws -> ProxyProcess {
         try start(scheme: "http", executable: "/usr/sbin/nginx") { dir, port in
             let conf = """
@@ -179,7 +216,7 @@ final class ProxyProcess: @unchecked Sendable {
             error_log \(dir)/error.log;
             events { worker_connections 256; }
             http {
-                log_format plain '$request_method $request_uri $status accept-encoding=$http_accept_encoding range=$http_range sent=$body_bytes_sent';
+                log_format plain '$request_method $request_uri $status accept-encoding=$http_accept_encoding range=$http_range sent=$body_bytes_sent validator=$http_if_range via=$http_via';
                 access_log \(dir)/proxy.log plain;
                 client_body_temp_path \(dir)/body;
                 proxy_temp_path \(dir)/proxy;
