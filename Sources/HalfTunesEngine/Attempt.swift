@@ -135,8 +135,9 @@ public final class Attempt: Sendable {
             let client: HTTPClient
             let forwarder: ProxyForwarder?
             do {
-                client = try lease(proxy)
-                forwarder = self.forwarder(for: proxy, url: hop.url)
+                let leased = try lease(proxy)
+                client = leased.client
+                forwarder = request.proxyRules.forwards(hop.url) ? leased.forwarder : nil
             } catch {
                 closeBody()
                 if isStopRequested { return await eventLoop.flatSubmit { sink.abandon(nil) }.outcome() }
@@ -240,14 +241,6 @@ public final class Attempt: Sendable {
         return [("Authorization", value)]
     }
 
-    /// The forwarder a request to `url` through `proxy` goes to: plain http through an HTTP proxy, unless the rules
-    /// tunnel it (nil: AsyncHTTPClient, direct or tunnelled).
-    private func forwarder(for proxy: ProxyServer?, url: String) -> ProxyForwarder? {
-        guard let proxy, proxy.kind == .http, !request.proxyRules.tunnelsPlainHTTP,
-              url.lowercased().hasPrefix("http://") else { return nil }
-        return clients.forwarder(for: proxy)
-    }
-
     /// Sends `request` on its transport: forwarded to an HTTP proxy, or AsyncHTTPClient's `client`.
     private func execute(_ request: HTTPClient.Request, delegate: AttemptDelegate, client: HTTPClient,
                          forwarder: ProxyForwarder?, eventLoop: EventLoop) -> any RunningRequest {
@@ -257,7 +250,7 @@ public final class Attempt: Sendable {
     }
 
     /// Leases the client of `proxy` for the rest of the attempt (every lease ends with it: `releaseClients`).
-    private func lease(_ proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient {
+    private func lease(_ proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> ProxyClient {
         let client = try clients.lease(for: proxy)
         control.withLockedValue { $0.leased.append(proxy) }
         return client
@@ -314,7 +307,14 @@ public final class Attempt: Sendable {
     func launchSegment(_ sink: PartialFileSink, url: String, eventLoop: EventLoop) {
         let id = sink.config.id
         let proxy = request.proxyRules.proxy(for: url)
-        let forwarder = self.forwarder(for: proxy, url: url)
+        var leased: ProxyClient?
+        var leaseError: Error?
+        do {
+            leased = try lease(proxy)
+        } catch {
+            leaseError = error
+        }
+        let forwarder = request.proxyRules.forwards(url) ? leased?.forwarder : nil
         let config = AttemptDelegate.Config(
             url: url, idleTimeout: Self.amount(request.requestTimeout),
             progressInterval: Self.amount(request.progressInterval), bytesToSend: nil,
@@ -324,7 +324,8 @@ public final class Attempt: Sendable {
         let httpRequest: HTTPClient.Request
         let client: HTTPClient
         do {
-            client = try lease(proxy)
+            if let leaseError { throw leaseError }
+            client = leased!.client
             httpRequest = try makeHTTPRequest(url: url, method: request.method, body: nil,
                                               extraHeaders: sink.requestHeaders + authorization(for: url))
         } catch {

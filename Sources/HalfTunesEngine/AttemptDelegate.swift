@@ -16,6 +16,10 @@ protocol ResponseSink: AnyObject, Sendable {
     func head(_ head: HTTPResponseHead, finalURL: String) -> Bool
     /// A redirect was refused before it was followed.
     func refuse(_ error: TaskError)
+    /// A response the attempt will not go on from (a 401 it has no answer for): true when the sink reads it anyway
+    /// and ends with `error` and the response (a data task hands the challenge over, as URLSession does); false: it
+    /// is refused now, like `refuse`.
+    func refuseAfterReading(_ error: TaskError) -> Bool
     /// A body part (arrived at `now`): the future acknowledges it (a pending one holds the response back); nil
     /// refuses the rest.
     func bodyPart(_ buffer: ByteBuffer, now: NIODeadline) -> EventLoopFuture<Void>?
@@ -224,8 +228,9 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
                 s.visited.append(target)
                 // The proxy is chosen again for every hop: one that changes ends this request here, and the attempt
                 // asks the target on the client of its proxy (or the direct one).
-                if let rules = self.config.proxyRules,
-                   !self.config.followsRedirects || rules.proxy(for: target) != self.config.proxy {
+                // So does a target forwarded to its proxy (an https → http redirect through the same HTTP proxy).
+                if let rules = self.config.proxyRules, !self.config.followsRedirects
+                    || rules.proxy(for: target) != self.config.proxy || rules.forwards(target) {
                     s.nextHop = Hop(url: target, status: status, visited: s.visited, method: s.method,
                                     sendsBody: s.sendsBody)
                     return (nil, true)
@@ -258,8 +263,16 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
                 }
             case .refuse(var error):
                 if !config.followsRedirects, let proxy = config.proxy {
-                    // Some proxies (tinyproxy) refuse their own credentials with a 401 as a server would.
-                    error.message += " (through the proxy \(proxy); a proxy refusing its own credentials may answer so too)"
+                    // A proxy adds `Via` to every response it passes on (RFC 9110, 7.6.3): a 401 without one is its own
+                    // answer. tinyproxy refuses wrong proxy credentials so, with a server's 401 and WWW-Authenticate.
+                    if proxy.username != nil, !head.headers.contains(name: "Via") {
+                        return eventLoop.makeFailedFuture(ProxyRefusal(answer: .init(status: 401, reason: head.status.reasonPhrase)))
+                    }
+                    error.message += " (through the proxy \(proxy))"
+                }
+                if sink.refuseAfterReading(error) {
+                    return sink.head(head, finalURL: finalURL)
+                        ? eventLoop.makeSucceededVoidFuture() : eventLoop.makeFailedFuture(EngineAbort.decided)
                 }
                 sink.refuse(error)
             }

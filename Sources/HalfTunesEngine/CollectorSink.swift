@@ -13,6 +13,8 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         var collector: ResponseCollector
         /// The sink refused the response (too large) or a redirect was refused; the request was failed for it.
         var refused: TaskError?
+        /// The response is read and kept, but the outcome is this failure (a 401 with no answer).
+        var failsAfterReading: TaskError?
         var received: ProgressPacer
         /// After redirects (set with the response head).
         var finalURL = ""
@@ -50,6 +52,11 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
 
     func refuse(_ error: TaskError) {
         box.withValue { $0.refused = error }
+    }
+
+    func refuseAfterReading(_ error: TaskError) -> Bool {
+        box.withValue { $0.failsAfterReading = error }
+        return true
     }
 
     func head(_ head: HTTPResponseHead, finalURL: String) -> Bool {
@@ -166,11 +173,14 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
     static func outcome(end: AttemptEnd, state s: LoopState, stopRequested: Bool) -> AttemptOutcome {
         if case .success = end.result, let status = s.status, end.responseEnded, s.refused == nil {
             let response = s.collector.response(status: status, headers: s.headers)
+            if let failure = s.failsAfterReading {
+                return .failed(TransferFailure(error: failure, isTransient: false, durableBytes: 0), response: response)
+            }
             return ExchangeRules.outcome(status: status, headers: s.headers, response: response,
                                          now: POSIX.wallClock(), url: end.finalURL)
         }
         if stopRequested { return .stopped(durableBytes: 0) }
-        if let refused = s.refused {
+        if let refused = s.refused ?? s.failsAfterReading {
             var response = s.status.map { s.collector.response(status: $0, headers: s.headers) }
             if refused.code == TaskErrorCode.responseTooLarge {
                 // Refused at the head (Content-Length) or while reading: no body is kept either way.

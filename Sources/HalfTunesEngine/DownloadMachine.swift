@@ -93,8 +93,9 @@ struct DownloadMachine: Sendable {
         case flushForCheckpoint
         /// fsync the file and report its durable ranges (a checkpoint); feed `.synced` when it ended.
         case sync
-        /// Another version answered: truncate the file and run one request for the whole resource again.
-        case restartFromZero
+        /// Another version answered: truncate the file and run one request for the whole resource again, at `url`
+        /// (where the first response came from, after its redirects; nil: the attempt's URL).
+        case restartFromZero(url: String?)
         /// Stop the timers, finish the file, and end the attempt as `Finish` says.
         case finish(Finish)
     }
@@ -294,6 +295,7 @@ struct DownloadMachine: Sendable {
     private mutating func conclude(stopRequested: Bool) -> [Action] {
         guard !finishing else { return [] }
         if changed != nil, !restarted, !stopRequested {
+            let url = start?.finalURL
             restarted = true
             changed = nil
             planner = nil
@@ -302,7 +304,7 @@ struct DownloadMachine: Sendable {
             lastFailure = nil
             unsplittable = false
             running = [0]
-            return [.restartFromZero]
+            return [.restartFromZero(url: url)]
         }
         finishing = true
         if let changed {

@@ -28,11 +28,12 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
 
     let eventLoop: EventLoop
     private let request: HTTPClient.Request
-    private let delegate: AttemptDelegate
     private let forwarder: ProxyForwarder
     private let promise: EventLoopPromise<Void>
 
     // Event loop only.
+    /// Let go (nil) once the request ended: the delegate holds this request too.
+    private var delegate: AttemptDelegate?
     private var done = false
     private var channel: Channel?
     private var handler: ForwardingHandler?
@@ -42,10 +43,10 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
     private var requestSent = false
     private var keepAlive = false
     private var responseHead: HTTPResponseHead?
-    /// Reading the rest of a response decided against: the error the future fails with once it ended.
-    private var draining: (failure: Error, deadline: Scheduled<Void>)?
     private var acknowledging = false
     private var queue = CircularBuffer<Inbound>()
+    /// Reading the rest of a response decided against: the error the future fails with once it ended.
+    private var draining: (failure: Error, deadline: Scheduled<Void>)?
 
     init(request: HTTPClient.Request, delegate: AttemptDelegate, eventLoop: EventLoop, forwarder: ProxyForwarder) {
         self.request = request
@@ -57,8 +58,9 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
 
     var futureResult: EventLoopFuture<Void> { promise.futureResult }
 
-    /// The delegate has not acknowledged everything it was given: the connection reads nothing more.
-    var isHoldingBack: Bool { acknowledging || !queue.isEmpty }
+    /// The delegate has not acknowledged everything it was given: the connection reads nothing more (a response
+    /// being drained is read at once).
+    var isHoldingBack: Bool { draining == nil && (acknowledging || !queue.isEmpty) }
 
     func start() {
         guard !done else { return }
@@ -77,16 +79,15 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
         guard eventLoop.inEventLoop else { return eventLoop.execute { self.fail(reason: reason) } }
         guard !done else { return }
         done = true
-        if let reason = reason as? EngineAbort, reason == .decided, canDrain {
-            delegate.receivedError(reason)
+        delegate?.receivedError(reason)
+        if let abort = reason as? EngineAbort, abort == .decided, canDrain {
             let deadline = eventLoop.scheduleTask(in: Self.drainTimeout) { self.drained(keep: false) }
             draining = (reason, deadline)
             while draining != nil, let next = queue.popFirst() { drain(next) }
+            if draining != nil, handler?.takeHeldRead() == true { channel?.read() }
             return
         }
-        handler?.current = nil
-        channel?.close(promise: nil)
-        delegate.receivedError(reason)
+        release(keep: false)
         promise.fail(reason)
     }
 
@@ -99,6 +100,18 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
         } else {
             process(inbound)
         }
+    }
+
+    /// Lets go of the connection (kept for the next request, or closed) and of the delegate.
+    private func release(keep: Bool) {
+        handler?.detach()
+        if let channel {
+            if keep { forwarder.giveBack(channel) } else { channel.close(promise: nil) }
+        }
+        channel = nil
+        handler = nil
+        delegate = nil
+        queue.removeAll()
     }
 
     // MARK: - Keeping the connection of a response decided against
@@ -123,12 +136,7 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
         guard let (failure, deadline) = draining else { return }
         draining = nil
         deadline.cancel()
-        handler?.current = nil
-        if keep, let channel {
-            forwarder.giveBack(channel)
-        } else {
-            channel?.close(promise: nil)
-        }
+        release(keep: keep)
         promise.fail(failure)
     }
 
@@ -143,18 +151,20 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
         self.handler = handler
         self.reused = reused
         handler.current = self
-        channel.write(HTTPClientRequestPart.head(forwarder.head(for: request)), promise: nil)
-        delegate.sentHead()
+        channel.writeAndFlush(HTTPClientRequestPart.head(forwarder.head(for: request)), promise: nil)
+        delegate?.sentHead()
         guard let body = request.body else { return sendEnd(on: channel) }
         let writer = HTTPClient.Body.StreamWriter { part in
             self.eventLoop.flatSubmit {
                 guard !self.done, self.channel === channel else { return self.eventLoop.makeFailedFuture(EngineAbort.stopped) }
                 let bytes = part.readableBytes
-                return channel.writeAndFlush(HTTPClientRequestPart.body(part)).map { self.delegate.sentPart(bytes) }
+                return channel.writeAndFlush(HTTPClientRequestPart.body(part)).map {
+                    if !self.done { self.delegate?.sentPart(bytes) }
+                }
             }
         }
         body.stream(writer).hop(to: eventLoop).whenComplete { result in
-            guard !self.done, self.channel === channel else { return } // stopped, or sent again on a new connection
+            guard !self.done, self.channel === channel else { return } // stopped
             switch result {
             case .success: self.sendEnd(on: channel)
             case .failure(let error): self.fail(reason: error)
@@ -168,7 +178,7 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
             switch result {
             case .success:
                 self.requestSent = true
-                self.delegate.sentRequest()
+                self.delegate?.sentRequest()
             case .failure(let error):
                 self.received(.failed(error))
             }
@@ -180,7 +190,7 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
     private func process(_ inbound: Inbound) {
         switch inbound {
         case .failed(let error):
-            if reused, !heardResponse, !retried {
+            if mayRetry {
                 retry()
             } else {
                 fail(reason: error)
@@ -192,21 +202,17 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
             }
             keepAlive = head.isKeepAlive
             responseHead = head
-            delegate.visited(request.url.absoluteString, head, task: self)
-            guard !done else { return }
+            delegate?.visited(request.url.absoluteString, head, task: self)
+            guard !done, let delegate else { return }
             acknowledge(delegate.receivedHead(head))
         case .part(.body(let buffer)):
             heardResponse = true
+            guard let delegate else { return }
             acknowledge(delegate.receivedBodyPart(buffer))
         case .part(.end):
             done = true
-            handler?.current = nil
-            delegate.finishedRequest()
-            if keepAlive, requestSent, let channel {
-                forwarder.giveBack(channel)
-            } else {
-                channel?.close(promise: nil)
-            }
+            delegate?.finishedRequest()
+            release(keep: keepAlive && requestSent)
             promise.succeed(())
         }
     }
@@ -222,10 +228,17 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
         }
     }
 
+    /// A kept-alive connection closed before any of the response came is replaced once, for a request without a
+    /// body whose method may be repeated: the proxy may have passed on anything else.
+    private var mayRetry: Bool {
+        reused && !heardResponse && !retried && request.body == nil
+            && [.GET, .HEAD, .OPTIONS, .PUT, .DELETE, .TRACE].contains(request.method)
+    }
+
     /// The kept-alive connection was closed under the request: the same request on a new connection.
     private func retry() {
         retried = true
-        handler?.current = nil
+        handler?.detach()
         channel?.close(promise: nil)
         channel = nil
         handler = nil

@@ -160,17 +160,28 @@ public enum HTTPAuthentication {
                 ? algorithm.hex("\(ha1):\(nonce):\(nc):\(clientNonce):auth:\(ha2)")
                 : algorithm.hex("\(ha1):\(nonce):\(ha2)")
             var fields = [
-                "username=\(quoted(credentials.user))", "realm=\(quoted(realm))", "nonce=\(quoted(nonce))",
-                "uri=\(quoted(uri))",
+                username(credentials.user), "realm=\(quoted(realm))", "nonce=\(quoted(nonce))", "uri=\(quoted(uri))",
             ]
             if challenge.parameters["algorithm"] != nil { fields.append("algorithm=\(algorithm.name)") }
-            if usesQop { fields += ["qop=auth", "nc=\(nc)", "cnonce=\(quoted(clientNonce))"] }
+            if usesQop {
+                fields += ["qop=auth", "nc=\(nc)", "cnonce=\(quoted(clientNonce))"]
+            } else if algorithm.session {
+                fields.append("cnonce=\(quoted(clientNonce))") // RFC 2617's -sess A1 needs it, qop or not (as curl)
+            }
             fields.append("response=\(quoted(response))")
             if let opaque = challenge.parameters["opaque"] { fields.append("opaque=\(quoted(opaque))") }
             return "Digest " + fields.joined(separator: ", ")
         default:
             return nil
         }
+    }
+
+    /// `username="…"`, or for a name that is not ASCII `username*=UTF-8''…` (RFC 7616 3.4.4, RFC 8187).
+    static func username(_ user: String) -> String {
+        guard user.unicodeScalars.contains(where: { !$0.isASCII }) else { return "username=\(quoted(user))" }
+        let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$&+-.^_`|~".utf8)
+        let encoded = user.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }
+        return "username*=UTF-8''" + encoded.joined()
     }
 
     private static func quoted(_ text: String) -> String {

@@ -69,8 +69,8 @@ public final class HTTPClients: Sendable {
 
     struct Entry {
         var client: HTTPClient
-        /// Plain http requests forwarded to the proxy (HTTP proxies), on connections of its own.
-        var forwarder: ProxyForwarder
+        /// Plain http requests forwarded to the proxy (HTTP proxies only), on connections of its own.
+        var forwarder: ProxyForwarder?
         /// Leases per uid (a uid with none is not a key).
         var leases: [UInt32: Int] = [:]
         var lastReleased: Double
@@ -94,7 +94,7 @@ public final class HTTPClients: Sendable {
         return proxied.withLockedValue { clients in
             if let entry = clients[proxy] { return entry.client }
             let client = HTTPClientFactory.make(eventLoopGroup: eventLoopGroup, tls: tls, proxy: proxy)
-            clients[proxy] = Entry(client: client, forwarder: ProxyForwarder(proxy: proxy), lastReleased: 0)
+            clients[proxy] = Entry(client: client, forwarder: Self.forwarder(proxy), lastReleased: 0)
             return client
         }
     }
@@ -102,29 +102,31 @@ public final class HTTPClients: Sendable {
     /// The client for `proxy` (nil: the direct one, never counted), leased to `uid` until `release`. Throws when
     /// `uid` already leases clients of `maxProxiesPerUID` other proxies.
     public func lease(for proxy: ProxyServer?, uid: UInt32) throws(TooManyProxies) -> HTTPClient {
-        guard let proxy else { return direct }
-        let leased = proxied.withLockedValue { clients -> HTTPClient? in
+        try leaseBoth(for: proxy, uid: uid).client
+    }
+
+    /// `lease(for:uid:)`, with the proxy's forwarder (HTTP proxies).
+    func leaseBoth(for proxy: ProxyServer?, uid: UInt32) throws(TooManyProxies) -> ProxyClient {
+        guard let proxy else { return ProxyClient(client: direct, forwarder: nil) }
+        let leased = proxied.withLockedValue { clients -> ProxyClient? in
             if var entry = clients[proxy] {
                 entry.leases[uid, default: 0] += 1
                 clients[proxy] = entry
-                return entry.client
+                return ProxyClient(client: entry.client, forwarder: entry.forwarder)
             }
             let held = clients.values.lazy.filter { $0.leases[uid] != nil }.count
             guard held < Self.maxProxiesPerUID else { return nil }
             let client = HTTPClientFactory.make(eventLoopGroup: eventLoopGroup, tls: tls, proxy: proxy)
-            clients[proxy] = Entry(client: client, forwarder: ProxyForwarder(proxy: proxy), leases: [uid: 1],
-                                   lastReleased: 0)
-            return client
+            let entry = Entry(client: client, forwarder: Self.forwarder(proxy), leases: [uid: 1], lastReleased: 0)
+            clients[proxy] = entry
+            return ProxyClient(client: client, forwarder: entry.forwarder)
         }
         guard let leased else { throw TooManyProxies(uid: uid, limit: Self.maxProxiesPerUID) }
         return leased
     }
 
-    /// The forwarder of plain http requests to `proxy` (made with its client when there is none yet).
-    public func forwarder(for proxy: ProxyServer) -> ProxyForwarder {
-        if let forwarder = proxied.withLockedValue({ $0[proxy]?.forwarder }) { return forwarder }
-        _ = client(for: proxy)
-        return proxied.withLockedValue { $0[proxy]?.forwarder } ?? ProxyForwarder(proxy: proxy)
+    private static func forwarder(_ proxy: ProxyServer) -> ProxyForwarder? {
+        proxy.kind == .http ? ProxyForwarder(proxy: proxy) : nil
     }
 
     /// Ends a lease of `lease(for:uid:)` at `now` (seconds, any clock `takeIdle` is given too).
@@ -144,7 +146,7 @@ public final class HTTPClients: Sendable {
         proxied.withLockedValue { clients in
             let idle = clients.filter { $0.value.leases.isEmpty && now - $0.value.lastReleased >= Self.idleLifetime }
             for key in idle.keys { clients[key] = nil }
-            for entry in idle.values { entry.forwarder.close() }
+            for entry in idle.values { entry.forwarder?.close() }
             return idle.values.map(\.client)
         }
     }
@@ -160,9 +162,8 @@ public final class HTTPClients: Sendable {
         let uid: UInt32
         let now: @Sendable () -> Double
         var eventLoopGroup: any EventLoopGroup { clients.eventLoopGroup }
-        func lease(for proxy: ProxyServer?) throws(TooManyProxies) -> HTTPClient { try clients.lease(for: proxy, uid: uid) }
+        func lease(for proxy: ProxyServer?) throws(TooManyProxies) -> ProxyClient { try clients.leaseBoth(for: proxy, uid: uid) }
         func release(_ proxy: ProxyServer?) { clients.release(proxy, uid: uid, now: now()) }
-        func forwarder(for proxy: ProxyServer) -> ProxyForwarder? { clients.forwarder(for: proxy) }
     }
 
     /// How many proxied clients are open.
@@ -172,7 +173,7 @@ public final class HTTPClients: Sendable {
     public func shutdown() async {
         let all = proxied.withLockedValue { clients -> [HTTPClient] in
             defer { clients = [:] }
-            for entry in clients.values { entry.forwarder.close() }
+            for entry in clients.values { entry.forwarder?.close() }
             return clients.values.map(\.client)
         }
         for client in all { try? await client.shutdown() }
@@ -184,11 +185,21 @@ public final class HTTPClients: Sendable {
 /// redirect, leased until the attempt ends.
 public protocol AttemptClients: Sendable {
     var eventLoopGroup: any EventLoopGroup { get }
-    /// The client whose requests go through `proxy`; throws when its owner is at its limit of proxies at once.
-    func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient
+    /// The client whose requests go through `proxy`, with its forwarder; throws when its owner is at its limit of
+    /// proxies at once.
+    func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> ProxyClient
     /// Ends one lease of `lease(for:)`.
     func release(_ proxy: ProxyServer?)
-    /// Where plain http requests to the HTTP proxy `proxy` are forwarded (leased with its client); nil: they are
-    /// tunnelled like https (AsyncHTTPClient's `CONNECT`).
-    func forwarder(for proxy: ProxyServer) -> ProxyForwarder?
+}
+
+/// What one proxy's requests go through: AsyncHTTPClient's client (direct, tunnels, SOCKS), and for an HTTP proxy the
+/// forwarder of plain http requests (nil: they are tunnelled like https).
+public struct ProxyClient: Sendable {
+    public let client: HTTPClient
+    public let forwarder: ProxyForwarder?
+
+    public init(client: HTTPClient, forwarder: ProxyForwarder?) {
+        self.client = client
+        self.forwarder = forwarder
+    }
 }

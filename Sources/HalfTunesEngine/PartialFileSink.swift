@@ -100,6 +100,9 @@ final class PartialFileSink: ResponseSink, @unchecked Sendable {
         box.withValue { $0.machine.refuse(error) }
     }
 
+    /// A download keeps nothing of a response it cannot go on from.
+    func refuseAfterReading(_ error: TaskError) -> Bool { false }
+
     func bodyPart(_ buffer: ByteBuffer, now: NIODeadline) -> EventLoopFuture<Void>? {
         let after = box.withValue { s -> After in
             var after = After()

@@ -21,6 +21,8 @@ public final class ProxyForwarder: Sendable {
     let proxy: ProxyServer
     private struct State {
         var idle: [ObjectIdentifier: [Channel]] = [:]
+        /// Every open connection, idle or in use (closed with the forwarder).
+        var open: [ObjectIdentifier: Channel] = [:]
         var closed = false
     }
     private let state = NIOLockedValueBox(State())
@@ -37,12 +39,12 @@ public final class ProxyForwarder: Sendable {
         return forwarded
     }
 
-    /// Closes the idle connections; connections in use are closed when their request ends.
+    /// Closes every connection: idle ones, and those of requests under way (which fail as if the proxy closed them).
     func close() {
         let channels = state.withLockedValue { s -> [Channel] in
             s.closed = true
-            defer { s.idle = [:] }
-            return s.idle.values.flatMap { $0 }
+            defer { s.idle = [:]; s.open = [:] }
+            return Array(s.open.values)
         }
         for channel in channels { channel.close(promise: nil) }
     }
@@ -59,14 +61,35 @@ public final class ProxyForwarder: Sendable {
         return connect(on: eventLoop).map { ($0, false) }
     }
 
-    /// A new connection to the proxy.
+    /// A new connection to the proxy, counted among the open ones until it closes.
     func connect(on eventLoop: EventLoop) -> EventLoopFuture<Channel> {
+        connectChannel(on: eventLoop).flatMapThrowing { channel in
+            let id = ObjectIdentifier(channel), key = ObjectIdentifier(eventLoop)
+            let closed = self.state.withLockedValue { s -> Bool in
+                if !s.closed { s.open[id] = channel }
+                return s.closed
+            }
+            if closed {
+                channel.close(promise: nil)
+                throw HTTPClientError.alreadyShutdown
+            }
+            channel.closeFuture.whenComplete { _ in
+                self.state.withLockedValue { s in
+                    s.open[id] = nil
+                    s.idle[key]?.removeAll { $0 === channel }
+                }
+            }
+            return channel
+        }
+    }
+
+    private func connectChannel(on eventLoop: EventLoop) -> EventLoopFuture<Channel> {
         ClientBootstrap(group: eventLoop)
             .connectTimeout(Self.connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes)
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(ForwardingHandler())
                 }
             }
@@ -82,10 +105,7 @@ public final class ProxyForwarder: Sendable {
             s.idle[key, default: []].append(channel)
             return true
         }
-        guard kept else { return channel.close(promise: nil) }
-        channel.closeFuture.whenComplete { _ in
-            self.state.withLockedValue { s in s.idle[key]?.removeAll { $0 === channel } }
-        }
+        if !kept { channel.close(promise: nil) }
     }
 
     /// The request head of a forwarded request: absolute-form target (no user info, no fragment), `Host`, the
@@ -132,6 +152,20 @@ final class ForwardingHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The request the connection carries now (event loop only).
     var current: ForwardedRequest?
     private var readHeld = false
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    /// The request let go of the connection: a read it held back goes on (the connection waits in the pool with a
+    /// read pending, so the proxy's close is seen, and the next request's answer read).
+    func detach() {
+        current = nil
+        if readHeld, let context {
+            readHeld = false
+            context.read()
+        }
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let current else { return context.close(promise: nil) }

@@ -60,6 +60,12 @@ public struct ProxyRules: Sendable, Hashable {
         return proxy
     }
 
+    /// A request to `url` is forwarded to its HTTP proxy in absolute form: plain http, unless `tunnelsPlainHTTP`.
+    public func forwards(_ url: String) -> Bool {
+        guard !tunnelsPlainHTTP, let proxy = proxy(for: url), proxy.kind == .http else { return false }
+        return url.lowercased().hasPrefix("http://")
+    }
+
     /// A `proxy` setting's value: `direct` (nil) or a proxy URL.
     public static func setting(_ text: String) throws(ProxyError) -> ProxyServer? {
         if text.trimmingCharacters(in: .whitespaces).lowercased() == directKeyword { return nil }

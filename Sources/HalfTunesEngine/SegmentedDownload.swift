@@ -202,8 +202,8 @@ final class SegmentedDownload: @unchecked Sendable {
                 }, synced: {
                     eventLoop.execute { self.feed(.synced) }
                 })
-            case .restartFromZero:
-                restartFromZero()
+            case .restartFromZero(let url):
+                restartFromZero(url: url ?? attempt.url)
             case .finish(let finish):
                 finalize(finish)
             }
@@ -226,14 +226,15 @@ final class SegmentedDownload: @unchecked Sendable {
     }
 
     /// Another version answered while the download was split: what was written is discarded at once and one
-    /// request asks for the whole resource again (`didResumeAtOffset` says why).
-    private func restartFromZero() {
+    /// request asks `url` (the first response's, after redirects, through its own proxy) for the whole resource
+    /// again (`didResumeAtOffset` says why).
+    private func restartFromZero(url: String) {
         let discarded = writer.snapshot.writtenRanges.count
         let attempt = self.attempt, observer = self.observer
         writer.begin(truncate: true) { ok in
             if ok { observer.attemptDidCheckpoint(attempt, durable: ByteRanges()) }
         }
-        let config = PartialFileSink.Config(url: attempt.url, role: .primary(.init(
+        let config = PartialFileSink.Config(url: url, role: .primary(.init(
             requestedOffset: 0, kept: discarded, restartReason: "resourceChanged")))
         let sink = PartialFileSink(eventLoop: eventLoop, config: config, download: self)
         box.withValue { s in
@@ -241,7 +242,7 @@ final class SegmentedDownload: @unchecked Sendable {
             s.planTimer = nil
             s.sinks[0] = sink
         }
-        attempt.launchSegment(sink, url: attempt.url, eventLoop: eventLoop)
+        attempt.launchSegment(sink, url: url, eventLoop: eventLoop)
     }
 
     /// Stops the timers, finishes the file (truncated first when another version answered) and ends the attempt.

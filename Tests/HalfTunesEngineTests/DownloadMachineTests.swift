@@ -121,7 +121,7 @@ import Testing
         // Segment 1 got nothing: its range goes back to the first request, which is stopped with the rest.
         #expect(first == [.releaseConnections(1), .extend(id: 0, limit: 64 * Self.MiB), .cancel([0])])
         let primaryEnd = Self.end(position: 8 * Self.MiB, failure: Self.lost)
-        #expect(machine.handle(.ended(id: 0, primaryEnd, stopRequested: false)) == [.restartFromZero])
+        #expect(machine.handle(.ended(id: 0, primaryEnd, stopRequested: false)) == [.restartFromZero(url: Self.url)], "the one request asks where the first response came from")
         #expect(machine.running == [0] && machine.planner == nil && machine.restarted)
         // The one request from byte 0 answers with another version again: the attempt ends, the file goes.
         let again = Self.end(position: 0, decided: .changed(reason: "ETag \"v3\""))

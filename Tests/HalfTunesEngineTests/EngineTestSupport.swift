@@ -236,14 +236,20 @@ func waitUntil(_ what: String, seconds: Double = 30, stopping transfer: Attempt,
     }
 }
 
-/// One client for every request, whatever the proxy rules say.
+/// One client for every request, whatever the proxy rules say; plain http to an HTTP proxy goes to `forwarder`
+/// when there is one (else it is tunnelled by the client).
 struct FixedClient: AttemptClients {
     let client: HTTPClient
-    init(_ client: HTTPClient) { self.client = client }
+    var forwarder: ProxyForwarder?
+    init(_ client: HTTPClient, forwarder: ProxyForwarder? = nil) {
+        self.client = client
+        self.forwarder = forwarder
+    }
     var eventLoopGroup: any EventLoopGroup { client.eventLoopGroup }
-    func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> HTTPClient { client }
+    func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> ProxyClient {
+        ProxyClient(client: client, forwarder: proxy == nil ? nil : forwarder)
+    }
     func release(_ proxy: ProxyServer?) {}
-    func forwarder(for proxy: ProxyServer) -> ProxyForwarder? { nil }
 }
 
 extension Attempt {

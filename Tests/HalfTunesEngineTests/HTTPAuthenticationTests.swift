@@ -41,6 +41,22 @@ import Testing
         #expect(!answer.contains("algorithm="), "not named when the challenge named none")
     }
 
+    /// A name that is not ASCII goes in `username*` (RFC 7616 3.4.4, RFC 8187's encoding); the hash takes its UTF-8.
+    /// An `-sess` algorithm without `qop` sends the client nonce its A1 was made with (RFC 2617 3.2.2.2).
+    @Test func nonASCIINamesAndSessWithoutQop() throws {
+        let c = try #require(AuthChallenge.parse([#"Digest realm="r", nonce="n", algorithm=MD5-sess"#]).first)
+        let answer = try #require(HTTPAuthentication.authorization(
+            for: c, credentials: Credentials(user: "Jäsøn Doe", password: "Secret, or not?"), method: "GET", uri: "/",
+            clientNonce: "c0"))
+        #expect(answer.contains("username*=UTF-8''J%C3%A4s%C3%B8n%20Doe") && !answer.contains("username=\""), "\(answer)")
+        #expect(answer.contains(#"cnonce="c0""#) && !answer.contains("qop="), "\(answer)")
+        // md5(md5(md5("Jäsøn Doe:r:Secret, or not?") + ":n:c0") + ":n:" + md5("GET:/")), by Python's hashlib.
+        #expect(answer.contains(#"response="859ccf509150f3fc051656a4b3dd6710""#), "\(answer)")
+        let plain = try #require(HTTPAuthentication.authorization(
+            for: c, credentials: Self.mufasa, method: "GET", uri: "/", clientNonce: "c0"))
+        #expect(plain.contains(#"username="Mufasa""#))
+    }
+
     @Test func parsingIsTolerant() {
         let parsed = AuthChallenge.parse([
             #"Newauth realm="apps", type=1, title="Login to \"apps\"", Basic realm="simple""#,
@@ -73,3 +89,4 @@ import Testing
         #expect(HTTPAuthentication.requestTarget("http://h") == "/")
     }
 }
+

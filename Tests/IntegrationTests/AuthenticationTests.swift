@@ -145,6 +145,16 @@ struct AuthenticationTests {
             let wrongBasic = try failure(apache.url() + "/basic/f.bin", "wrong")
             #expect(wrongBasic.message.contains(#"(Basic realm "basic realm")"#), "\(wrongBasic.message)")
 
+            // A data task fails the same way and hands the 401 over (as URLSession does): its challenge, its body.
+            let data = try client.createTask(TaskCreateParams(session: "none", url: apache.url() + "/digest/f.bin",
+                                                              start: true, kind: .data))
+            let refused = try client.waitFor(task: data.id, state: .failed)
+            #expect(refused.error?.code == TaskErrorCode.authenticationRequired, "\(String(describing: refused.error))")
+            let answer = try #require(refused.response, "the 401 is kept")
+            #expect(answer.status == 401 && answer.bodyBytes > 0, "\(answer)")
+            #expect(answer.headers?.contains { $0.first?.lowercased() == "www-authenticate" && $0.last?.hasPrefix("Digest") == true } == true,
+                    "\(String(describing: answer.headers))")
+
             // The task's URL is the test origin's; it redirects to apache, which asks: the credentials are the
             // origin's only.
             var redirect = TestOrigin.Behavior()

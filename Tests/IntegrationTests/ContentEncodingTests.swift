@@ -32,7 +32,9 @@ struct ContentEncodingTests {
             #expect(response.bodyBytes == Int64(text.count))
             let sent = nginx.log().split(separator: "\n").first { $0.hasPrefix("GET /doc.txt 200") }
             #expect(sent?.contains("accept-encoding=gzip, deflate") == true, "\(nginx.log())")
-            let compressed = sent.flatMap { $0.split(separator: "=").last.flatMap { Int($0) } } ?? .max
+            let compressed = sent.flatMap { line in
+                line.range(of: " sent=").flatMap { Int(line[$0.upperBound...].prefix { $0 != " " }) }
+            } ?? .max
             #expect(compressed < text.count / 10, "nginx sent \(compressed) coded bytes for \(text.count)")
 
             let download = try client.startDownload(url, session: "coded")

@@ -85,7 +85,7 @@ struct ServerMatrixTests {
 
     /// caddy over https with a test CA, HTTP/2 through ALPN: a download split over streams of one connection (the
     /// test origin behind caddy paces it), kill -9 and the restart's `Range` + `If-Range` passed on and answered 206,
-    /// the file whole; from caddy's own `file_server`, `maxConnections: 1` makes one request, and a second download
+    /// the file whole; a file replaced while paused: the new version, whole; from caddy's own `file_server`, `maxConnections: 1` makes one request, and a second download
     /// of the same file is whole too.
     @Test func caddyHTTP2OverTLS() async throws {
         let certificates = try TempDir()
@@ -128,6 +128,20 @@ struct ServerMatrixTests {
             // Requests are logged as they end, so the first run's are not necessarily first; but each run used one
             // connection for all its requests: two client ports in all, for more requests than that.
             #expect(firstRun >= 2 && Set(logged.map(\.port)).count == 2 && logged.count > 2, "\(logged)")
+
+            // Paused, replaced behind caddy, resumed: the new version, whole.
+            let v1 = TestOrigin.randomBytes(count: 8 * MiB, seed: 2947)
+            let v2 = TestOrigin.randomBytes(count: 8 * MiB, seed: 2948)
+            origin.put("/changing.bin", v1)
+            origin.setBehavior("/changing.bin", .throttled(2 * MiB))
+            let c = try client.startDownload(caddy.url() + "/changing.bin", destination: "changing.bin")
+            try eventually("1 MiB of the first version") { try client.task(c.id).bytesDurable >= Int64(MiB) ? true : nil }
+            _ = try client.suspend(c.id)
+            origin.change("/changing.bin", to: v2)
+            origin.setBehavior("/changing.bin", TestOrigin.Behavior())
+            _ = try client.resume(c.id)
+            let changed = try client.waitFor(task: c.id, state: .completed)
+            #expect(try sha256(ofFile: changed.location!) == TestOrigin.sha256Hex(v2), "the new version, whole")
 
             let one = try client.startDownload(caddy.url() + "/files/small.bin", destination: "small.bin", maxConnections: 1)
             let oneDone = try client.waitFor(task: one.id, state: .completed)
