@@ -44,11 +44,14 @@ struct HalfTunesCtl: ParsableCommand {
     }
 }
 
-/// `--socket PATH` and `--json` may come before the subcommand; each subcommand declares them, so
-/// they are moved after the subcommand's name before parsing.
+/// `--socket PATH` and `--json` may come before the subcommand, or between a subcommand and its own (`session
+/// --socket S open`); each leaf subcommand declares them, so they are moved after the whole subcommand path
+/// before parsing.
 enum GlobalArguments {
-    static func movedAfterSubcommand(_ arguments: [String]) -> [String] {
+    static func movedAfterSubcommand(_ arguments: [String], root: ParsableCommand.Type = HalfTunesCtl.self) -> [String] {
         var globals: [String] = []
+        var path: [String] = []
+        var command = root
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
@@ -59,13 +62,16 @@ enum GlobalArguments {
                 index += 1
             } else if argument.hasPrefix("--socket=") {
                 globals.append(argument)
+            } else if let sub = command.configuration.subcommands.first(where: { $0._commandName == argument }) {
+                path.append(argument)
+                command = sub
             } else {
                 break
             }
             index += 1
         }
-        guard !globals.isEmpty, index < arguments.count else { return arguments }
-        return [arguments[index]] + globals + arguments[(index + 1)...]
+        guard !globals.isEmpty, !path.isEmpty else { return arguments }
+        return path + globals + arguments[index...]
     }
 }
 
