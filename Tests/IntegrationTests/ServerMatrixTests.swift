@@ -31,6 +31,27 @@ struct ServerMatrixTests {
         ])
     }
 
+    /// A download of `url` in `session` paused once `durable` bytes of the first version are kept, the file replaced
+    /// meanwhile by a second of the same length (`serve(v2)`; `serve(v1)` served the first), and resumed: the
+    /// published file is the second version, whole, never a mix.
+    static func expectReplacedWhilePausedIsWhole(_ client: HalfTunesClient, _ url: String, session: String = "test.session",
+                                                 size: Int, seed: UInt64, durable: Int64 = Int64(MiB),
+                                                 serve: (_ body: [UInt8], _ first: Bool) throws -> Void) throws {
+        let v1 = TestOrigin.randomBytes(count: size, seed: seed)
+        let v2 = TestOrigin.randomBytes(count: size, seed: seed + 1)
+        try serve(v1, true)
+        _ = try client.openSession(session)
+        let c = try client.createTask(TaskCreateParams(session: session, url: url, start: true))
+        try eventually("\(durable) bytes of the first version of \(url)") {
+            try client.task(c.id).bytesDurable >= durable ? true : nil
+        }
+        _ = try client.suspend(c.id)
+        try serve(v2, false)
+        _ = try client.resume(c.id)
+        let changed = try client.waitFor(task: c.id, state: .completed)
+        #expect(try sha256(ofFile: changed.location!) == TestOrigin.sha256Hex(v2), "\(url): the new version, whole")
+    }
+
     /// With default settings: the download is split; kill -9 mid-transfer, and the restart asks for every missing
     /// range with `Range` + `If-Range`, answered 206; the file is whole. Then the file is replaced (same length,
     /// other content and date) while a download is paused: the resume gets the new version and starts over, and
@@ -68,25 +89,17 @@ struct ServerMatrixTests {
             #expect(all.filter { $0.status == 200 }.count == 1 && all.filter { $0.range == nil }.count == 1,
                     "\(origin): \(server.log())")
             #expect(all.filter { $0.range != nil }.allSatisfy { $0.status == 206 }, "\(origin): \(server.log())")
-            let v1 = TestOrigin.randomBytes(count: 12 * MiB, seed: 2921)
-            let v2 = TestOrigin.randomBytes(count: 12 * MiB, seed: 2922)
-            Self.put(v1, "/changing.bin", in: home.path, age: 7200)
-            let c = try client.startDownload(server.url() + "/changing.bin", destination: "changing.bin")
-            try eventually("\(origin): 2 MiB of the first version") {
-                try client.task(c.id).bytesDurable >= Int64(2 * MiB) ? true : nil
+            try Self.expectReplacedWhilePausedIsWhole(client, server.url() + "/changing.bin", size: 12 * MiB, seed: 2921,
+                                                      durable: Int64(2 * MiB)) { body, first in
+                Self.put(body, "/changing.bin", in: home.path, age: first ? 7200 : 60)
             }
-            _ = try client.suspend(c.id)
-            Self.put(v2, "/changing.bin", in: home.path, age: 60)
-            _ = try client.resume(c.id)
-            let changed = try client.waitFor(task: c.id, state: .completed)
-            #expect(try sha256(ofFile: changed.location!) == TestOrigin.sha256Hex(v2), "\(origin): the new version, whole")
         }
     }
 
     /// caddy over https with a test CA, HTTP/2 through ALPN: a download split over streams of one connection (the
     /// test origin behind caddy paces it), kill -9 and the restart's `Range` + `If-Range` passed on and answered 206,
-    /// the file whole; a file replaced while paused: the new version, whole; from caddy's own `file_server`, `maxConnections: 1` makes one request, and a second download
-    /// of the same file is whole too.
+    /// the file whole; a file replaced while paused: the new version, whole; from caddy's own `file_server`,
+    /// `maxConnections: 1` makes one request.
     @Test func caddyHTTP2OverTLS() async throws {
         let certificates = try TempDir()
         defer { certificates.remove() }
@@ -129,19 +142,16 @@ struct ServerMatrixTests {
             // connection for all its requests: two client ports in all, for more requests than that.
             #expect(firstRun >= 2 && Set(logged.map(\.port)).count == 2 && logged.count > 2, "\(logged)")
 
-            // Paused, replaced behind caddy, resumed: the new version, whole.
-            let v1 = TestOrigin.randomBytes(count: 8 * MiB, seed: 2947)
-            let v2 = TestOrigin.randomBytes(count: 8 * MiB, seed: 2948)
-            origin.put("/changing.bin", v1)
-            origin.setBehavior("/changing.bin", .throttled(2 * MiB))
-            let c = try client.startDownload(caddy.url() + "/changing.bin", destination: "changing.bin")
-            try eventually("1 MiB of the first version") { try client.task(c.id).bytesDurable >= Int64(MiB) ? true : nil }
-            _ = try client.suspend(c.id)
-            origin.change("/changing.bin", to: v2)
-            origin.setBehavior("/changing.bin", TestOrigin.Behavior())
-            _ = try client.resume(c.id)
-            let changed = try client.waitFor(task: c.id, state: .completed)
-            #expect(try sha256(ofFile: changed.location!) == TestOrigin.sha256Hex(v2), "the new version, whole")
+            // Replaced behind caddy while paused.
+            try Self.expectReplacedWhilePausedIsWhole(client, caddy.url() + "/changing.bin", size: 8 * MiB, seed: 2947) { body, first in
+                if first {
+                    origin.put("/changing.bin", body)
+                    origin.setBehavior("/changing.bin", .throttled(2 * MiB))
+                } else {
+                    origin.change("/changing.bin", to: body)
+                    origin.setBehavior("/changing.bin", TestOrigin.Behavior())
+                }
+            }
 
             let one = try client.startDownload(caddy.url() + "/files/small.bin", destination: "small.bin", maxConnections: 1)
             let oneDone = try client.waitFor(task: one.id, state: .completed)
