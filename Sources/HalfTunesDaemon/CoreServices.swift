@@ -25,6 +25,8 @@ struct CoreServices: Sendable {
     let globalBandwidth: BandwidthBucket
     /// The daemon user's netrc file (nil: none is read), for its own tasks without credentials.
     let netrc: NetrcFile?
+    /// The agents of the users (`agent.register`), which start their launch units in their own managers.
+    let agents = AgentConnections()
 }
 
 /// The transfers the runner holds, by task: what the state only knows as flags.

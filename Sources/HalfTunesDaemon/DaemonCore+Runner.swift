@@ -80,6 +80,8 @@ extension DaemonCore {
                 startUnit(session, unit: unit, failures: failures)
             case let .watchUnit(session, unit):
                 watchUnit(session, unit: unit)
+            case let .askAgent(uid, session, unit):
+                askAgent(uid, session: session, unit: unit)
             case .sweepRetention(let sweeps):
                 sweepRetention(sweeps)
             case .pruneResumeData(let now):
@@ -130,6 +132,21 @@ extension DaemonCore {
         services.launcher.watch(unit) { [weak self] result, status in
             Task { await self?.launchUnitEnded(identifier, unit: unit, result: result, exitStatus: status) }
         }
+    }
+
+    /// `askAgent`: the user's agent is told to start the unit (its reports come back as `agent.started` and
+    /// `agent.ended`). An agent that left meanwhile gets nothing: its `agentLeft` puts the launch back to waiting.
+    func askAgent(_ uid: UInt32, session identifier: String, unit: String) {
+        logger.notice("asking the user's agent to start the session's launch unit: its events wait, nobody subscribed",
+                      metadata: ["session": "\(identifier)", "unit": "\(unit)", "uid": "\(uid)"])
+        let launch = AgentLaunch(session: SessionNames.presented(identifier, to: uid), unit: unit)
+        guard let outbox = services.agents.outbox(of: uid),
+              let line = try? RPCNotification(method: AgentLaunch.method, params: JSONValue(encoding: launch)).line()
+        else {
+            return logger.error("the user's agent could not be asked: its connection is gone (its leaving is handled next)",
+                                metadata: ["session": "\(identifier)", "uid": "\(uid)"])
+        }
+        outbox.send(line: line)
     }
 
     /// `recordLaunch`: the session's launch record, journaled in its turn (submitted: a failure is logged).

@@ -125,13 +125,6 @@ extension DaemonCore {
         if config.launchUnit?.isEmpty == true { config.launchUnit = nil }
         if let unit = config.launchUnit {
             if let problem = UnitName.problem(unit) { throw RPCError.invalidParams(problem) }
-            // Only the daemon's own service manager is reached: another user's unit would run in it, as the
-            // daemon's user (docs/security.md says why system mode has no route to the users' managers).
-            guard owner == geteuid() else {
-                throw RPCError(.permissionDenied, "configuration.launchUnit: this daemon runs as uid \(geteuid()) and can start "
-                    + "units only in its own service manager, not in uid \(owner)'s; run a user daemon (systemctl --user "
-                    + "enable --now halftunesd.socket) for sessions that relaunch their client (see docs/security.md)")
-            }
         }
         return config
     }
@@ -375,7 +368,53 @@ extension DaemonCore {
         return EventsAckResult(ackedThrough: max(acked, p.through), pruned: pruned)
     }
 
+    // MARK: - The users' agents
+
+    /// `agent.register`: the caller's connection becomes its uid's agent (replacing another one, which is told
+    /// `agent.replaced`); the answer goes first, then the launches that waited for an agent are sent.
+    func registerAgent(caller: Caller, requestID: RPCID?, outbox: Outbox) {
+        guard !outbox.isClosed else { return } // the connection closed before its request was served
+        guard caller.uid != state.daemonUID else {
+            let error = RPCError(.permissionDenied, "This daemon runs as uid \(caller.uid) and starts that user's launch "
+                + "units in its own service manager itself: no agent is needed")
+            outbox.send(response: RPCResponse(id: requestID, error: error))
+            return
+        }
+        let replaced = services.agents.register(outbox, uid: caller.uid)
+        let result = AgentRegisterResult(uid: caller.uid, replaced: replaced != nil)
+        outbox.send(response: RPCResponse(id: requestID, result: (try? JSONValue(encoding: result)) ?? .null))
+        logger.info("the user's agent registered", metadata: ["uid": "\(caller.uid)", "replaced": "\(replaced != nil)"])
+        if let replaced {
+            if let line = try? RPCNotification(method: AgentLaunch.replacedMethod, params: .object([:])).line() {
+                replaced.send(line: line)
+            }
+            feedAndRun(.agentLeft(caller.uid)) // what the old one was starting or watching is asked of the new one
+        }
+        feedAndRun(.agentRegistered(caller.uid))
+    }
+
+    /// `agent.started` / `agent.ended`: a report of the caller's agent about one of its user's sessions.
+    func agentReport(session identifier: String, caller: Caller, connectionID: UInt64,
+                     _ input: DaemonState.Input) throws(RPCError) -> AgentReportResult {
+        guard services.agents.isAgent(connectionID: connectionID, uid: caller.uid) else {
+            throw RPCError(.permissionDenied, "Only the registered agent of uid \(caller.uid) reports its launches "
+                + "(call agent.register on this connection first)")
+        }
+        guard let s = state.sessions[identifier], s.record.uid == caller.uid else {
+            throw RPCError(.unknownSession, "No session '\(SessionNames.presented(identifier, to: caller.uid))'")
+        }
+        guard state.launchUnit(of: s.record.identifier) != nil else {
+            throw RPCError.invalidParams("The session has no launch unit")
+        }
+        feedAndRun(input)
+        return AgentReportResult()
+    }
+
     func connectionClosed(_ connectionID: UInt64) {
+        if let uid = services.agents.remove(connectionID: connectionID) {
+            logger.info("the user's agent left", metadata: ["uid": "\(uid)"])
+            feedAndRun(.agentLeft(uid))
+        }
         for key in Array(subscribers.keys) {
             guard subscribers[key]?.removeValue(forKey: connectionID) != nil else { continue }
             if subscribers[key]?.isEmpty == true { subscribers[key] = nil }

@@ -50,6 +50,7 @@ actor DaemonCore {
                                      netrc: configuration.netrcPath.map(NetrcFile.init(path:)))
         self.state = DaemonState(limits: DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
                                                                 maxConnectionsPerHost: configuration.maxConnectionsPerHost))
+        self.state.daemonUID = geteuid()
         if InputLog.path != nil { self.inputLog = InputLog(initial: state) }
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")

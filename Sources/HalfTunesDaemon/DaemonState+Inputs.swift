@@ -78,6 +78,10 @@ extension DaemonState {
         /// The session's live subscribers are now `count` (subscribed, or a connection left): with none, waiting
         /// events start its launch unit.
         case subscribersChanged(String, count: Int)
+        /// An agent of `uid` connected (`agent.register`): that user's launches that waited for one start.
+        case agentRegistered(UInt32)
+        /// The agent of `uid` went away (or was replaced): the launches it was starting or watching wait again.
+        case agentLeft(UInt32)
         /// The service manager answered the start of the session's launch unit `unit` (nil: started).
         case launchStartAnswered(String, unit: String, error: String?)
         /// The session's started launch unit ended (its service `Result` and main exit status).
@@ -147,6 +151,9 @@ extension DaemonState {
         case startUnit(session: String, unit: String, failures: Int)
         /// Watch the started unit until it ends; feed `launchUnitEnded`.
         case watchUnit(session: String, unit: String)
+        /// Ask the agent of `uid` to start the session's launch unit in that user's manager and watch it; its
+        /// reports come back as `launchStartAnswered` and `launchUnitEnded`.
+        case askAgent(uid: UInt32, session: String, unit: String)
         /// Delete the finished tasks these sweeps allow from the journal, within the runner's budget; feed
         /// `finishedTasksDeleted` per batch and `retentionSwept` at the end.
         case sweepRetention([RetentionSweep])

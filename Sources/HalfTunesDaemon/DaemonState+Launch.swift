@@ -21,6 +21,11 @@ extension DaemonState {
     /// start is due later). O(1): sessions without a `launchUnit` return at once.
     mutating func launchIfUnattended(_ identifier: String, now: Double, into actions: inout [Action]) {
         guard launchUnit(of: identifier) != nil, !isSubscribed(identifier), hasPendingEvents(identifier) else { return }
+        if launches[identifier]?.phase == .waitingForAgent, let owner = sessions[identifier]?.record.uid,
+           agents.contains(owner) {
+            // Its agent came while a client was subscribed; that client left with events unacknowledged.
+            return feedLaunch(identifier, .agentAvailable(pending: true), now: now, into: &actions)
+        }
         feedLaunch(identifier, .unattended, now: now, into: &actions)
     }
 
@@ -30,28 +35,72 @@ extension DaemonState {
         var machine = launches[identifier] ?? LaunchMachine(record: s.record.launch)
         let steps = machine.handle(input, now: now)
         launches[identifier] = machine
+        let owner = s.record.uid
         for step in steps {
             switch step {
             case .journal:
                 sessions[identifier]?.record.launch = machine.record
                 actions.append(.recordLaunch(session: identifier, machine.record))
-            case .start:
+            case .start where owner == daemonUID:
                 actions.append(.startUnit(session: identifier, unit: unit, failures: machine.record.failures))
-            case .watch:
+            case .start where agents.contains(owner):
+                actions.append(.askAgent(uid: owner, session: identifier, unit: unit))
+            case .start:
+                feedLaunch(identifier, .agentMissing, now: now, into: &actions) // waits for the user's agent
+            case .watch where owner == daemonUID:
                 actions.append(.watchUnit(session: identifier, unit: unit))
+            case .watch:
+                break // the agent watches the unit it started, and reports its end
             }
+        }
+    }
+
+    /// An agent of `uid` connected: that user's launches waiting for one start (O(the uid's sessions)).
+    /// (The daemon's own uid has no agent: its units start in the daemon's own manager.) A launch whose events
+    /// wait while a client is subscribed stays waiting: the client's leaving starts it (`launchIfUnattended`).
+    mutating func agentRegistered(_ uid: UInt32, now: Double, into actions: inout [Action]) {
+        guard uid != daemonUID else { return }
+        agents.insert(uid)
+        for identifier in sessions.identifiers(of: uid).sorted() where launches[identifier]?.phase == .waitingForAgent {
+            let pending = hasPendingEvents(identifier)
+            guard !pending || !isSubscribed(identifier) else { continue }
+            feedLaunch(identifier, .agentAvailable(pending: pending), now: now, into: &actions)
+        }
+    }
+
+    /// The agent of `uid` left: the launches it was starting or watching wait for the next one.
+    mutating func agentLeft(_ uid: UInt32, now: Double, into actions: inout [Action]) {
+        guard uid != daemonUID else { return }
+        agents.remove(uid)
+        for identifier in sessions.identifiers(of: uid).sorted() {
+            guard let phase = launches[identifier]?.phase, phase == .starting || phase == .running else { continue }
+            feedLaunch(identifier, .agentLost, now: now, into: &actions)
         }
     }
 
     /// Once a second: starts that are due (O(sessions with a launch machine)).
     mutating func launchesDue(now: Double, into actions: inout [Action]) {
         // In a fixed order here and below: the same inputs give the same actions (InputLog).
-        for (identifier, machine) in launches.sorted(by: { $0.key < $1.key }) where machine.phase == .backoff {
-            guard let at = machine.record.nextAttemptAt, at <= now else { continue }
-            feedLaunch(identifier, .due(pending: hasPendingEvents(identifier), subscribed: isSubscribed(identifier)),
-                       now: now, into: &actions)
+        for (identifier, machine) in launches.sorted(by: { $0.key < $1.key }) {
+            switch machine.phase {
+            case .backoff:
+                guard let at = machine.record.nextAttemptAt, at <= now else { continue }
+                feedLaunch(identifier, .due(pending: hasPendingEvents(identifier), subscribed: isSubscribed(identifier)),
+                           now: now, into: &actions)
+            case .starting where sessions[identifier]?.record.uid != daemonUID:
+                // An agent that does not answer a start in time: a failed start (the daemon's own manager is
+                // always answered, or given up on, by the launcher).
+                guard let asked = machine.record.lastLaunchAt, now - asked >= Self.agentAnswerTimeout else { continue }
+                feedLaunch(identifier, .startAnswered(error: "the user's agent did not answer within "
+                    + "\(Int(Self.agentAnswerTimeout)) s"), now: now, into: &actions)
+            default:
+                continue
+            }
         }
     }
+
+    /// How long an agent may take to answer `agent.launch` with `agent.started`.
+    static let agentAnswerTimeout = 60.0
 
     /// The session's launch unit changed: a removed or replaced one is forgotten (with its journaled record), a
     /// new one may start at once.

@@ -38,6 +38,10 @@ struct DaemonState {
     var conditionsSerial = 0
     /// The relaunch machine of each session with a `launchUnit` (DaemonState+Launch.swift).
     var launches: [String: LaunchMachine] = [:]
+    /// The daemon's own uid: its sessions' units start in the daemon's own service manager; every other user's in
+    /// that user's, by their agent (`agents`: the uids with one connected).
+    var daemonUID: UInt32 = 0
+    var agents: Set<UInt32> = []
     /// When finished tasks were last swept, and whether that sweep left work behind (DaemonState+Retention.swift);
     /// when resume data last expired.
     var lastRetentionSweep: Double = 0
@@ -193,6 +197,10 @@ struct DaemonState {
             guard sessions[session] != nil else { break }
             sessions[session]?.subscribers = count
             if count == 0 { launchIfUnattended(session, now: now, into: &actions) } // the last one left
+        case .agentRegistered(let uid):
+            agentRegistered(uid, now: now, into: &actions)
+        case .agentLeft(let uid):
+            agentLeft(uid, now: now, into: &actions)
         case let .launchStartAnswered(session, unit, error):
             guard launchUnit(of: session) == unit else { break } // reconfigured meanwhile
             feedLaunch(session, .startAnswered(error: error), now: now, into: &actions)

@@ -20,7 +20,13 @@ struct LaunchMachine: Equatable, Sendable {
         case running
         /// A start is due at `record.nextAttemptAt`.
         case backoff
+        /// The session's user has no agent connected (a session of another user than the daemon's): the start
+        /// happens when one registers.
+        case waitingForAgent
     }
+
+    /// `record.lastResult` while no agent of the session's user is connected.
+    static let waitingForAgent = "waitingForAgent"
 
     private(set) var phase: Phase = .idle
     private(set) var record: SessionLaunchRecord
@@ -43,6 +49,13 @@ struct LaunchMachine: Equatable, Sendable {
         case acknowledged(all: Bool)
         /// The clock passed `record.nextAttemptAt`.
         case due(pending: Bool, subscribed: Bool)
+        /// The start cannot be asked for: the session's user has no agent connected.
+        case agentMissing
+        /// An agent of the session's user registered; `pending`: events still wait and no client is subscribed.
+        case agentAvailable(pending: Bool)
+        /// The agent that was starting or watching the unit went away (the unit may still run in the user's
+        /// manager: the next agent's start of a running unit only watches it).
+        case agentLost
     }
 
     enum Action: Equatable, Sendable {
@@ -58,7 +71,9 @@ struct LaunchMachine: Equatable, Sendable {
     /// while the daemon was down); whatever ran before the restart is not watched any more.
     init(record: SessionLaunchRecord? = nil) {
         var r = record ?? SessionLaunchRecord()
-        if r.lastResult == "starting" || r.lastResult == "running" { r.lastResult = "unknown" }
+        if r.lastResult == "starting" || r.lastResult == "running" || r.lastResult == Self.waitingForAgent {
+            r.lastResult = "unknown"
+        }
         self.record = r
         phase = r.nextAttemptAt != nil ? .backoff : .idle
     }
@@ -117,6 +132,14 @@ struct LaunchMachine: Equatable, Sendable {
         case (_, .unitEnded):
             return []
 
+        case (.waitingForAgent, .acknowledged(all: true)):
+            // The client came by itself: nothing is left to start it for.
+            acknowledgedSinceStart = true
+            phase = .idle
+            record.failures = 0
+            record.lastResult = "acknowledged"
+            record.lastMessage = nil
+            return [.journal]
         case (_, .acknowledged(let all)):
             acknowledgedSinceStart = true
             guard all else { return [] }
@@ -137,7 +160,36 @@ struct LaunchMachine: Equatable, Sendable {
             return start(now: now)
         case (_, .due):
             return []
+
+        case (.starting, .agentMissing):
+            return waitForAgent()
+        case (_, .agentMissing):
+            return []
+        case (.waitingForAgent, .agentAvailable(let pending)):
+            guard pending else {
+                phase = .idle
+                record.lastResult = "acknowledged"
+                record.lastMessage = nil
+                return [.journal]
+            }
+            return start(now: now)
+        case (_, .agentAvailable):
+            return []
+        case (.starting, .agentLost):
+            // Gone before it answered (an agent that dies on every launch must not loop without a pause).
+            return failed(result: "startFailed", message: "the user's agent left before it answered", now: now)
+        case (.running, .agentLost):
+            return waitForAgent() // the unit may still run: the next agent watches it
+        case (_, .agentLost):
+            return []
         }
+    }
+
+    private mutating func waitForAgent() -> [Action] {
+        phase = .waitingForAgent
+        record.lastResult = Self.waitingForAgent
+        record.lastMessage = "waiting for the user's agent (halftunesctl agent) to connect"
+        return [.journal]
     }
 
     private mutating func start(now: Double) -> [Action] {

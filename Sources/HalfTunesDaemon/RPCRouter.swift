@@ -72,9 +72,34 @@ struct RPCRouter: Sendable {
                 return .alreadySent
             }
         }
+        routeAgents()
     }
 
     struct Empty: Codable {}
+
+    /// An agent's words, journaled with the session's launch record: at most 1,000 characters.
+    static func capped(_ text: String) -> String { text.count > 1000 ? String(text.prefix(1000)) + "…" : text }
+
+    /// The users' agents (`halftunesctl agent`): they start their user's launch units in its own manager.
+    private mutating func routeAgents() {
+        routes[RPCMethod.agentRegister.rawValue] = { ctx, params in
+            let _: Empty = try Self.decodeParams(params)
+            return .call(id: ctx.requestID) { core in
+                core.registerAgent(caller: ctx.caller, requestID: ctx.requestID, outbox: ctx.outbox)
+                return .alreadySent
+            }
+        }
+        // A report names the unit it is about: one for a unit the session no longer has changes nothing.
+        route(.agentStarted) { (p: AgentStartedParams, ctx, core) in
+            try core.agentReport(session: p.session, caller: ctx.caller, connectionID: ctx.connectionID,
+                                 .launchStartAnswered(p.session, unit: p.unit, error: p.error.map(Self.capped)))
+        }
+        route(.agentEnded) { (p: AgentEndedParams, ctx, core) in
+            try core.agentReport(session: p.session, caller: ctx.caller, connectionID: ctx.connectionID,
+                                 .launchUnitEnded(p.session, unit: p.unit, result: Self.capped(p.result),
+                                                  exitStatus: p.exitStatus))
+        }
+    }
 
     private mutating func route<P: Codable & Sendable, R: Encodable & Sendable>(
         _ method: RPCMethod, _ body: @escaping @Sendable (P, RPCContext, isolated DaemonCore) async throws -> R

@@ -15,6 +15,8 @@ enum SessionNames {
         RPCMethod.taskList.rawValue: "session",
         RPCMethod.eventsSubscribe.rawValue: "session",
         RPCMethod.eventsAck.rawValue: "session",
+        RPCMethod.agentStarted.rawValue: "session",
+        RPCMethod.agentEnded.rawValue: "session",
     ]
 
     static func qualified(_ name: String, uid: UInt32) -> String { "\(uid)/\(name)" }

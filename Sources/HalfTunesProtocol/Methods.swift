@@ -15,4 +15,7 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case daemonSetLimits = "daemon.setLimits"
     case eventsSubscribe = "events.subscribe"
     case eventsAck = "events.ack"
+    case agentRegister = "agent.register"
+    case agentStarted = "agent.started"
+    case agentEnded = "agent.ended"
 }

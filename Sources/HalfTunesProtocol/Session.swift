@@ -157,7 +157,8 @@ public struct SessionLaunch: Codable, Sendable, Equatable {
     public var lastLaunchAt: String?
     /// How the last start went: `starting`, `running` (the unit is active), `acknowledged` (it ended after its
     /// client acknowledged the events), `exitedWithoutAcknowledging`, `failed` (the unit failed), `startFailed`
-    /// (the service manager refused or could not be reached).
+    /// (the service manager refused or could not be reached), `waitingForAgent` (a session of another user than the
+    /// daemon's: no agent of that user is connected; the start happens when one registers).
     public var lastResult: String?
     /// The service manager's words about it (the unit's result and exit status, or the error).
     public var lastMessage: String?

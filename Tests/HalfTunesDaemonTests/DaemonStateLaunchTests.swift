@@ -13,7 +13,13 @@ struct DaemonStateLaunchTests {
     static func launching(_ unit: String = "app.service") -> DaemonState {
         var config = SessionConfiguration()
         config.launchUnit = unit
-        return DaemonStateTests.state(sessions: [("a", 1, config), ("b", 2, .init())])
+        var state = DaemonStateTests.state(sessions: [("a", 1, config), ("b", 2, .init()), ("u", 7, config)])
+        state.daemonUID = 1 // "a" is the daemon's own user's; "u" another user's (its agent starts it)
+        return state
+    }
+
+    static func asked(_ actions: [DaemonState.Action]) -> [String] {
+        actions.compactMap { if case let .askAgent(_, session, _) = $0 { session } else { nil } }
     }
 
     static func starts(_ actions: [DaemonState.Action]) -> [String] {
@@ -98,7 +104,7 @@ struct DaemonStateLaunchTests {
         var waiting = SessionConfiguration()
         waiting.launchUnit = "later.service"
         state.sessions["c"] = ManagedSession(
-            record: SessionRecord(identifier: "c", uid: 3, configuration: waiting, state: .active, createdAt: 0, launch: due),
+            record: SessionRecord(identifier: "c", uid: 1, configuration: waiting, state: .active, createdAt: 0, launch: due),
             lastEventSeq: 1, pendingEvents: 1)
         let actions = state.handle(.restoreFinished, now: 10)
         #expect(Self.starts(actions) == ["a"])
@@ -117,5 +123,83 @@ struct DaemonStateLaunchTests {
         let actions = state.handle(.restoreFinished, now: 10)
         #expect(actions.contains(.finishInvalidation(session: "a")))
         #expect(Self.starts(actions).isEmpty && state.launches["a"] == nil)
+    }
+
+    /// Another user's session: its unit starts in that user's manager, by their agent. With no agent connected the
+    /// launch waits (journaled: `session show` says so) without counting as a failure; an agent registering gets
+    /// it; no `watchUnit` (the agent watches and reports); an agent that leaves mid-run puts it back to waiting and
+    /// the next one is asked again; another uid's agent gets nothing of it.
+    @Test func anotherUsersLaunchGoesToTheirAgent() {
+        var state = Self.launching()
+        let first = state.handle(.eventsJournaled(session: "u", lastSeq: 1, count: 1), now: 100)
+        #expect(Self.starts(first).isEmpty && Self.asked(first).isEmpty)
+        #expect(state.launches["u"]?.phase == .waitingForAgent)
+        #expect(Self.recorded(first).last??.lastResult == LaunchMachine.waitingForAgent)
+        #expect(state.sessions["u"]?.record.launch?.failures == 0)
+        #expect(Self.asked(state.handle(.agentRegistered(8), now: 101)).isEmpty, "another user's agent")
+        let registered = state.handle(.agentRegistered(7), now: 102)
+        #expect(registered.contains(.askAgent(uid: 7, session: "u", unit: "app.service")))
+        let started = state.handle(.launchStartAnswered("u", unit: "app.service", error: nil), now: 103)
+        #expect(state.launches["u"]?.phase == .running)
+        #expect(!started.contains { if case .watchUnit = $0 { true } else { false } }, "the agent watches")
+        _ = state.handle(.agentLeft(7), now: 104)
+        #expect(state.launches["u"]?.phase == .waitingForAgent)
+        #expect(state.handle(.agentRegistered(7), now: 105).contains(.askAgent(uid: 7, session: "u", unit: "app.service")))
+        _ = state.handle(.launchStartAnswered("u", unit: "app.service", error: nil), now: 106)
+        _ = state.handle(.launchUnitEnded("u", unit: "app.service", result: "success", exitStatus: 1), now: 110)
+        #expect(state.launches["u"]?.phase == .backoff && state.sessions["u"]?.record.launch?.failures == 1,
+                "ended without acknowledging: backoff, as for the daemon's own units")
+        // The daemon's own user's session still starts in its own manager.
+        let own = state.handle(.eventsJournaled(session: "a", lastSeq: 1, count: 1), now: 111)
+        #expect(Self.starts(own) == ["a"] && Self.asked(own).isEmpty)
+    }
+
+    /// A session whose events were all acknowledged while it waited for the agent starts nothing when one comes;
+    /// one whose client is subscribed when the agent comes starts when that client leaves with events waiting.
+    @Test func nothingToLaunchWhenTheAgentComesAfterTheClient() {
+        var state = Self.launching()
+        _ = state.handle(.eventsJournaled(session: "u", lastSeq: 1, count: 1), now: 100)
+        let acked = state.handle(.eventsAcknowledged(session: "u", through: 1, pruned: 1, droppedBodies: []), now: 101)
+        #expect(state.launches["u"]?.phase == .idle && Self.recorded(acked).last??.lastResult == "acknowledged")
+        #expect(Self.asked(state.handle(.agentRegistered(7), now: 102)).isEmpty)
+
+        var subscribed = Self.launching()
+        _ = subscribed.handle(.eventsJournaled(session: "u", lastSeq: 1, count: 1), now: 100)
+        _ = subscribed.handle(.subscribersChanged("u", count: 1), now: 101)
+        #expect(Self.asked(subscribed.handle(.agentRegistered(7), now: 102)).isEmpty, "a client is there")
+        #expect(subscribed.handle(.subscribersChanged("u", count: 0), now: 103)
+            .contains(.askAgent(uid: 7, session: "u", unit: "app.service")), "it left with events waiting")
+    }
+
+    /// The daemon's own uid has no agent (its units start in its own manager, whoever registers); an agent
+    /// replaced (left, then the new one registered) is asked again; a report about a unit the session no longer
+    /// has changes nothing.
+    @Test func ownUIDReplacementsAndStaleReports() {
+        var state = Self.launching()
+        _ = state.handle(.agentRegistered(1), now: 99)
+        #expect(!state.agents.contains(1))
+        #expect(Self.starts(state.handle(.eventsJournaled(session: "a", lastSeq: 1, count: 1), now: 100)) == ["a"])
+        _ = state.handle(.agentLeft(1), now: 100)
+        #expect(state.launches["a"]?.phase == .starting, "the daemon's own launch is not the agent's")
+
+        _ = state.handle(.agentRegistered(7), now: 100)
+        #expect(Self.asked(state.handle(.eventsJournaled(session: "u", lastSeq: 1, count: 1), now: 101)) == ["u"])
+        _ = state.handle(.launchStartAnswered("u", unit: "app.service", error: nil), now: 102)
+        _ = state.handle(.agentLeft(7), now: 103)
+        #expect(Self.asked(state.handle(.agentRegistered(7), now: 103)) == ["u"], "the successor is asked")
+        // An agent that does not answer within a minute: a failed start, backed off.
+        _ = state.handle(.clockTick, now: 162)
+        #expect(state.launches["u"]?.phase == .starting)
+        _ = state.handle(.clockTick, now: 163)
+        #expect(state.launches["u"]?.phase == .backoff && state.sessions["u"]?.record.launch?.lastResult == "startFailed")
+        #expect(state.sessions["u"]?.record.launch?.lastMessage?.contains("did not answer") == true)
+        #expect(Self.asked(state.handle(.clockTick, now: 173)) == ["u"], "asked again when due")
+        _ = state.handle(.launchStartAnswered("u", unit: "app.service", error: nil), now: 174)
+
+        var config = SessionConfiguration()
+        config.launchUnit = "other.service"
+        _ = state.handle(.sessionConfigured("u", config, ticket: 1), now: 175)
+        _ = state.handle(.launchUnitEnded("u", unit: "app.service", result: "failed", exitStatus: 1), now: 176)
+        #expect(state.sessions["u"]?.record.launch?.failures ?? 0 == 0, "the old unit's end is not the new one's")
     }
 }

@@ -21,6 +21,38 @@ import Testing
         #expect(m.record.nextAttemptAt == nil)
     }
 
+    /// Another user's session with no agent connected: the start waits (journaled, no failure, no backoff) until
+    /// an agent registers; an agent lost before it answered is a failed start (backed off), one lost while the unit
+    /// runs puts it back to waiting; a waiting launch whose events were acknowledged meanwhile starts nothing; a
+    /// restart forgets the waiting (it is decided anew).
+    @Test func waitingForTheUsersAgent() {
+        var m = M()
+        #expect(m.handle(.unattended, now: 100) == [.journal, .start])
+        #expect(m.handle(.agentMissing, now: 100) == [.journal])
+        #expect(m.phase == .waitingForAgent && m.record.lastResult == M.waitingForAgent && m.record.failures == 0)
+        #expect(m.record.nextAttemptAt == nil)
+        #expect(m.handle(.unattended, now: 101) == [] && m.handle(.due(pending: true, subscribed: false), now: 101) == [])
+        #expect(m.handle(.agentAvailable(pending: true), now: 102) == [.journal, .start])
+        #expect(m.phase == .starting && m.record.lastLaunchAt == 102)
+        #expect(m.handle(.agentLost, now: 103) == [.journal] && m.phase == .backoff, "gone before it answered")
+        #expect(m.record.failures == 1 && m.record.lastResult == "startFailed" && m.record.nextAttemptAt == 113)
+        #expect(m.handle(.due(pending: true, subscribed: false), now: 113) == [.journal, .start])
+        _ = m.handle(.agentMissing, now: 113)
+        #expect(m.phase == .waitingForAgent)
+        _ = m.handle(.agentAvailable(pending: true), now: 114)
+        _ = m.handle(.startAnswered(error: nil), now: 114)
+        #expect(m.handle(.agentLost, now: 115) == [.journal] && m.phase == .waitingForAgent, "lost while running")
+        #expect(M(record: m.record).phase == .idle && M(record: m.record).record.lastResult == "unknown")
+        #expect(m.handle(.agentAvailable(pending: false), now: 116) == [.journal])
+        #expect(m.phase == .idle && m.record.lastResult == "acknowledged")
+        #expect(m.handle(.agentMissing, now: 117) == [] && m.handle(.agentLost, now: 117) == [], "nothing to wait for")
+        _ = m.handle(.unattended, now: 118)
+        _ = m.handle(.agentMissing, now: 118)
+        #expect(m.handle(.acknowledged(all: false), now: 119) == [] && m.phase == .waitingForAgent)
+        #expect(m.handle(.acknowledged(all: true), now: 120) == [.journal], "the client came by itself")
+        #expect(m.phase == .idle && m.record.lastResult == "acknowledged")
+    }
+
     /// A client that exits 1 without acknowledging counts as a failure: started again after 10 s, then 20 s,
     /// … up to an hour; never while a client is subscribed; acknowledging resets the count.
     @Test func failuresBackOffFromTenSecondsToAnHour() {

@@ -1,0 +1,40 @@
+// The connected agents (`halftunesctl agent`), one per uid: where a user's launch requests go.
+import NIOConcurrencyHelpers
+
+/// The connection registered as each uid's agent (`agent.register`). A second registration of a uid replaces the
+/// first (a restarted agent does not wait until the daemon notices the old connection died). Thread-safe; O(1).
+final class AgentConnections: Sendable {
+    private struct State {
+        var byUID: [UInt32: Outbox] = [:]
+        var uidOf: [UInt64: UInt32] = [:]
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// Makes `outbox` the agent of `uid`; returns the agent it replaced (nil: none, or the same connection).
+    func register(_ outbox: Outbox, uid: UInt32) -> Outbox? {
+        state.withLockedValue { s in
+            let old = s.byUID[uid]
+            if let old { s.uidOf[old.connectionID] = nil }
+            s.byUID[uid] = outbox
+            s.uidOf[outbox.connectionID] = uid
+            return old?.connectionID == outbox.connectionID ? nil : old
+        }
+    }
+
+    /// The connection `connectionID` closed: the uid it was the agent of, if any.
+    func remove(connectionID: UInt64) -> UInt32? {
+        state.withLockedValue { s in
+            guard let uid = s.uidOf.removeValue(forKey: connectionID) else { return nil }
+            s.byUID[uid] = nil
+            return uid
+        }
+    }
+
+    func outbox(of uid: UInt32) -> Outbox? { state.withLockedValue { $0.byUID[uid] } }
+
+    /// Whether `connectionID` is the agent of `uid`.
+    func isAgent(connectionID: UInt64, uid: UInt32) -> Bool {
+        state.withLockedValue { $0.uidOf[connectionID] == uid }
+    }
+}
