@@ -52,6 +52,32 @@ public final class HalfTunesConnection: @unchecked Sendable {
         }
     }
 
+    /// What `nextNotification(timeout:)` found.
+    public enum Waited: Sendable {
+        case notification(RPCNotification)
+        /// None came within the time (the connection is as it was: wait again, or call).
+        case timedOut
+        /// End of stream, or `close()`.
+        case closed
+    }
+
+    /// The next server notification, waiting at most `timeout` seconds (a client that must also do other work on
+    /// the same connection, like an agent polling the units it started between launch requests).
+    public func nextNotification(timeout: Double) throws -> Waited {
+        let line: [UInt8]?
+        do {
+            line = try nextNotificationLine(deadline: monotonicNow() + max(0, timeout))
+        } catch is LineSocket.Timeout {
+            return .timedOut
+        }
+        guard let line else { return .closed }
+        do {
+            return .notification(try WireCoding.decoder.decode(RPCNotification.self, from: Data(line)))
+        } catch {
+            throw HalfTunesClientError.protocolViolation("malformed notification: \(excerpt(line))")
+        }
+    }
+
     /// Whether the connection is no longer usable: closed here, or by the daemon (which drops clients
     /// that stay silent past its client timeout). Nothing was sent on it that is still unanswered.
     public var isClosed: Bool { socket.wasShutDown || socket.peerHasClosed }
@@ -62,7 +88,7 @@ public final class HalfTunesConnection: @unchecked Sendable {
     // MARK: - Internals
 
     /// The raw line of the next notification (queued ones first); responses to earlier calls are skipped.
-    func nextNotificationLine() throws -> [UInt8]? {
+    func nextNotificationLine(deadline: Double? = nil) throws -> [UInt8]? {
         if queueHead < queuedNotifications.count {
             let line = queuedNotifications[queueHead]
             queueHead += 1
@@ -73,7 +99,7 @@ public final class HalfTunesConnection: @unchecked Sendable {
             return line
         }
         while true {
-            guard let line = try socket.readLine() else { return nil }
+            guard let line = try socket.readLine(deadline: deadline) else { return nil }
             if line.isEmpty { continue }
             if try isNotification(line) { return line }
         }

@@ -162,6 +162,34 @@ struct ConnectionTests {
         #expect(try connection.nextNotification() == nil)
     }
 
+    /// Waiting with a timeout: nothing in time leaves the connection usable (a call goes on), a notification comes
+    /// when it is sent, and the end of the stream is `closed`.
+    @Test func waitingForANotificationWithATimeout() throws {
+        let daemon = try FakeDaemon { peer in
+            guard let request = try peer.readRequest() else { return }
+            peer.respond(to: request, result: #"{"sessions":[]}"#)
+            peer.send(#"{"jsonrpc":"2.0","method":"agent.launch","params":{"session":"s","unit":"u.service"}}"#)
+            _ = try peer.readRequest() // until the client closes
+        }
+        defer { daemon.stop() }
+        let connection = try HalfTunesConnection(socketPath: daemon.socketPath, callTimeout: 5)
+        guard case .timedOut = try connection.nextNotification(timeout: 0.05) else {
+            Issue.record("expected a timeout before anything was sent")
+            return
+        }
+        #expect(try connection.call(.sessionList, as: SessionListResult.self).sessions.isEmpty)
+        guard case .notification(let n) = try connection.nextNotification(timeout: 5) else {
+            Issue.record("expected the notification")
+            return
+        }
+        #expect(n.method == "agent.launch" && n.params["unit"] == .string("u.service"))
+        connection.close()
+        guard case .closed = try connection.nextNotification(timeout: 5) else {
+            Issue.record("expected the end")
+            return
+        }
+    }
+
     @Test func closeUnblocksAThreadWaitingForNotifications() throws {
         let daemon = try FakeDaemon { peer in
             _ = try peer.readRequest() // keeps the connection open and silent until the client closes it
