@@ -164,36 +164,40 @@ struct ServerMatrixTests {
         }
     }
 
-    /// BusyBox httpd, which paces nothing itself (the task's bandwidth limit slows the download down): kill -9
-    /// mid-transfer, and the restart's `Range` + `If-Range` is answered 206 of the same file; the file is whole.
-    /// BusyBox answers 206 whatever `If-Range` says: its splice case, a file replaced meanwhile, is
-    /// LyingServerTests.busyboxHTTPDNeverGetsASplice. (Not split: the daemon does not split a download held to a
-    /// bandwidth limit, and BusyBox has no pacing of its own to split against.)
-    @Test func busyboxKillNineAndResume() async throws {
+    /// BusyBox httpd, behind a relay that paces each connection (BusyBox paces nothing itself): the download is
+    /// split; kill -9, and the restart's `Range` + `If-Range` requests are answered 206 of the same file; the file
+    /// is whole. A file replaced while paused: BusyBox answers the resume's `If-Range` with a 206 of the new version
+    /// (it ignores `If-Range`), the daemon sees the other validators and starts over: the new version, whole.
+    @Test func busyboxSplitKillNineResumeAndAReplacedFile() async throws {
         let home = try TempDir()
         defer { home.remove() }
         _ = chmod(home.path, 0o755)
-        let body = TestOrigin.randomBytes(count: 12 * MiB, seed: 2938)
+        let body = TestOrigin.randomBytes(count: 24 * MiB, seed: 2938)
         Self.put(body, "/big.bin", in: home.path)
         let httpd = try ProxyProcess.busyboxHTTPD(home: home.path)
         defer { httpd.stop() }
+        let relay = try ProxyProcess.pacingRelay(to: httpd.port, bytesPerSecond: 4 * MiB)
+        defer { relay.stop() }
         try await withDaemon { daemon, _ in
             var client = try daemon.client()
-            _ = try client.openSession("test.session")
-            let t = try client.createTask(TaskCreateParams(session: "test.session", url: httpd.url() + "/big.bin",
-                                                           destination: "big.bin", start: true, bandwidthLimit: Int64(2 * MiB)))
-            try eventually("1 MiB durable") { try client.task(t.id).bytesDurable >= Int64(MiB) ? true : nil }
+            let t = try client.startDownload(relay.url() + "/big.bin", destination: "big.bin")
+            try SegmentedTests.waitUntilSplit(client, t.id, durable: Int64(4 * MiB))
             daemon.kill9()
+            let before = httpd.busyboxResponses("/big.bin").count
             try daemon.restart()
             client = try daemon.client()
-            try client.update(t.id, bandwidthLimit: 0)
             let done = try client.waitFor(task: t.id, state: .completed)
             #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
             let statuses = try eventually("BusyBox's log of the resume") { () -> [Int]? in
                 let statuses = httpd.busyboxResponses("/big.bin")
-                return statuses.count >= 2 ? statuses : nil
+                return statuses.count > before ? statuses : nil
             }
-            #expect(statuses.first == 200 && statuses.dropFirst().allSatisfy { $0 == 206 }, "\(statuses)")
+            #expect(before >= 2 && statuses.filter { $0 == 200 }.count == 1 && statuses.filter { $0 == 206 }.count == statuses.count - 1,
+                    "one whole response, every other a range: \(statuses)")
+
+            try Self.expectReplacedWhilePausedIsWhole(client, relay.url() + "/changing.bin", size: 8 * MiB, seed: 2951) { body, first in
+                Self.put(body, "/changing.bin", in: home.path, age: first ? 7200 : 60)
+            }
         }
     }
 

@@ -184,6 +184,17 @@ final class ProxyProcess: @unchecked Sendable {
         }
     }
 
+    /// A TCP relay to 127.0.0.1:`port` pacing what the server sends on each connection to `bytesPerSecond`
+    /// (Tests/Fixtures/pacing-relay.py), for a server with no pacing of its own: requests pass unchanged, so
+    /// `url()` is the server's as seen through it.
+    static func pacingRelay(to port: Int, bytesPerSecond: Int) throws -> ProxyProcess {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Fixtures/pacing-relay.py").path
+        return try start(scheme: "http", executable: "/usr/bin/python3") { _, listen in
+            ("", [script, String(listen), String(port), String(bytesPerSecond)])
+        }
+    }
+
     /// The statuses BusyBox httpd answered for `path`, in order (from its `-vv` output: `ip:port: url:/f.bin` then
     /// `ip:port: response:206`).
     func busyboxResponses(_ path: String) -> [Int] {
