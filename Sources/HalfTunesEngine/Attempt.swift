@@ -137,7 +137,7 @@ public final class Attempt: Sendable {
             do {
                 let leased = try lease(proxy)
                 client = leased.client
-                forwarder = request.proxyRules.forwards(hop.url) ? leased.forwarder : nil
+                forwarder = request.proxyRules.forwards(hop.url, via: proxy) ? leased.forwarder : nil
             } catch {
                 closeBody()
                 if isStopRequested { return await eventLoop.flatSubmit { sink.abandon(nil) }.outcome() }
@@ -307,14 +307,8 @@ public final class Attempt: Sendable {
     func launchSegment(_ sink: PartialFileSink, url: String, eventLoop: EventLoop) {
         let id = sink.config.id
         let proxy = request.proxyRules.proxy(for: url)
-        var leased: ProxyClient?
-        var leaseError: Error?
-        do {
-            leased = try lease(proxy)
-        } catch {
-            leaseError = error
-        }
-        let forwarder = request.proxyRules.forwards(url) ? leased?.forwarder : nil
+        let leased = Result { () throws(HTTPClients.TooManyProxies) in try lease(proxy) }
+        let forwarder = request.proxyRules.forwards(url, via: proxy) ? (try? leased.get())?.forwarder : nil
         let config = AttemptDelegate.Config(
             url: url, idleTimeout: Self.amount(request.requestTimeout),
             progressInterval: Self.amount(request.progressInterval), bytesToSend: nil,
@@ -324,8 +318,7 @@ public final class Attempt: Sendable {
         let httpRequest: HTTPClient.Request
         let client: HTTPClient
         do {
-            if let leaseError { throw leaseError }
-            client = leased!.client
+            client = try leased.get().client
             httpRequest = try makeHTTPRequest(url: url, method: request.method, body: nil,
                                               extraHeaders: sink.requestHeaders + authorization(for: url))
         } catch {

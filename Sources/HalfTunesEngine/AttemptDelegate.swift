@@ -230,7 +230,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
                 // asks the target on the client of its proxy (or the direct one).
                 // So does a target forwarded to its proxy (an https → http redirect through the same HTTP proxy).
                 if let rules = self.config.proxyRules, !self.config.followsRedirects
-                    || rules.proxy(for: target) != self.config.proxy || rules.forwards(target) {
+                    || rules.proxy(for: target) != self.config.proxy || rules.forwards(target, via: self.config.proxy) {
                     s.nextHop = Hop(url: target, status: status, visited: s.visited, method: s.method,
                                     sendsBody: s.sendsBody)
                     return (nil, true)

@@ -104,13 +104,17 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
 
     /// Lets go of the connection (kept for the next request, or closed) and of the delegate.
     private func release(keep: Bool) {
+        dropConnection(keep: keep)
+        delegate = nil
+    }
+
+    private func dropConnection(keep: Bool) {
         handler?.detach()
         if let channel {
             if keep { forwarder.giveBack(channel) } else { channel.close(promise: nil) }
         }
         channel = nil
         handler = nil
-        delegate = nil
         queue.removeAll()
     }
 
@@ -238,11 +242,7 @@ final class ForwardedRequest: RunningRequest, @unchecked Sendable {
     /// The kept-alive connection was closed under the request: the same request on a new connection.
     private func retry() {
         retried = true
-        handler?.detach()
-        channel?.close(promise: nil)
-        channel = nil
-        handler = nil
-        queue.removeAll()
+        dropConnection(keep: false)
         requestSent = false
         forwarder.connect(on: eventLoop).whenComplete { result in
             switch result {

@@ -1,6 +1,7 @@
 // Plain http through an HTTP proxy without a tunnel: absolute-form requests on kept-alive connections to the proxy.
 import AsyncHTTPClient
 import Foundation
+import HalfTunesProtocol
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -125,8 +126,8 @@ public final class ProxyForwarder: Sendable {
         }
         if !headers.contains(name: "Host") { headers.add(name: "Host", value: authority) }
         if let username = proxy.username {
-            let token = Data("\(username):\(proxy.password ?? "")".utf8).base64EncodedString()
-            headers.replaceOrAdd(name: "Proxy-Authorization", value: "Basic \(token)")
+            headers.replaceOrAdd(name: "Proxy-Authorization",
+                                 value: HTTPAuthentication.basic(Credentials(user: username, password: proxy.password ?? "")))
         }
         if let body = request.body {
             if let length = body.contentLength {

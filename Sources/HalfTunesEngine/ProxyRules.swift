@@ -60,9 +60,10 @@ public struct ProxyRules: Sendable, Hashable {
         return proxy
     }
 
-    /// A request to `url` is forwarded to its HTTP proxy in absolute form: plain http, unless `tunnelsPlainHTTP`.
-    public func forwards(_ url: String) -> Bool {
-        guard !tunnelsPlainHTTP, let proxy = proxy(for: url), proxy.kind == .http else { return false }
+    /// A request to `url`, going through `proxy` (`proxy(for: url)`, already chosen), is forwarded to it in absolute
+    /// form: plain http to an HTTP proxy, unless `tunnelsPlainHTTP`.
+    public func forwards(_ url: String, via proxy: ProxyServer?) -> Bool {
+        guard !tunnelsPlainHTTP, proxy?.kind == .http else { return false }
         return url.lowercased().hasPrefix("http://")
     }
 

@@ -89,17 +89,25 @@ final class ProxyProcess: @unchecked Sendable {
 
     /// The requests nginx's access log lists for `path`: status, and the `Range`, `If-Range` and `Via` sent (nil: none).
     func nginxRequests(_ path: String) -> [(status: Int, range: String?, ifRange: String?, via: String?)] {
-        func value(_ line: Substring, _ key: String, toEnd: Bool = false) -> String? {
-            guard let r = line.range(of: " \(key)=") else { return nil }
-            let rest = line[r.upperBound...]
-            let text = toEnd ? String(rest) : String(rest.prefix { $0 != " " })
-            return text.isEmpty || text == "-" ? nil : text
-        }
-        return log().split(separator: "\n").compactMap { line in
+        logged(path).map { ($0.status, Self.field($0.line, "range"), Self.field($0.line, "validator"),
+                            Self.field($0.line, "via", toEnd: true)) }
+    }
+
+    /// The access log's lines for `path` (`METHOD PATH STATUS key=value …`), with their status.
+    private func logged(_ path: String) -> [(line: Substring, status: Int)] {
+        log().split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ", maxSplits: 3)
             guard fields.count >= 3, fields[1] == path, let status = Int(fields[2]) else { return nil }
-            return (status, value(line, "range"), value(line, "validator"), value(line, "via", toEnd: true))
+            return (line, status)
         }
+    }
+
+    /// A `key=value` field of an access log line (nil for none, empty or `-`); `toEnd`: the rest of the line.
+    private static func field(_ line: Substring, _ key: String, toEnd: Bool = false) -> String? {
+        guard let r = line.range(of: " \(key)=") else { return nil }
+        let rest = line[r.upperBound...]
+        let text = toEnd ? String(rest) : String(rest.prefix { $0 != " " })
+        return text.isEmpty || text == "-" ? nil : text
     }
 
     /// The plain http requests a forwarding proxy logged, as their absolute-form target: tinyproxy's
@@ -364,12 +372,7 @@ final class ProxyProcess: @unchecked Sendable {
     /// The requests an origin's access log (nginx's, apache2's or lighttpd's as configured here) lists for `path`:
     /// their status and `Range` (nil when none was sent).
     func requests(_ path: String) -> [(status: Int, range: String?)] {
-        log().split(separator: "\n").compactMap { line in
-            let fields = line.split(separator: " ", maxSplits: 3)
-            guard fields.count >= 3, fields[1] == path, let status = Int(fields[2]) else { return nil }
-            let range = line.range(of: "range=").map { String(line[$0.upperBound...].prefix { $0 != " " }) }
-            return (status, range.flatMap { $0.isEmpty || $0 == "-" ? nil : $0 })
-        }
+        logged(path).map { ($0.status, Self.field($0.line, "range")) }
     }
 
     /// Starts the proxy on a port the kernel just handed out; if another process took it meanwhile (the proxy
