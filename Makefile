@@ -99,7 +99,8 @@ clean:
 # Units go to $(PREFIX)/lib/systemd/{system,user}: systemd searches /usr/local/lib/systemd/system and
 # /usr/lib/systemd/system, so PREFIX=/usr/local or /usr need nothing else (see docs/operations.md).
 # With an empty DESTDIR, as root, it also creates the user (systemd-sysusers), the directories
-# (systemd-tmpfiles) and reloads systemd; POSTINSTALL=no skips that.
+# (systemd-tmpfiles), enables the users' agent for every user (systemctl --global enable
+# halftunesd-agent.service) and reloads systemd; POSTINSTALL=no skips that (a package enables it itself).
 # SKIP_BUILD=1 INSTALL_FROM=DIR installs already-built binaries from DIR (the tests use it).
 PREFIX           ?= /usr/local
 DESTDIR          ?=
@@ -117,7 +118,8 @@ FISHCOMPDIR      ?= $(DATADIR)/fish/vendor_completions.d
 INSTALL_FROM     ?= $(RELEASE_BIN)
 POSTINSTALL      ?= yes
 INSTALLED_UNITS  := $(SYSTEMD_UNITDIR)/halftunesd.service $(SYSTEMD_UNITDIR)/halftunesd.socket \
-                    $(SYSTEMD_USERDIR)/halftunesd.service $(SYSTEMD_USERDIR)/halftunesd.socket
+                    $(SYSTEMD_USERDIR)/halftunesd.service $(SYSTEMD_USERDIR)/halftunesd.socket \
+                    $(SYSTEMD_USERDIR)/halftunesd-agent.service
 INSTALLED_FILES  := $(BINDIR)/halftunesd $(BINDIR)/halftunesctl $(INSTALLED_UNITS) \
                     $(SYSUSERSDIR)/halftunesd.conf $(TMPFILESDIR)/halftunesd.conf \
                     $(SYSCONFDIR)/halftunesd/halftunesd.conf.example \
@@ -133,11 +135,14 @@ install: $(if $(SKIP_BUILD),,release)
 	  "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(TMPFILESDIR)" "$(DESTDIR)$(SYSCONFDIR)/halftunesd" \
 	  "$(DESTDIR)$(BASHCOMPDIR)" "$(DESTDIR)$(ZSHCOMPDIR)" "$(DESTDIR)$(FISHCOMPDIR)"
 	install -m 0755 "$(INSTALL_FROM)/halftunesd" "$(INSTALL_FROM)/halftunesctl" "$(DESTDIR)$(BINDIR)/"
-	@# The units name /usr/local/bin/halftunesd; point them at $(BINDIR).
+	@# The units name /usr/local/bin/halftunesd and /usr/local/bin/halftunesctl; point them at $(BINDIR).
 	for u in halftunesd.service halftunesd.socket; do \
-	  sed 's|/usr/local/bin/halftunesd|$(BINDIR)/halftunesd|g' "systemd/$$u" > "$(DESTDIR)$(SYSTEMD_UNITDIR)/$$u" && \
-	  sed 's|/usr/local/bin/halftunesd|$(BINDIR)/halftunesd|g' "systemd/user/$$u" > "$(DESTDIR)$(SYSTEMD_USERDIR)/$$u" && \
-	  chmod 0644 "$(DESTDIR)$(SYSTEMD_UNITDIR)/$$u" "$(DESTDIR)$(SYSTEMD_USERDIR)/$$u" || exit 1; \
+	  sed 's|/usr/local/bin/|$(BINDIR)/|g' "systemd/$$u" > "$(DESTDIR)$(SYSTEMD_UNITDIR)/$$u" && \
+	  chmod 0644 "$(DESTDIR)$(SYSTEMD_UNITDIR)/$$u" || exit 1; \
+	done
+	for u in halftunesd.service halftunesd.socket halftunesd-agent.service; do \
+	  sed 's|/usr/local/bin/|$(BINDIR)/|g' "systemd/user/$$u" > "$(DESTDIR)$(SYSTEMD_USERDIR)/$$u" && \
+	  chmod 0644 "$(DESTDIR)$(SYSTEMD_USERDIR)/$$u" || exit 1; \
 	done
 	install -m 0644 systemd/sysusers.d/halftunesd.conf "$(DESTDIR)$(SYSUSERSDIR)/halftunesd.conf"
 	install -m 0644 systemd/tmpfiles.d/halftunesd.conf "$(DESTDIR)$(TMPFILESDIR)/halftunesd.conf"
@@ -155,6 +160,7 @@ install: $(if $(SKIP_BUILD),,release)
 	  set -x; \
 	  systemd-sysusers "$(SYSUSERSDIR)/halftunesd.conf" && \
 	  systemd-tmpfiles --create "$(TMPFILESDIR)/halftunesd.conf" || exit 1; \
+	  systemctl --global enable halftunesd-agent.service || exit 1; \
 	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; \
 	fi
 	@echo "Installed. System daemon: systemctl enable --now halftunesd.socket halftunesd.service"
@@ -165,6 +171,9 @@ install: $(if $(SKIP_BUILD),,release)
 uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ "$(POSTINSTALL)" = yes ] && [ "$$(id -u)" = 0 ] && [ -d /run/systemd/system ]; then \
 	  set -x; systemctl disable --now halftunesd.socket halftunesd.service || true; \
+	fi
+	@if [ -z "$(DESTDIR)" ] && [ "$(POSTINSTALL)" = yes ] && [ "$$(id -u)" = 0 ]; then \
+	  set -x; systemctl --global disable halftunesd-agent.service || true; \
 	fi
 	rm -f $(foreach f,$(INSTALLED_FILES),"$(DESTDIR)$(f)")
 	-rmdir "$(DESTDIR)$(SYSCONFDIR)/halftunesd" 2>/dev/null

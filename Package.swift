@@ -31,6 +31,8 @@ let package = Package(
         .target(name: "CLinuxFile"),
         // The sd-bus calls of the network and power conditions, without varargs.
         .target(name: "CSystemBus", linkerSettings: [.linkedLibrary("systemd")]),
+        // Starting and watching systemd units over sd-bus: the daemon's launchUnit, and the users' agents.
+        .target(name: "HalfTunesSystemd", dependencies: ["CSystemBus"]),
         // The crash-safe journal (SQLite via GRDB).
         .target(
             name: "HalfTunesJournal",
@@ -67,6 +69,7 @@ let package = Package(
                 "HalfTunesEngine",
                 "CSystemd",
                 "CSystemBus",
+                "HalfTunesSystemd",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -79,6 +82,8 @@ let package = Package(
         ),
         // Client library over plain POSIX sockets (no NIO), shaped after URLSession's background API.
         .target(name: "HalfTunesKit", dependencies: ["HalfTunesProtocol"]),
+        // The user's agent (`halftunesctl agent`): starts the system daemon's launch units in the user's manager.
+        .target(name: "HalfTunesAgent", dependencies: ["HalfTunesKit", "HalfTunesSystemd"]),
         .executableTarget(
             name: "halftunesd",
             dependencies: [
@@ -92,6 +97,7 @@ let package = Package(
             name: "halftunesctl",
             dependencies: [
                 "HalfTunesKit",
+                "HalfTunesAgent",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
             // Release builds link the Swift runtime and Foundation statically (`swift build
@@ -142,6 +148,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "HalfTunesKitTests", dependencies: ["HalfTunesKit"]),
+        .testTarget(name: "HalfTunesAgentTests", dependencies: ["HalfTunesAgent"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

@@ -3,6 +3,7 @@ import Crypto
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
+import HalfTunesSystemd
 import Logging
 
 /// What the runner carries actions out with, fixed for the daemon's life: the journal, the HTTP clients, the

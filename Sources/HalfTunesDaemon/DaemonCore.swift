@@ -5,6 +5,7 @@ import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
+import HalfTunesSystemd
 import Logging
 import NIOCore
 

@@ -20,7 +20,7 @@ struct HalfTunesCtl: ParsableCommand {
         version: HalfTunes.version,
         subcommands: [Download.self, Pause.self, Resume.self, Cancel.self, Show.self, List.self, Sessions.self,
                       Subscribe.self, Watch.self, Status.self, Move.self, SetTask.self, Limits.self, Upload.self,
-                      Fetch.self, SessionCommand.self, Call.self]
+                      Fetch.self, SessionCommand.self, Call.self, Agent.self]
     )
 
     static func main() {

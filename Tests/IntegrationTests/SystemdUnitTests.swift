@@ -31,8 +31,8 @@ struct SystemdUnitTests {
     @Test func userUnitsPassVerify() throws {
         let dir = try TempDir()
         defer { dir.remove() }
-        try SystemdUnitFiles.copy(SystemdUnitFiles.userUnits, to: dir.path)
-        try verify(["halftunesd.service", "halftunesd.socket"], in: dir.path, user: true)
+        try SystemdUnitFiles.copy(SystemdUnitFiles.userUnits + [SystemdUnitFiles.agentUnit], to: dir.path)
+        try verify(["halftunesd.service", "halftunesd.socket", "halftunesd-agent.service"], in: dir.path, user: true)
     }
 
     /// The check above can fail: a unit whose ExecStart does not exist is rejected.
@@ -181,6 +181,8 @@ struct SystemdUnitTests {
         #expect(SystemdUnitFiles.values("ExecStart", in: "Service", of: service) == [prefix + "/bin/halftunesd"])
         let userService = try String(contentsOfFile: userDir + "/halftunesd.service", encoding: .utf8)
         #expect(SystemdUnitFiles.values("ExecStart", in: "Service", of: userService) == [prefix + "/bin/halftunesd"])
+        let agent = try String(contentsOfFile: userDir + "/halftunesd-agent.service", encoding: .utf8)
+        #expect(SystemdUnitFiles.values("ExecStart", in: "Service", of: agent) == [prefix + "/bin/halftunesctl agent"])
         try verify(["halftunesd.service", "halftunesd.socket"], in: unitDir, user: false)
         for file in ["lib/sysusers.d/halftunesd.conf", "lib/tmpfiles.d/halftunesd.conf", "lib/systemd/system/halftunesd.socket",
                      "lib/systemd/user/halftunesd.socket"] {

@@ -7,14 +7,20 @@ enum SystemdUnitFiles {
 
     static let systemUnits = ["halftunesd.service", "halftunesd.socket"]
     static let userUnits = ["user/halftunesd.service", "user/halftunesd.socket"]
+    /// The users' agent (`halftunesctl agent`), enabled for every user by `make install` and the package.
+    static let agentUnit = "user/halftunesd-agent.service"
+    /// halftunesctl's path in the agent's unit as committed.
+    static let committedCtlPath = "/usr/local/bin/halftunesctl"
 
-    /// A unit from systemd/ with the daemon's path replaced by `daemon` (the same rewrite `make install` does).
-    static func text(_ relative: String, daemon: String = Binaries.daemon) throws -> String {
+    /// A unit from systemd/ with the binaries' paths replaced by `daemon` and `ctl` (the same rewrite `make install`
+    /// does).
+    static func text(_ relative: String, daemon: String = Binaries.daemon, ctl: String = Binaries.ctl) throws -> String {
         let text = try Repository.read("systemd/" + relative)
-        if relative.hasSuffix(".service") && !text.contains("ExecStart=" + committedExecPath) {
+        if relative.hasSuffix(".service") && !text.contains("ExecStart=" + committedExecPath)
+            && !text.contains("ExecStart=" + committedCtlPath + " ") {
             throw TestFailure("systemd/\(relative) has no ExecStart=\(committedExecPath) for make install to rewrite")
         }
-        return text.replacingOccurrences(of: committedExecPath, with: daemon)
+        return text.replacingOccurrences(of: committedExecPath, with: daemon).replacingOccurrences(of: committedCtlPath, with: ctl)
     }
 
     /// Writes the given units (rewritten for `daemon`) into `directory`, under their base names.

@@ -1,22 +1,23 @@
-// Starts and watches systemd units over sd-bus (a session's launchUnit), off the core, on a queue of its own.
+// Starts and watches systemd units over sd-bus (a session's launchUnit): the daemon's for its own user, the agent's for
+// the users of the system daemon.
 import CSystemBus
 import Foundation
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// Talks to the daemon's own service manager: the user manager through `$XDG_RUNTIME_DIR/systemd/private`
 /// (as systemctl does; no user bus needed), else the user bus; root without a runtime directory, the system
 /// manager's `/run/systemd/private`. Every call runs on one serial queue (sd-bus connections are not
 /// thread-safe); the connection is opened when first needed and again after it broke.
 /// `@unchecked`: its one mutable property, `bus`, is read and written only on `queue`.
-final class UnitLauncher: @unchecked Sendable {
+public final class UnitLauncher: @unchecked Sendable {
     private let queue = DispatchQueue(label: "halftunesd.launcher")
     private var bus: OpaquePointer?
     private let privateSocket: String?
-    private let closed = NIOLockedValueBox(false)
+    private let closed = Mutex(false)
     /// How often a started unit is looked at until it ends.
-    static let pollInterval = 0.25
+    public static let pollInterval = 0.25
 
-    init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
             privateSocket = runtime + "/systemd/private"
         } else if geteuid() == 0 {
@@ -27,7 +28,7 @@ final class UnitLauncher: @unchecked Sendable {
     }
 
     /// Asks for `unit` to start (`StartUnit`, mode `replace`); `done` gets nil, or why not.
-    func start(_ unit: String, done: @escaping @Sendable (String?) -> Void) {
+    public func start(_ unit: String, done: @escaping @Sendable (String?) -> Void) {
         queue.async {
             guard !self.isClosed else { return }
             guard let bus = self.connect() else {
@@ -45,7 +46,7 @@ final class UnitLauncher: @unchecked Sendable {
 
     /// Looks at `unit` every `pollInterval` until it is inactive or failed with no job pending, then gives its
     /// service `Result` and main exit status ("unreachable" when the manager stayed out of reach for 10 s).
-    func watch(_ unit: String, ended: @escaping @Sendable (_ result: String, _ exitStatus: Int32) -> Void) {
+    public func watch(_ unit: String, ended: @escaping @Sendable (_ result: String, _ exitStatus: Int32) -> Void) {
         poll(unit, errors: 0, ended: ended)
     }
 
@@ -64,12 +65,12 @@ final class UnitLauncher: @unchecked Sendable {
     }
 
     /// Stops every watch and closes the connection (at shutdown).
-    func close() {
-        closed.withLockedValue { $0 = true }
+    public func close() {
+        closed.withLock { $0 = true }
         queue.sync { disconnect() }
     }
 
-    private var isClosed: Bool { closed.withLockedValue { $0 } }
+    private var isClosed: Bool { closed.withLock { $0 } }
 
     private func status(_ unit: String) -> (activeState: String, result: String, job: UInt32, exitStatus: Int32)? {
         guard let bus = connect() else { return nil }
