@@ -32,7 +32,7 @@ let package = Package(
         // The sd-bus calls of the network and power conditions, without varargs.
         .target(name: "CSystemBus", linkerSettings: [.linkedLibrary("systemd")]),
         // Starting and watching systemd units over sd-bus: the daemon's launchUnit, and the users' agents.
-        .target(name: "HalfTunesSystemd", dependencies: ["CSystemBus"]),
+        .target(name: "HalfTunesSystemd", dependencies: ["CSystemBus", "HalfTunesProtocol"]),
         // The crash-safe journal (SQLite via GRDB).
         .target(
             name: "HalfTunesJournal",
@@ -148,7 +148,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "HalfTunesKitTests", dependencies: ["HalfTunesKit"]),
-        .testTarget(name: "HalfTunesAgentTests", dependencies: ["HalfTunesAgent"]),
+        .testTarget(name: "HalfTunesAgentTests", dependencies: ["HalfTunesAgent", "HalfTunesSystemd"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

@@ -201,3 +201,109 @@ int htd_bus_unit_status(sd_bus *bus, const char *unit, char *active_state, char 
     free(path);
     return r < 0 ? r : 0;
 }
+
+// ---- Desktop notifications (the user's agent) ----
+
+sd_bus *htd_bus_open_session(int *error) {
+    sd_bus *bus = NULL;
+    int r = sd_bus_open_user(&bus);
+    if (r < 0) {
+        *error = r;
+        return NULL;
+    }
+    *error = 0;
+    return bus;
+}
+
+int htd_bus_notify(sd_bus *bus, const char *app_name, const char *icon, const char *summary, const char *body,
+                   const char **actions, size_t n_actions, int32_t timeout, uint32_t *id, char *message, size_t size) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message *m = NULL, *reply = NULL;
+    int r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                                           "org.freedesktop.Notifications", "Notify");
+    if (r >= 0) r = sd_bus_message_append(m, "susss", app_name, (uint32_t)0, icon, summary, body);
+    if (r >= 0) r = sd_bus_message_open_container(m, 'a', "s");
+    for (size_t i = 0; r >= 0 && i < n_actions; i++) r = sd_bus_message_append_basic(m, 's', actions[i]);
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    // Hints: the category the specification names for a finished transfer.
+    if (r >= 0) r = sd_bus_message_append(m, "a{sv}", 1, "category", "s", "transfer.complete");
+    if (r >= 0) r = sd_bus_message_append(m, "i", timeout);
+    if (r >= 0) r = sd_bus_call(bus, m, 0, &e, &reply);
+    if (r >= 0) r = sd_bus_message_read(reply, "u", id);
+    if (r < 0) copy_message(&e, r, message, size);
+    sd_bus_error_free(&e);
+    sd_bus_message_unref(m);
+    sd_bus_message_unref(reply);
+    return r < 0 ? r : 0;
+}
+
+/// What ActionInvoked signals brought, until taken: a small ring (older ones are dropped when it is full).
+#define HTD_ACTIONS 64
+struct htd_actions {
+    uint32_t ids[HTD_ACTIONS];
+    char keys[HTD_ACTIONS][64];
+    size_t head, count;
+};
+
+static int on_action(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    struct htd_actions *q = userdata;
+    uint32_t id = 0;
+    const char *key = NULL;
+    if (sd_bus_message_read(m, "us", &id, &key) < 0 || !key) return 0;
+    if (q->count == HTD_ACTIONS) {
+        q->head = (q->head + 1) % HTD_ACTIONS;
+        q->count--;
+    }
+    size_t slot = (q->head + q->count) % HTD_ACTIONS;
+    q->ids[slot] = id;
+    snprintf(q->keys[slot], sizeof q->keys[slot], "%s", key);
+    q->count++;
+    return 0;
+}
+
+htd_actions *htd_bus_watch_actions(sd_bus *bus, int *error) {
+    htd_actions *q = calloc(1, sizeof *q);
+    if (!q) {
+        *error = -ENOMEM;
+        return NULL;
+    }
+    int r = sd_bus_match_signal(bus, NULL, NULL, "/org/freedesktop/Notifications", "org.freedesktop.Notifications",
+                                "ActionInvoked", on_action, q);
+    if (r < 0) {
+        free(q);
+        *error = r;
+        return NULL;
+    }
+    *error = 0;
+    return q;
+}
+
+void htd_actions_free(htd_actions *q) { free(q); }
+
+int htd_bus_next_action(sd_bus *bus, htd_actions *q, uint32_t *id, char *key, size_t size) {
+    if (q->count == 0) {
+        for (;;) {
+            int r = sd_bus_process(bus, NULL);
+            if (r < 0) return r;
+            if (r == 0 || q->count > 0) break;
+        }
+    }
+    if (q->count == 0) return 0;
+    *id = q->ids[q->head];
+    snprintf(key, size, "%s", q->keys[q->head]);
+    q->head = (q->head + 1) % HTD_ACTIONS;
+    q->count--;
+    return 1;
+}
+
+int htd_bus_show_items(sd_bus *bus, const char *uri, char *message, size_t size) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.FileManager1", "/org/freedesktop/FileManager1",
+                               "org.freedesktop.FileManager1", "ShowItems", &e, &reply, "ass", 1, uri, "");
+    if (r < 0) copy_message(&e, r, message, size);
+    sd_bus_error_free(&e);
+    sd_bus_message_unref(reply);
+    return r < 0 ? r : 0;
+}

@@ -31,11 +31,13 @@ public final class UserAgent: @unchecked Sendable {
     /// What the launcher answered, waiting for the loop.
     private let answers = Mutex<[AgentLaunches.Event]>([])
     private var launches = AgentLaunches()
+    private let notifications: NotificationPoster
 
     public init(socketPath: String, launcher: UnitLauncher = UnitLauncher(), firstDelay: Double = 1, maxDelay: Double = 30,
                 log: @escaping @Sendable (String) -> Void) {
         self.socketPath = socketPath
         self.launcher = launcher
+        self.notifications = NotificationPoster(log: log)
         self.firstDelay = firstDelay
         self.maxDelay = maxDelay
         self.log = log
@@ -102,6 +104,12 @@ public final class UserAgent: @unchecked Sendable {
                     }
                     log("starting \(launch.unit) for session \(launch.session)")
                     try carryOut(launches.handle(.asked(session: launch.session, unit: launch.unit)), on: connection)
+                case .notification(let note) where note.method == AgentNotice.method:
+                    guard let notice = try? note.params.decode(AgentNotice.self) else {
+                        log("ignoring a malformed \(AgentNotice.method)")
+                        continue
+                    }
+                    notifications.received(notice)
                 case .notification:
                     continue
                 }

@@ -7,7 +7,12 @@ final class AgentConnections: Sendable {
     private struct State {
         var byUID: [UInt32: Outbox] = [:]
         var uidOf: [UInt64: UInt32] = [:]
+        /// `agent.notify` lines for uids without an agent, for the next one (in memory only: never sent twice).
+        var pending: [UInt32: [[UInt8]]] = [:]
     }
+
+    /// Notices kept per uid while it has no agent (a restarting agent's gap); the oldest go first.
+    static let pendingLimit = 100
 
     private let state = NIOLockedValueBox(State())
 
@@ -32,6 +37,25 @@ final class AgentConnections: Sendable {
     }
 
     func outbox(of uid: UInt32) -> Outbox? { state.withLockedValue { $0.byUID[uid] } }
+
+    /// Sends a notice to the agent of `uid` (once the commit of the event `seq` is durable), or keeps it for the
+    /// next agent of `uid` to register.
+    func notify(uid: UInt32, line: [UInt8], seq: Int64?) {
+        let agent = state.withLockedValue { s -> Outbox? in
+            if let agent = s.byUID[uid] { return agent }
+            var kept = s.pending[uid, default: []]
+            kept.append(line)
+            if kept.count > Self.pendingLimit { kept.removeFirst(kept.count - Self.pendingLimit) }
+            s.pending[uid] = kept
+            return nil
+        }
+        agent?.send(line: line, seq: seq)
+    }
+
+    /// The notices kept for `uid`, taken (for the agent that just registered).
+    func takePending(uid: UInt32) -> [[UInt8]] {
+        state.withLockedValue { $0.pending.removeValue(forKey: uid) ?? [] }
+    }
 
     /// Whether `connectionID` is the agent of `uid`.
     func isAgent(connectionID: UInt64, uid: UInt32) -> Bool {

@@ -28,6 +28,8 @@ struct CoreServices: Sendable {
     let netrc: NetrcFile?
     /// The agents of the users (`agent.register`), which start their launch units in their own managers.
     let agents = AgentConnections()
+    /// Desktop notifications for the daemon's own user's sessions (its session bus; other users' go to their agents).
+    let notifications: NotificationPoster
 }
 
 /// The transfers the runner holds, by task: what the state only knows as flags.

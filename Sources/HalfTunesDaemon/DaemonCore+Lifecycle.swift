@@ -92,6 +92,7 @@ extension DaemonCore {
         feedAndRun(.shutdownBegan)
         await settled() // the journal work under way ends before the journal closes
         services.launcher.close()
+        services.notifications.close()
         timers.housekeeping?.cancel()
         timers.retryWake?.task.cancel()
         timers.retryWake = nil

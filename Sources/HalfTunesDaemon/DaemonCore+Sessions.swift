@@ -16,7 +16,7 @@ extension DaemonCore {
         let owner = SessionNames.owner(of: id) ?? uid
         let name = SessionNames.name(of: id)
         if let problem = Self.identifierProblem(name) { throw RPCError.invalidParams(problem) }
-        let config = try resolve(p.configuration, owner: owner, stored: state.sessions[id]?.record.configuration)
+        let config = try resolve(p.configuration, owner: owner, session: name, stored: state.sessions[id]?.record.configuration)
         if let unit = config.launchUnit, UnitName.resolve(unit, session: name).utf8.count > UnitName.maxLength {
             throw RPCError.invalidParams("configuration.launchUnit: '\(unit)' with this session's escaped identifier as its "
                 + "instance is longer than \(UnitName.maxLength) bytes; use a shorter identifier or a unit that is not a template")
@@ -72,10 +72,11 @@ extension DaemonCore {
     }
 
     /// Fills in defaults and validates a configuration.
-    func resolve(_ c: SessionConfiguration?, owner: UInt32, stored: SessionConfiguration? = nil) throws(RPCError)
-        -> SessionConfiguration
+    func resolve(_ c: SessionConfiguration?, owner: UInt32, session name: String, stored: SessionConfiguration? = nil)
+        throws(RPCError) -> SessionConfiguration
     {
         var config = c ?? SessionConfiguration()
+        config.notifications = config.notifications ?? SessionNotifications.defaultValue(forSession: name)
         config.proxy = try SessionProxy.resolve(config.proxy, stored: stored?.proxy)
         config.proxyBypass = try SessionProxy.resolveBypass(config.proxyBypass)
         config.credentials = try SessionCredentials.resolve(config.credentials, stored: stored?.credentials)
@@ -256,6 +257,7 @@ extension DaemonCore {
         do {
             let stored = try writeRow(record, events: events.filter(\.payload.isJournaled))
             broadcast(stored + events.filter { !$0.payload.isJournaled })
+            if let done = stored.last(where: \.payload.isDidComplete) { noticeAgent(record, seq: done.seq) }
         } catch {
             // The in-memory state moved on; the journal will catch up with the next write of this task.
             logger.error("journal write failed for task \(id): \(error)", metadata: ["task": "\(id)"])
@@ -391,6 +393,26 @@ extension DaemonCore {
             feedAndRun(.agentLeft(caller.uid)) // what the old one was starting or watching is asked of the new one
         }
         feedAndRun(.agentRegistered(caller.uid))
+        for line in services.agents.takePending(uid: caller.uid) { outbox.send(line: line) }
+    }
+
+    /// A desktop notification for a task just journaled as finished, when its session's `notifications` cover it,
+    /// once: `agent.notify` to the agent of the session's user, or posted by the daemon itself for its own user
+    /// (who has no agent) on its session bus.
+    func noticeAgent(_ record: TaskRecord, seq: Int64?) {
+        guard let s = state.sessions[record.session],
+              let notice = AgentNotices.notice(for: record, configuration: s.record.configuration,
+                                               sessionName: SessionNames.name(of: record.session),
+                                               presented: SessionNames.presented(record.session, to: s.record.uid), now: clock())
+        else { return }
+        if s.record.uid == state.daemonUID {
+            // Posted once the row is durable, as an event is sent (`Outbox`).
+            let poster = services.notifications, durability = journal.durability
+            durability.whenDurable(durability.lastCommit) { poster.received(notice) }
+            return
+        }
+        guard let line = try? RPCNotification(method: AgentNotice.method, params: JSONValue(encoding: notice)).line() else { return }
+        services.agents.notify(uid: s.record.uid, line: line, seq: seq)
     }
 
     /// `agent.started` / `agent.ended`: a report of the caller's agent about one of its user's sessions.

@@ -48,7 +48,8 @@ actor DaemonCore {
                                      launcher: UnitLauncher(),
                                      diskLedger: Self.diskLedger(for: configuration), hostConnections: HostConnections(),
                                      globalBandwidth: BandwidthBucket(rate: 0),
-                                     netrc: configuration.netrcPath.map(NetrcFile.init(path:)))
+                                     netrc: configuration.netrcPath.map(NetrcFile.init(path:)),
+                                     notifications: NotificationPoster(log: { [logger] in logger.notice("\($0)") }))
         self.state = DaemonState(limits: DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
                                                                 maxConnectionsPerHost: configuration.maxConnectionsPerHost))
         self.state.daemonUID = geteuid()

@@ -65,3 +65,38 @@ public struct AgentReportResult: Codable, Sendable, Equatable {
 
     public init(ok: Bool = true) { self.ok = ok }
 }
+
+/// `agent.notify` (daemon → agent): finished tasks of the agent's user's sessions whose `notifications` cover them,
+/// sent once each when they finish (after their journal write is durable), for the agent to post as a desktop
+/// notification. Nothing is sent again: not to a restarted agent, not after a daemon restart.
+public struct AgentNotice: Codable, Sendable, Equatable {
+    public var session: String
+    public var task: Int64
+    public var kind: TaskKind
+    public var state: TaskState
+    /// The file's name (a download's or upload's), else the URL's last path segment or host.
+    public var name: String
+    /// Where a completed download is.
+    public var location: String?
+    /// Bytes transferred (a download's file size).
+    public var bytes: Int64?
+    /// From the task's creation to its end.
+    public var seconds: Double
+    /// Why it failed.
+    public var error: String?
+
+    public init(session: String, task: Int64, kind: TaskKind, state: TaskState, name: String, location: String? = nil,
+                bytes: Int64? = nil, seconds: Double, error: String? = nil) {
+        self.session = session
+        self.task = task
+        self.kind = kind
+        self.state = state
+        self.name = name
+        self.location = location
+        self.bytes = bytes
+        self.seconds = seconds
+        self.error = error
+    }
+
+    public static let method = "agent.notify"
+}

@@ -42,6 +42,12 @@ public enum EventPayload: Sendable, Equatable {
         }
     }
 
+    /// Whether this is a task's `didComplete` (it finished: completed, failed or canceled).
+    public var isDidComplete: Bool {
+        if case .didComplete = self { return true }
+        return false
+    }
+
     /// Whether events of this type are written to the journal (and so replayed).
     public var isJournaled: Bool {
         switch self {

@@ -62,6 +62,10 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// only when it asks. Shown with the password as `***`; sending that form back keeps the stored password.
     /// Default: none (a server that asks fails the task with `authenticationRequired`).
     public var credentials: Credentials?
+    /// Desktop notifications the user's agent posts for the session's finished tasks: `none`, `completed`
+    /// (downloads that completed or failed) or `all` (every finished task, canceled ones too). Default `none`,
+    /// `completed` for the CLI's session `halftunesctl`.
+    public var notifications: SessionNotifications?
 
     public static let defaultRequestTimeout: Double = 60
     public static let defaultResourceTimeout: Double = 7 * 24 * 3600
@@ -78,7 +82,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
                 allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil,
                 launchUnit: String? = nil, preserveModificationTime: Bool? = nil, proxy: String? = nil,
                 proxyBypass: String? = nil, proxyTunnel: Bool? = nil, finishedTaskRetention: Double? = nil,
-                credentials: Credentials? = nil) {
+                credentials: Credentials? = nil, notifications: SessionNotifications? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -97,6 +101,33 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         self.proxyTunnel = proxyTunnel
         self.finishedTaskRetention = finishedTaskRetention
         self.credentials = credentials
+        self.notifications = notifications
+    }
+}
+
+/// Which of a session's finished tasks get a desktop notification (`SessionConfiguration.notifications`).
+public enum SessionNotifications: String, Codable, Sendable, CaseIterable {
+    case none
+    /// Downloads that completed or failed.
+    case completed
+    /// Every finished task: downloads, uploads and data tasks; completed, failed or canceled.
+    case all
+
+    /// The CLI's own session, whose downloads notify by default.
+    public static let cliSession = "halftunesctl"
+
+    /// The default for a session named `name` (its identifier without the owner's uid).
+    public static func defaultValue(forSession name: String) -> SessionNotifications {
+        name == cliSession ? .completed : .none
+    }
+
+    /// Whether a task of `kind` that ended `state` is notified.
+    public func covers(kind: TaskKind, state: TaskState) -> Bool {
+        switch self {
+        case .none: return false
+        case .completed: return kind == .download && (state == .completed || state == .failed)
+        case .all: return state == .completed || state == .failed || state == .canceled
+        }
     }
 }
 

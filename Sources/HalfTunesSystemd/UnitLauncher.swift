@@ -99,7 +99,7 @@ public final class UnitLauncher: @unchecked Sendable {
     }
 }
 
-private extension String {
+extension String {
     /// The text of a C buffer up to its first NUL (all of it without one).
     init(nulTerminated chars: [CChar]) {
         self.init(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

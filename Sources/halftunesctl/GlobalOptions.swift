@@ -18,3 +18,4 @@ struct GlobalOptions: ParsableArguments {
 }
 
 extension TaskState: ExpressibleByArgument {}
+extension SessionNotifications: ExpressibleByArgument {}

@@ -74,6 +74,11 @@ struct SessionOpen: ParsableCommand {
         "Send plain http through the HTTP proxy's CONNECT tunnel too, like curl's --proxytunnel (for proxies that "
             + "only tunnel); default --no-proxy-tunnel: plain http is forwarded, https always tunnelled."))
     var proxyTunnel: Bool?
+    @Option(name: .customLong("notifications"), help: ArgumentHelp(
+        "Desktop notifications for the session's finished tasks, posted by the user's agent: none, completed "
+            + "(downloads that completed or failed) or all (every finished task); default none, completed for the "
+            + "halftunesctl session.", valueName: "which"))
+    var notifications: SessionNotifications?
     @Option(name: .customLong("finished-task-retention"), help: ArgumentHelp(
         "How long a finished task stays listed once its events are acknowledged, then it is deleted (default 24h; "
             + "0: at once).", valueName: "duration"))
@@ -93,7 +98,7 @@ struct SessionOpen: ParsableCommand {
             || maxRetryAfter != nil || maxAttempts != nil || insecureRedirects != nil || maxConnectionsPerTask != nil
             || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil || launchUnit != nil
             || noLaunchUnit || preserveMtime != nil || proxy != nil || proxyBypass != nil || proxyTunnel != nil
-            || finishedTaskRetention != nil
+            || finishedTaskRetention != nil || notifications != nil
             || user != nil
     }
 
@@ -168,6 +173,7 @@ struct SessionOpen: ParsableCommand {
         if let proxy { c.proxy = proxy == "default" ? nil : proxy }
         if let proxyBypass { c.proxyBypass = proxyBypass == "default" ? nil : proxyBypass }
         if let proxyTunnel { c.proxyTunnel = proxyTunnel }
+        if let notifications { c.notifications = notifications }
         if let user { c.credentials = user.isEmpty ? nil : Credentials(user: user, password: try password()) }
         return c
     }

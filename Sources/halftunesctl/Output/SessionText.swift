@@ -24,10 +24,19 @@ enum SessionText {
         Console.out("  proxy:              \(proxyText(c))")
         Console.out("  credentials:        \(c.credentials.map { "user \($0.user), password hidden (answering Basic and Digest challenges of each task's own host)" } ?? "none")")
         Console.out("  launch unit:        \(launchText(s))")
+        Console.out("  notifications:      \(notificationsText(c.notifications ?? .none))")
         Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
         let keep = c.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
         Console.out("  finished tasks:     \(keep == 0 ? "deleted" : "kept \(Formatting.duration(keep))") once acknowledged")
         Console.out("  events:             last #\(s.lastEventSeq), acknowledged through #\(s.ackedThrough)")
+    }
+
+    static func notificationsText(_ n: SessionNotifications) -> String {
+        switch n {
+        case .none: return "none"
+        case .completed: return "when a download completes or fails (posted by the user's agent)"
+        case .all: return "when any task finishes (posted by the user's agent)"
+        }
     }
 
     /// The launch unit and how its last start went: "app@x.service; last started 2026-…: acknowledged".

@@ -76,6 +76,8 @@ final class DaemonProcess: @unchecked Sendable {
         // No system bus unless a test gives one (PrivateSystemBus): the machine's own NetworkManager, offline or
         // metered, must not hold the tests' transfers.
         env["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(dir.path)/no-system-bus"
+        // Nor a session bus: the desktop of whoever runs the tests must not get their notifications.
+        env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(dir.path)/no-session-bus"
         // No proxy unless a test gives one: the machine's own must not carry the tests' requests.
         for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"] {
             env[name] = nil
