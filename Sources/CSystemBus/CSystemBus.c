@@ -215,8 +215,19 @@ sd_bus *htd_bus_open_session(int *error) {
     return bus;
 }
 
-int htd_bus_notify(sd_bus *bus, const char *app_name, const char *icon, const char *summary, const char *body,
-                   const char **actions, size_t n_actions, int32_t timeout, uint32_t *id, char *message, size_t size) {
+/// What ActionInvoked signals brought, until taken: a small ring (older ones are dropped when it is full).
+#define HTD_ACTIONS 64
+struct htd_actions {
+    /// The unique bus name of the server that answered the last Notify.
+    char owner[256];
+    uint32_t ids[HTD_ACTIONS];
+    char keys[HTD_ACTIONS][64];
+    size_t head, count;
+};
+
+int htd_bus_notify(sd_bus *bus, htd_actions *q, const char *app_name, const char *icon, const char *summary,
+                   const char *body, const char **actions, size_t n_actions, const char *category, int32_t timeout,
+                   uint32_t *id, char *message, size_t size) {
     sd_bus_error e = SD_BUS_ERROR_NULL;
     sd_bus_message *m = NULL, *reply = NULL;
     int r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
@@ -225,11 +236,17 @@ int htd_bus_notify(sd_bus *bus, const char *app_name, const char *icon, const ch
     if (r >= 0) r = sd_bus_message_open_container(m, 'a', "s");
     for (size_t i = 0; r >= 0 && i < n_actions; i++) r = sd_bus_message_append_basic(m, 's', actions[i]);
     if (r >= 0) r = sd_bus_message_close_container(m);
-    // Hints: the category the specification names for a finished transfer.
-    if (r >= 0) r = sd_bus_message_append(m, "a{sv}", 1, "category", "s", "transfer.complete");
+    // Hints: the specification's category ("transfer.complete", "transfer.error").
+    if (r >= 0) r = sd_bus_message_append(m, "a{sv}", 1, "category", "s", category);
     if (r >= 0) r = sd_bus_message_append(m, "i", timeout);
-    if (r >= 0) r = sd_bus_call(bus, m, 0, &e, &reply);
+    // A notification server that hangs must not hold whoever posts for long.
+    if (r >= 0) r = sd_bus_call(bus, m, 5 * 1000 * 1000, &e, &reply);
     if (r >= 0) r = sd_bus_message_read(reply, "u", id);
+    // Its actions are taken only from the server that answered (ids are its own, and restart with it).
+    if (r >= 0 && q) {
+        const char *sender = sd_bus_message_get_sender(reply);
+        snprintf(q->owner, sizeof q->owner, "%s", sender ? sender : "");
+    }
     if (r < 0) copy_message(&e, r, message, size);
     sd_bus_error_free(&e);
     sd_bus_message_unref(m);
@@ -237,19 +254,13 @@ int htd_bus_notify(sd_bus *bus, const char *app_name, const char *icon, const ch
     return r < 0 ? r : 0;
 }
 
-/// What ActionInvoked signals brought, until taken: a small ring (older ones are dropped when it is full).
-#define HTD_ACTIONS 64
-struct htd_actions {
-    uint32_t ids[HTD_ACTIONS];
-    char keys[HTD_ACTIONS][64];
-    size_t head, count;
-};
-
 static int on_action(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     struct htd_actions *q = userdata;
     uint32_t id = 0;
     const char *key = NULL;
+    const char *sender = sd_bus_message_get_sender(m);
+    if (!sender || strcmp(sender, q->owner) != 0) return 0;
     if (sd_bus_message_read(m, "us", &id, &key) < 0 || !key) return 0;
     if (q->count == HTD_ACTIONS) {
         q->head = (q->head + 1) % HTD_ACTIONS;
@@ -300,8 +311,12 @@ int htd_bus_next_action(sd_bus *bus, htd_actions *q, uint32_t *id, char *key, si
 int htd_bus_show_items(sd_bus *bus, const char *uri, char *message, size_t size) {
     sd_bus_error e = SD_BUS_ERROR_NULL;
     sd_bus_message *reply = NULL;
-    int r = sd_bus_call_method(bus, "org.freedesktop.FileManager1", "/org/freedesktop/FileManager1",
-                               "org.freedesktop.FileManager1", "ShowItems", &e, &reply, "ass", 1, uri, "");
+    sd_bus_message *m = NULL;
+    int r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.FileManager1", "/org/freedesktop/FileManager1",
+                                           "org.freedesktop.FileManager1", "ShowItems");
+    if (r >= 0) r = sd_bus_message_append(m, "ass", 1, uri, "");
+    if (r >= 0) r = sd_bus_call(bus, m, 5 * 1000 * 1000, &e, &reply);
+    sd_bus_message_unref(m);
     if (r < 0) copy_message(&e, r, message, size);
     sd_bus_error_free(&e);
     sd_bus_message_unref(reply);

@@ -6,7 +6,8 @@
 /// is started once however often it is asked for, and that reports go to the registration that asked:
 /// - a unit already starting or running is not started again when asked (by a second session that names the same
 ///   unit, or by the daemon again after a reconnection): the request joins it, and is answered `started` at once
-///   when the unit already runs;
+///   when the unit already runs (`StartUnit` is sent again: a no-op while it is active, a new run if it was just
+///   stopping);
 /// - after a reconnection (`connected`) nothing asked on the old connection is reported on the new one: the daemon
 ///   put those launches back to waiting when the old connection went, and asks again for what is still due; a unit
 ///   still running then is only watched, and one that ended meanwhile is started again only if asked again.
@@ -57,7 +58,9 @@ public struct AgentLaunches: Sendable {
             guard !known.askedBy.contains(session) else { return [] }
             known.askedBy.append(session)
             units[unit] = known
-            return known.running ? [.reportStarted(session: session, unit: unit, error: nil)] : []
+            // A running unit is started again too: nothing happens while it is active, and one that is stopping
+            // right now (its end not seen yet) runs again, which the watch then follows (the answer is ignored).
+            return known.running ? [.start(unit: unit), .reportStarted(session: session, unit: unit, error: nil)] : []
         case let .startAnswered(unit, error):
             guard var known = units[unit], !known.running else { return [] }
             let reports = known.askedBy.map { Action.reportStarted(session: $0, unit: unit, error: error) }

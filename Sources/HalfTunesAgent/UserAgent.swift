@@ -54,15 +54,17 @@ public final class UserAgent: @unchecked Sendable {
                 let registered = try connection.call(.agentRegister, as: AgentRegisterResult.self)
                 log("registered with halftunesd (\(socketPath)) as the agent of uid \(registered.uid)"
                     + (registered.replaced ? ", replacing an earlier agent" : ""))
-                delay = firstDelay
                 reported = false
                 _ = launches.handle(.connected)
+                let since = Date()
                 if serve(connection) == .replaced {
                     connection.close()
                     return .replaced
                 }
                 connection.close()
                 log("halftunesd closed the connection; connecting again")
+                // A daemon that keeps dropping the agent at once is not asked again every second.
+                if Date().timeIntervalSince(since) >= maxDelay { delay = firstDelay }
             } catch let error as HalfTunesClientError {
                 if let refusal = Self.refusal(error) { return .refused(refusal) }
                 if !reported { log("cannot reach halftunesd at \(socketPath); trying again, at most every \(Int(maxDelay)) s: \(error)") }
@@ -103,6 +105,7 @@ public final class UserAgent: @unchecked Sendable {
                         continue
                     }
                     log("starting \(launch.unit) for session \(launch.session)")
+                    try takeAnswers(connection) // a unit that ended meanwhile is not joined
                     try carryOut(launches.handle(.asked(session: launch.session, unit: launch.unit)), on: connection)
                 case .notification(let note) where note.method == AgentNotice.method:
                     guard let notice = try? note.params.decode(AgentNotice.self) else {
@@ -123,31 +126,45 @@ public final class UserAgent: @unchecked Sendable {
     }
 
     /// Hands what the launcher answered to the machine and carries out its actions (reports only when connected).
+    /// Every answer reaches the machine first, so a report that fails loses no answer.
     private func takeAnswers(_ connection: HalfTunesConnection?) throws {
-        for event in answers.withLock({ q in defer { q.removeAll() }; return q }) {
-            try carryOut(launches.handle(event), on: connection)
-        }
+        let events = answers.withLock { q in defer { q.removeAll() }; return q }
+        try carryOut(events.flatMap { launches.handle($0) }, on: connection)
     }
 
+    /// Carries out every action; once a report fails, the later reports are not sent (the connection is gone) but
+    /// starts and watches still happen, and the failure is thrown at the end.
     private func carryOut(_ actions: [AgentLaunches.Action], on connection: HalfTunesConnection?) throws {
+        var connection = connection
+        var failure: Error?
         for action in actions {
-            switch action {
-            case .start(let unit):
-                launcher.start(unit) { error in
-                    self.answers.withLock { $0.append(.startAnswered(unit: unit, error: error)) }
-                }
-            case .watch(let unit):
-                launcher.watch(unit) { result, status in
-                    self.answers.withLock { $0.append(.ended(unit: unit, result: result, exitStatus: status)) }
-                }
-            case let .reportStarted(session, unit, error):
-                if let error { log("\(unit) did not start: \(error)") }
-                try report(.agentStarted, AgentStartedParams(session: session, unit: unit, error: error), on: connection)
-            case let .reportEnded(session, unit, result, exitStatus):
-                log("\(unit) ended: \(result), exit status \(exitStatus)")
-                try report(.agentEnded, AgentEndedParams(session: session, unit: unit, result: result, exitStatus: exitStatus),
-                           on: connection)
+            do {
+                try carryOut(action, on: connection)
+            } catch {
+                failure = failure ?? error
+                connection = nil
             }
+        }
+        if let failure { throw failure }
+    }
+
+    private func carryOut(_ action: AgentLaunches.Action, on connection: HalfTunesConnection?) throws {
+        switch action {
+        case .start(let unit):
+            launcher.start(unit) { error in
+                self.answers.withLock { $0.append(.startAnswered(unit: unit, error: error)) }
+            }
+        case .watch(let unit):
+            launcher.watch(unit) { result, status in
+                self.answers.withLock { $0.append(.ended(unit: unit, result: result, exitStatus: status)) }
+            }
+        case let .reportStarted(session, unit, error):
+            if let error { log("\(unit) did not start: \(error)") }
+            try report(.agentStarted, AgentStartedParams(session: session, unit: unit, error: error), on: connection)
+        case let .reportEnded(session, unit, result, exitStatus):
+            log("\(unit) ended: \(result), exit status \(exitStatus)")
+            try report(.agentEnded, AgentEndedParams(session: session, unit: unit, result: result, exitStatus: exitStatus),
+                       on: connection)
         }
     }
 

@@ -7,12 +7,15 @@ final class AgentConnections: Sendable {
     private struct State {
         var byUID: [UInt32: Outbox] = [:]
         var uidOf: [UInt64: UInt32] = [:]
-        /// `agent.notify` lines for uids without an agent, for the next one (in memory only: never sent twice).
-        var pending: [UInt32: [[UInt8]]] = [:]
+        /// `agent.notify` lines for uids without an agent, for the next one (in memory only: never sent twice),
+        /// with their event's seq and when they were kept.
+        var pending: [UInt32: [(line: [UInt8], seq: Int64?, at: Double)]] = [:]
     }
 
     /// Notices kept per uid while it has no agent (a restarting agent's gap); the oldest go first.
     static let pendingLimit = 100
+    /// How long a kept notice stays worth posting: a notification about a download hours ago is noise.
+    static let pendingLifetime: Double = 10 * 60
 
     private let state = NIOLockedValueBox(State())
 
@@ -40,11 +43,11 @@ final class AgentConnections: Sendable {
 
     /// Sends a notice to the agent of `uid` (once the commit of the event `seq` is durable), or keeps it for the
     /// next agent of `uid` to register.
-    func notify(uid: UInt32, line: [UInt8], seq: Int64?) {
+    func notify(uid: UInt32, line: [UInt8], seq: Int64?, now: Double) {
         let agent = state.withLockedValue { s -> Outbox? in
             if let agent = s.byUID[uid] { return agent }
-            var kept = s.pending[uid, default: []]
-            kept.append(line)
+            var kept = s.pending[uid, default: []].filter { now - $0.at < Self.pendingLifetime }
+            kept.append((line, seq, now))
             if kept.count > Self.pendingLimit { kept.removeFirst(kept.count - Self.pendingLimit) }
             s.pending[uid] = kept
             return nil
@@ -52,9 +55,10 @@ final class AgentConnections: Sendable {
         agent?.send(line: line, seq: seq)
     }
 
-    /// The notices kept for `uid`, taken (for the agent that just registered).
-    func takePending(uid: UInt32) -> [[UInt8]] {
-        state.withLockedValue { $0.pending.removeValue(forKey: uid) ?? [] }
+    /// The notices kept for `uid` within their lifetime, taken (for the agent that just registered).
+    func takePending(uid: UInt32, now: Double) -> [(line: [UInt8], seq: Int64?)] {
+        let kept = state.withLockedValue { $0.pending.removeValue(forKey: uid) ?? [] }
+        return kept.filter { now - $0.at < Self.pendingLifetime }.map { ($0.line, $0.seq) }
     }
 
     /// Whether `connectionID` is the agent of `uid`.

@@ -393,7 +393,7 @@ extension DaemonCore {
             feedAndRun(.agentLeft(caller.uid)) // what the old one was starting or watching is asked of the new one
         }
         feedAndRun(.agentRegistered(caller.uid))
-        for line in services.agents.takePending(uid: caller.uid) { outbox.send(line: line) }
+        for kept in services.agents.takePending(uid: caller.uid, now: clock()) { outbox.send(line: kept.line, seq: kept.seq) }
     }
 
     /// A desktop notification for a task just journaled as finished, when its session's `notifications` cover it,
@@ -406,13 +406,16 @@ extension DaemonCore {
                                                presented: SessionNames.presented(record.session, to: s.record.uid), now: clock())
         else { return }
         if s.record.uid == state.daemonUID {
-            // Posted once the row is durable, as an event is sent (`Outbox`).
+            // Posted once the row is durable, as an event is sent (`Outbox`), and never for a write that failed.
             let poster = services.notifications, durability = journal.durability
-            durability.whenDurable(durability.lastCommit) { poster.received(notice) }
+            durability.whenDurable(durability.lastCommit) {
+                if let seq, durability.isWithdrawn(seq) { return }
+                poster.received(notice)
+            }
             return
         }
         guard let line = try? RPCNotification(method: AgentNotice.method, params: JSONValue(encoding: notice)).line() else { return }
-        services.agents.notify(uid: s.record.uid, line: line, seq: seq)
+        services.agents.notify(uid: s.record.uid, line: line, seq: seq, now: clock())
     }
 
     /// `agent.started` / `agent.ended`: a report of the caller's agent about one of its user's sessions.

@@ -15,6 +15,8 @@ public struct AgentNotifications: Sendable {
         /// The files its actions open or show.
         public var open: String?
         public var folder: String?
+        /// The specification's hint: "transfer.complete", or "transfer.error" when every one failed.
+        public var category: String = "transfer.complete"
     }
 
     public struct Action: Equatable, Sendable {
@@ -92,7 +94,7 @@ public struct AgentNotifications: Sendable {
                 actions = [Action(key: "default", label: "Open"), Action(key: "show", label: "Show in folder")]
             }
             return Post(summary: "\(noun(n.kind, 1).capitalizedFirst) \(outcome(n.state))", body: detail(n), actions: actions,
-                        open: n.location, folder: n.location)
+                        open: n.location, folder: n.location, category: category(notices))
         }
         let kinds = Set(notices.map(\.kind))
         let noun = kinds.count == 1 ? Self.noun(kinds.first!, notices.count) : "transfers"
@@ -107,7 +109,12 @@ public struct AgentNotifications: Sendable {
         var lines = notices.prefix(5).map { n in n.state == .completed ? n.name : "\(n.name) (\(outcome(n.state)))" }
         if notices.count > 5 { lines.append("and \(notices.count - 5) more") }
         let actions = located.isEmpty ? [] : [Action(key: "default", label: "Show in folder")]
-        return Post(summary: summary, body: lines.joined(separator: "\n"), actions: actions, open: nil, folder: located.first)
+        return Post(summary: summary, body: lines.joined(separator: "\n"), actions: actions, open: nil, folder: located.first,
+                    category: category(notices))
+    }
+
+    static func category(_ notices: [AgentNotice]) -> String {
+        notices.allSatisfy { $0.state == .failed } ? "transfer.error" : "transfer.complete"
     }
 
     /// "thesis.pdf — 2.4 MB in 3 s", or the failure's reason.

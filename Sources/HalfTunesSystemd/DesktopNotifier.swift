@@ -8,7 +8,7 @@ import Foundation
 /// needed and again after a failure.
 public final class DesktopNotifier {
     private var bus: OpaquePointer?
-    private var actions: OpaquePointer?
+    private var actionQueue: OpaquePointer?
     public let appName: String
 
     public init(appName: String = "halftunesd") {
@@ -18,14 +18,15 @@ public final class DesktopNotifier {
     deinit { disconnect() }
 
     /// Posts one notification; `actions` are (key, label) pairs. Returns its id, or why it could not be posted.
-    public func post(summary: String, body: String, actions: [(key: String, label: String)],
+    public func post(summary: String, body: String, actions: [(key: String, label: String)], category: String,
                      icon: String = "folder-download") -> Result<UInt32, NotifierError> {
         guard let bus = connect() else { return .failure(NotifierError("no session bus")) }
         let strings = actions.flatMap { [$0.key, $0.label] }
         var id: UInt32 = 0
         var message = [CChar](repeating: 0, count: 512)
         let r = withCStrings(strings) { pointers in
-            htd_bus_notify(bus, appName, icon, summary, body, pointers, strings.count, -1, &id, &message, message.count)
+            htd_bus_notify(bus, actionQueue, appName, icon, summary, body, pointers, strings.count, category, -1, &id, &message,
+                           message.count)
         }
         guard r >= 0 else {
             if r == -ENOTCONN || r == -ECONNRESET || r == -EPIPE { disconnect() }
@@ -36,12 +37,12 @@ public final class DesktopNotifier {
 
     /// The actions invoked since the last call (notification id, action key), without waiting.
     public func invokedActions() -> [(id: UInt32, key: String)] {
-        guard let bus, let actions else { return [] }
+        guard let bus, let actionQueue else { return [] }
         var result: [(UInt32, String)] = []
         var key = [CChar](repeating: 0, count: 64)
         while true {
             var id: UInt32 = 0
-            let r = htd_bus_next_action(bus, actions, &id, &key, key.count)
+            let r = htd_bus_next_action(bus, actionQueue, &id, &key, key.count)
             if r < 0 { disconnect(); break }
             if r == 0 { break }
             result.append((id, String(nulTerminated: key)))
@@ -66,15 +67,15 @@ public final class DesktopNotifier {
             return nil
         }
         bus = opened
-        actions = watch
+        actionQueue = watch
         return opened
     }
 
     private func disconnect() {
         if let bus { htd_bus_close(bus) }
-        if let actions { htd_actions_free(actions) }
+        if let actionQueue { htd_actions_free(actionQueue) }
         bus = nil
-        actions = nil
+        actionQueue = nil
     }
 }
 

@@ -29,6 +29,7 @@ public final class NotificationPoster: @unchecked Sendable {
 
     public func received(_ notice: AgentNotice) {
         queue.async {
+            guard self.notifier != nil else { return } // closed
             self.carryOut(self.machine.received(notice, now: Self.now()))
             self.schedule()
         }
@@ -44,6 +45,7 @@ public final class NotificationPoster: @unchecked Sendable {
     }
 
     private func schedule() {
+        guard notifier != nil else { return }
         let interval = machine.isWaiting ? 0.25 : (hasPosted ? 0.5 : 0)
         guard interval != timerInterval else { return }
         timer?.cancel()
@@ -68,7 +70,8 @@ public final class NotificationPoster: @unchecked Sendable {
         for effect in effects {
             switch effect {
             case .post(let post):
-                switch notifier.post(summary: post.summary, body: post.body, actions: post.actions.map { ($0.key, $0.label) }) {
+                switch notifier.post(summary: post.summary, body: post.body, actions: post.actions.map { ($0.key, $0.label) },
+                                     category: post.category) {
                 case .success(let id):
                     machine.posted(post, id: id)
                     hasPosted = true

@@ -14,7 +14,7 @@ enum ExitStatus {
     static let canceled: Int32 = 4
     /// The task's state does not allow the change.
     static let illegalState: Int32 = 5
-    /// The daemon refused for good (`agent`: the daemon's own user, or no access to the socket; EX_NOPERM).
+    /// The daemon refused for good (`agent`: the daemon's own user, which needs no agent; EX_NOPERM).
     static let notPermitted: Int32 = 77
     /// The daemon is not running (EX_UNAVAILABLE).
     static let daemonNotRunning: Int32 = 69

@@ -37,8 +37,10 @@ struct AgentLaunchesTests {
             .reportStarted(session: "a", unit: "app.service", error: nil),
             .reportStarted(session: "b", unit: "app.service", error: nil),
         ])
-        #expect(m.handle(.asked(session: "c", unit: "app.service")) == [.reportStarted(session: "c", unit: "app.service", error: nil)],
-                "running: answered at once")
+        #expect(m.handle(.asked(session: "c", unit: "app.service"))
+                == [.start(unit: "app.service"), .reportStarted(session: "c", unit: "app.service", error: nil)],
+                "running: answered at once (and nudged, in case it is just stopping)")
+        #expect(m.handle(.startAnswered(unit: "app.service", error: "ignored")).isEmpty, "the nudge's answer changes nothing")
         #expect(m.handle(.ended(unit: "app.service", result: "exit-code", exitStatus: 1)) == ["a", "b", "c"].map {
             .reportEnded(session: $0, unit: "app.service", result: "exit-code", exitStatus: 1)
         })
@@ -57,8 +59,9 @@ struct AgentLaunchesTests {
         #expect(m.handle(.ended(unit: "gone.service", result: "success", exitStatus: 0)).isEmpty, "asked on the old connection")
         #expect(m.handle(.startAnswered(unit: "slow.service", error: nil)) == [.watch(unit: "slow.service")],
                 "watched, not reported to the new connection")
-        #expect(m.handle(.asked(session: "s", unit: "run.service")) == [.reportStarted(session: "s", unit: "run.service", error: nil)],
-                "still running: not started twice")
+        #expect(m.handle(.asked(session: "s", unit: "run.service"))
+                == [.start(unit: "run.service"), .reportStarted(session: "s", unit: "run.service", error: nil)],
+                "still running: joined, not a second run")
         #expect(m.handle(.asked(session: "t", unit: "gone.service")) == [.start(unit: "gone.service")])
         #expect(m.handle(.ended(unit: "run.service", result: "success", exitStatus: 0))
                 == [.reportEnded(session: "s", unit: "run.service", result: "success", exitStatus: 0)])

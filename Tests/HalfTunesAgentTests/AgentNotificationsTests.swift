@@ -38,7 +38,7 @@ struct AgentNotificationsTests {
         let post = try! #require(posts(n.tick(now: 12)).first)
         #expect(post.summary == "3 downloads finished: 2 completed, 1 failed")
         #expect(post.body == "a.iso\nb.iso\nc.iso (failed)")
-        #expect(post.folder == "/home/u/Downloads/a.iso" && post.open == nil)
+        #expect(post.folder == "/home/u/Downloads/a.iso" && post.open == nil && post.category == "transfer.complete")
         // The next one starts a new window.
         _ = n.received(done(4, "d.iso"), now: 12.5)
         #expect(n.tick(now: 13).isEmpty)
@@ -58,5 +58,6 @@ struct AgentNotificationsTests {
         _ = n.received(done(1, "x.bin", state: .failed), now: 0)
         let post = try! #require(posts(n.tick(now: 0)).first)
         #expect(post.summary == "Download failed" && post.body == "x.bin: HTTP 404" && post.actions.isEmpty)
+        #expect(post.category == "transfer.error")
     }
 }

@@ -186,6 +186,13 @@ struct AgentNotificationTests {
         #expect(shown.stdout.contains("notifications:      when a download completes or fails"), "\(shown.stdout)")
         try desktop.startAgent(socket: socket, as: Self.nobody)
         try eventually("the agent registered", timeout: 30) { desktop.agentLines().contains("registered with halftunesd") ? true : nil }
+        // Another user's agent, to see that it hears nothing of these sessions.
+        let strangerDir = try TempDir()
+        defer { strangerDir.remove() }
+        _ = chmod(strangerDir.path, 0o777)
+        let stranger = try AgentTests.FakeAgent(socket: socket, as: (4242, 4242), in: strangerDir, name: "stranger")
+        defer { stranger.stop() }
+        try eventually("the other uid's agent registered") { stranger.lines().contains { $0["result"]?["uid"] == .int(4242) } ? true : nil }
 
         // One completed download: one notification with its name, size and actions; a session that did not ask: none.
         _ = try asNobody(["download", origin.url("/quiet.bin"), "--session", "quiet.test", "--wait"])
@@ -216,6 +223,7 @@ struct AgentNotificationTests {
         _ = try? ctl(["download", origin.url("/missing.bin"), "--session", "notify.test", "--wait"], socket: socket, asUser: Self.nobody)
         let failed = try notifications(2)[1]
         #expect(failed.summary == "Download failed" && failed.body.hasPrefix("missing.bin: "), "\(failed.value)")
+        #expect(failed.value["hints"]?["category"] == .string("transfer.error"), "\(failed.value)")
 
         // A burst: five downloads that finish together are one notification.
         origin.put("/burst.bin", TestOrigin.randomBytes(count: 4000, seed: 3111))
@@ -250,5 +258,6 @@ struct AgentNotificationTests {
         let all = try notifications(6)
         #expect(all.count == 6 && all[5].body.hasPrefix("last.bin — "), "\(all.map(\.summary)) \(all.map(\.body))")
         #expect(!desktop.agentLines().contains("cannot post"), "\(desktop.agentLines())")
+        #expect(stranger.notifications(AgentNotice.method).isEmpty, "another user's agent hears nothing: \(stranger.lines())")
     }
 }

@@ -33,15 +33,17 @@ int htd_bus_unit_status(sd_bus *bus, const char *unit, char *active_state, char 
 
 /// The user's session bus (`DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus`). NULL on failure, `*error` set.
 sd_bus *htd_bus_open_session(int *error);
-/// `org.freedesktop.Notifications.Notify` (replaces nothing; hint category "transfer.complete"): `actions` holds
-/// `n_actions` strings, key and label in turn. `*id` gets the notification's id. 0, or a negative errno with a message.
-int htd_bus_notify(sd_bus *bus, const char *app_name, const char *icon, const char *summary, const char *body,
-                   const char **actions, size_t n_actions, int32_t timeout, uint32_t *id, char *message, size_t size);
 /// Where `ActionInvoked` signals wait until taken.
 typedef struct htd_actions htd_actions;
 /// Subscribes to `org.freedesktop.Notifications.ActionInvoked`. NULL on failure, `*error` set.
 htd_actions *htd_bus_watch_actions(sd_bus *bus, int *error);
 void htd_actions_free(htd_actions *actions);
+/// `org.freedesktop.Notifications.Notify` (replaces nothing; hint `category`), answered within 5 s: `actions` holds
+/// `n_actions` strings, key and label in turn. `*id` gets the notification's id; `q` (may be NULL) takes actions
+/// from the server that answered only. 0, or a negative errno with a message.
+int htd_bus_notify(sd_bus *bus, htd_actions *q, const char *app_name, const char *icon, const char *summary,
+                   const char *body, const char **actions, size_t n_actions, const char *category, int32_t timeout,
+                   uint32_t *id, char *message, size_t size);
 /// Processes what arrived on the bus without waiting; 1 with the next invoked action's notification id and key,
 /// 0 when none waits, or a negative errno.
 int htd_bus_next_action(sd_bus *bus, htd_actions *actions, uint32_t *id, char *key, size_t size);

@@ -75,7 +75,7 @@ struct SessionOpen: ParsableCommand {
             + "only tunnel); default --no-proxy-tunnel: plain http is forwarded, https always tunnelled."))
     var proxyTunnel: Bool?
     @Option(name: .customLong("notifications"), help: ArgumentHelp(
-        "Desktop notifications for the session's finished tasks, posted by the user's agent: none, completed "
+        "Desktop notifications for the session's finished tasks (posted by your agent, or your own daemon): none, completed "
             + "(downloads that completed or failed) or all (every finished task); default none, completed for the "
             + "halftunesctl session.", valueName: "which"))
     var notifications: SessionNotifications?

@@ -24,7 +24,8 @@ enum SessionText {
         Console.out("  proxy:              \(proxyText(c))")
         Console.out("  credentials:        \(c.credentials.map { "user \($0.user), password hidden (answering Basic and Digest challenges of each task's own host)" } ?? "none")")
         Console.out("  launch unit:        \(launchText(s))")
-        Console.out("  notifications:      \(notificationsText(c.notifications ?? .none))")
+        let name = s.identifier.split(separator: "/").last.map(String.init) ?? s.identifier
+        Console.out("  notifications:      \(notificationsText(c.notifications ?? .defaultValue(forSession: name)))")
         Console.out("  tasks:              \(counts.isEmpty ? "none" : counts.joined(separator: ", "))")
         let keep = c.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
         Console.out("  finished tasks:     \(keep == 0 ? "deleted" : "kept \(Formatting.duration(keep))") once acknowledged")
@@ -34,8 +35,8 @@ enum SessionText {
     static func notificationsText(_ n: SessionNotifications) -> String {
         switch n {
         case .none: return "none"
-        case .completed: return "when a download completes or fails (posted by the user's agent)"
-        case .all: return "when any task finishes (posted by the user's agent)"
+        case .completed: return "when a download completes or fails"
+        case .all: return "when any task finishes"
         }
     }
 
