@@ -27,17 +27,7 @@ struct AgentRelaunchTests {
             RestartSec=1s
 
             """)
-        for (name, extra) in [("htd-probe@.service", ""), ("htd-probe-flaky@.service", " --fail-first \(manager.home)/flaky-%i.marker")] {
-            try manager.installUnit(name, contents: """
-                [Unit]
-                Description=halftunesd relaunch probe for %I
-
-                [Service]
-                Type=oneshot
-                ExecStart=\(RelaunchTests.probe) --socket \(socket) --session %I --out \(manager.home)/probe-%i.log\(extra)
-
-                """)
-        }
+        try RelaunchTests.installProbes(manager, socket: socket)
         try manager.systemctlOK(["daemon-reload"])
     }
 

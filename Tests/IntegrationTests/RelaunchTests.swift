@@ -20,6 +20,15 @@ struct RelaunchTests {
         }
         try manager.writeUserFile(manager.configHome + "/halftunesd/halftunesd.conf", contents: "log-level = debug\n")
         let socket = manager.runtimeDirectory + "/halftunesd/control.sock"
+        try Self.installProbes(manager, socket: socket)
+        try manager.systemctlOK(["daemon-reload"])
+        try manager.systemctlOK(["start", "halftunesd.socket"])
+        return socket
+    }
+
+    /// The probe templates, for the daemon on `socket`: `htd-probe@` handles its session's events and acknowledges;
+    /// `htd-probe-flaky@` exits 1 without acknowledging the first time. Each writes `probe-<session>.log` in the home.
+    static func installProbes(_ manager: SystemdUserManager, socket: String) throws {
         for (name, extra) in [("htd-probe@.service", ""), ("htd-probe-flaky@.service", " --fail-first \(manager.home)/flaky-%i.marker")] {
             try manager.installUnit(name, contents: """
                 [Unit]
@@ -31,9 +40,6 @@ struct RelaunchTests {
 
                 """)
         }
-        try manager.systemctlOK(["daemon-reload"])
-        try manager.systemctlOK(["start", "halftunesd.socket"])
-        return socket
     }
 
     func session(_ id: String, socket: String, as user: (uid: UInt32, gid: UInt32)) throws -> SessionInfo {
