@@ -31,8 +31,8 @@ let package = Package(
         .target(name: "CLinuxFile"),
         // The sd-bus calls of the network and power conditions, without varargs.
         .target(name: "CSystemBus", linkerSettings: [.linkedLibrary("systemd")]),
-        // Starting and watching systemd units over sd-bus: the daemon's launchUnit, and the users' agents.
-        .target(name: "HalfTunesSystemd", dependencies: ["CSystemBus", "HalfTunesProtocol"]),
+        // sd-bus for the daemon and the users' agents: starting and watching units, posting desktop notifications.
+        .target(name: "HalfTunesSystemd", dependencies: ["CSystemBus", "HalfTunesProtocol", "HalfTunesKit"]),
         // The crash-safe journal (SQLite via GRDB).
         .target(
             name: "HalfTunesJournal",

@@ -1,4 +1,5 @@
 // Which finished tasks the users' agents are told about (`agent.notify`), and what each notice says.
+import Foundation
 import HalfTunesJournal
 import HalfTunesProtocol
 
@@ -22,14 +23,12 @@ enum AgentNotices {
     }
 
     /// A file's name: the download's location, the upload's file, the name the response suggested, the destination
-    /// the client named, else the URL's last path segment (or the URL).
+    /// the client named, else the name the URL suggests (as a download without a destination is named).
     static func name(of record: TaskRecord, location: String?) -> String {
         let named = record.nameFromResponse ? nil : (record.destination.isEmpty ? nil : record.destination)
         for path in [location, record.file, record.suggestedFilename, named].compactMap({ $0 }) {
             if let last = path.split(separator: "/").last { return String(last) }
         }
-        let path = record.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? record.url
-        let parts = path.split(separator: "/")
-        return parts.count > 2 ? String(parts[parts.count - 1]) : record.url
+        return URL(string: record.url).map(Destination.suggestedName(for:)) ?? record.url
     }
 }

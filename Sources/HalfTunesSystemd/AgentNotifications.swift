@@ -1,9 +1,10 @@
 // What is posted for the daemon's notices: a burst grouped into one notification, and what each action does.
 import Foundation
+import HalfTunesKit
 import HalfTunesProtocol
 
 /// Notices (`agent.notify`) wait `window` seconds after the first of a burst, then go out as one notification:
-/// one task's own ("Download complete: thesis.pdf, 2.4 MB in 3 s", with "Open" and "Show in folder"), or a summary
+/// one task's own ("Download completed: thesis.pdf — 2.4 MB in 3s", with "Open" and "Show in folder"), or a summary
 /// ("12 downloads completed, 1 failed", the first names, "Show in folder"). A burst is at most `maxBatch` notices;
 /// more start the next one. The clock is injected (`now` in each event).
 public struct AgentNotifications: Sendable {
@@ -117,11 +118,11 @@ public struct AgentNotifications: Sendable {
         notices.allSatisfy { $0.state == .failed } ? "transfer.error" : "transfer.complete"
     }
 
-    /// "thesis.pdf — 2.4 MB in 3 s", or the failure's reason.
+    /// "thesis.pdf — 2.4 MB in 3s", or the failure's reason.
     static func detail(_ n: AgentNotice) -> String {
         if n.state == .failed { return "\(n.name): \(n.error ?? "failed")" }
         var parts = [n.name]
-        if let bytes = n.bytes, n.state == .completed { parts.append(formatBytes(bytes) + " in " + formatSeconds(n.seconds)) }
+        if let bytes = n.bytes, n.state == .completed { parts.append(Formatting.bytes(bytes) + " in " + Formatting.duration(n.seconds)) }
         return parts.joined(separator: " — ")
     }
 
@@ -141,28 +142,6 @@ public struct AgentNotifications: Sendable {
         case .canceled: return "canceled"
         default: return state.rawValue
         }
-    }
-
-    /// Powers of 1000, one decimal: "950 B", "2.4 MB".
-    static func formatBytes(_ bytes: Int64) -> String {
-        let units = ["B", "kB", "MB", "GB", "TB"]
-        var value = Double(max(0, bytes)), unit = 0
-        while value >= 999.95 && unit < units.count - 1 {
-            value /= 1000
-            unit += 1
-        }
-        if unit == 0 { return "\(Int(value)) B" }
-        let tenths = Int((value * 10).rounded())
-        return "\(tenths / 10).\(tenths % 10) \(units[unit])"
-    }
-
-    /// "0.4 s", "3 s", "2 min 5 s", "1 h 4 min".
-    static func formatSeconds(_ s: Double) -> String {
-        if s < 1 { return String(format: "%.1f s", max(0, s)) }
-        let total = Int(s.rounded())
-        if total < 60 { return "\(total) s" }
-        if total < 3600 { return "\(total / 60) min \(total % 60) s" }
-        return "\(total / 3600) h \(total % 3600 / 60) min"
     }
 }
 

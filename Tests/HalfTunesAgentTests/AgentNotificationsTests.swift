@@ -21,7 +21,7 @@ struct AgentNotificationsTests {
         #expect(n.tick(now: 101.9).isEmpty)
         let post = try! #require(posts(n.tick(now: 102)).first)
         #expect(post.summary == "Download completed")
-        #expect(post.body == "thesis.pdf — 2.4 MB in 3 s")
+        #expect(post.body == "thesis.pdf — 2.4 MB in 3s")
         #expect(post.actions.map(\.key) == ["default", "show"])
         #expect(n.tick(now: 200).isEmpty, "posted once")
         n.posted(post, id: 7)
