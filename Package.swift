@@ -132,6 +132,7 @@ let package = Package(
         .testTarget(name: "HalfTunesJournalTests", dependencies: ["HalfTunesJournal"]),
         .testTarget(name: "HalfTunesEngineTests", dependencies: [
             "HalfTunesEngine", "TestOrigin", "CLinuxFile", .product(name: "NIOSOCKS", package: "swift-nio-extras"),
+            .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .testTarget(
             name: "HalfTunesDaemonTests",

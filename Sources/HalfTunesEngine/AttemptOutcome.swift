@@ -12,11 +12,9 @@ public struct Validators: Codable, Sendable, Equatable {
     }
 
     /// The value for If-Range: a strong ETag if present, else Last-Modified, else nil
-    /// (weak ETags "W/..." are not usable in If-Range).
+    /// (weak ETags "W/..." are not usable in If-Range, nor one with bytes replaced: `ResourceVersion.strongETag`).
     public var ifRangeValue: String? {
-        if let etag = etag?.trimmingSpaces, !etag.isEmpty, !etag.hasPrefix("W/"), !etag.hasPrefix("w/") {
-            return etag
-        }
+        if let etag = ResourceVersion.strongETag(etag) { return etag }
         if let lastModified = lastModified?.trimmingSpaces, !lastModified.isEmpty {
             return lastModified
         }

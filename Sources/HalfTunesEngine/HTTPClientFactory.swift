@@ -12,7 +12,7 @@ public enum HTTPClientFactory {
     public static let connectionsPerHostCeiling = 1000
 
     /// Decompression disabled; redirects followed (max 10, cycles refused); connect timeout 30 s; no AHC read
-    /// timeout (Transfer does idle timeouts itself). A failed connection attempt fails the request at once
+    /// timeout (Transfer does idle timeouts itself); HTTP/1 header bytes that are not UTF-8 read as ISO-8859-1. A failed connection attempt fails the request at once
     /// (no silent retries inside the client): the daemon schedules retries itself.
     ///
     /// `caFile`: a PEM file of certificate authorities trusted in addition to the system's (an internal CA);
@@ -42,6 +42,8 @@ public enum HTTPClientFactory {
         configuration.proxy = proxy?.clientProxy
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = connectionsPerHostCeiling
+        // Header bytes that are not UTF-8 read as ISO-8859-1 (HTTP/1 only; see ResponseHeadRecoder).
+        configuration.http1_1ConnectionDebugInitializer = ResponseHeadRecodingHandler.install(on:)
         return HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: configuration)
     }
 }

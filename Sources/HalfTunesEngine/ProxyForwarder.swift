@@ -91,6 +91,7 @@ public final class ProxyForwarder: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try ResponseHeadRecodingHandler.install(in: channel.pipeline.syncOperations)
                     try channel.pipeline.syncOperations.addHandler(ForwardingHandler())
                 }
             }

@@ -11,6 +11,7 @@ import HalfTunesProtocol
 /// weak ETag is not compared (its Last-Modified and length still are). A kept strong ETag must come back
 /// unchanged: a weak one, another one or none at all is another version. A Last-Modified left out is another
 /// version too, unless the same strong ETag came back (a 206 need not repeat Last-Modified, RFC 9110 15.3.7).
+/// An ETag that arrived with bytes replaced (U+FFFD) counts as weak (`strongETag`).
 public struct ResourceVersion: Sendable, Equatable, CustomStringConvertible {
     /// The strong ETag, as sent (nil when there was none or it was weak).
     public var etag: String?
@@ -19,7 +20,7 @@ public struct ResourceVersion: Sendable, Equatable, CustomStringConvertible {
     public var total: Int64?
 
     public init(etag: String?, lastModified: String?, total: Int64?) {
-        self.etag = etag.map(\.trimmingSpaces).flatMap { $0.isEmpty || Self.isWeak($0) ? nil : $0 }
+        self.etag = Self.strongETag(etag)
         self.lastModified = lastModified.map(\.trimmingSpaces).flatMap { $0.isEmpty ? nil : $0 }
         self.total = total
     }
@@ -41,6 +42,16 @@ public struct ResourceVersion: Sendable, Equatable, CustomStringConvertible {
             version.total = ResumeDecision.contentLength(headers)
         }
         return version
+    }
+
+    /// `etag` trimmed when it can tell versions apart byte for byte: nil when absent, empty or weak, and nil when
+    /// it holds U+FFFD. HTTP/1 heads reach us with bytes that are not UTF-8 read as ISO-8859-1
+    /// (`ResponseHeadRecoder`), but swift-nio-http2 decodes HTTP/2 fields as UTF-8 with replacement: `"v\xE4"` and
+    /// `"v\xE5"` both arrive as `"v\u{FFFD}"`, so such an ETag could stand for other bytes than the kept ones'.
+    public static func strongETag(_ etag: String?) -> String? {
+        guard let etag = etag?.trimmingSpaces, !etag.isEmpty, !isWeak(etag), !etag.unicodeScalars.contains("\u{FFFD}")
+        else { return nil }
+        return etag
     }
 
     public static func isWeak(_ etag: String) -> Bool {

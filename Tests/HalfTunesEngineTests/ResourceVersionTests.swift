@@ -22,6 +22,22 @@ import Testing
         #expect(weakKept.mismatch(ResourceVersion(etag: nil, lastModified: lm, total: 11)) != nil)
     }
 
+    /// An ETag with bytes replaced (U+FFFD: HTTP/2 fields that were not UTF-8) could stand for any bytes: it
+    /// counts as weak, so Last-Modified and the length decide, and a 206 without Last-Modified is not vouched for.
+    /// A Latin-1 one (an HTTP/1 head, read by ResponseHeadRecoder) is a validator like any other.
+    @Test func anETagWithBytesReplacedIsNoValidator() {
+        #expect(ResourceVersion.strongETag("\"v\u{FFFD}\"") == nil)
+        #expect(ResourceVersion.strongETag(" \"vä\" ") == "\"vä\"")
+        #expect(Validators(etag: "\"v\u{FFFD}\"", lastModified: lm).ifRangeValue == lm)
+        #expect(Validators(etag: "\"vä\"", lastModified: lm).ifRangeValue == "\"vä\"")
+        let replaced = ResourceVersion(validators: Validators(etag: "\"v\u{FFFD}\"", lastModified: lm), total: 200)
+        #expect(replaced.etag == nil)
+        #expect(replaced.mismatch(ResourceVersion(etag: "\"v\u{FFFD}\"", lastModified: nil, total: 200)) != nil, "nothing vouches")
+        #expect(replaced.mismatch(ResourceVersion(etag: "\"v\u{FFFD}\"", lastModified: lm, total: 200)) == nil)
+        let latin = ResourceVersion(etag: "\"vä\"", lastModified: lm, total: 200)
+        #expect(latin.mismatch(ResourceVersion(etag: "\"vå\"", lastModified: lm, total: 200)) != nil)
+    }
+
     @Test func everyKeptPartMustComeBackEqual() {
         let same = ResourceVersion(etag: "\"v1\"", lastModified: lm, total: 200)
         #expect(kept.mismatch(same) == nil)

@@ -188,6 +188,39 @@ struct LyingServerTests {
         }
     }
 
+    /// Two versions whose strong ETags differ only in a byte that is not UTF-8 (`"v\xE4"`, then `"v\xE5"`), with
+    /// the same Last-Modified and length, under a server that ignores If-Range and writes its head in ISO-8859-1.
+    /// Read as U+FFFD (swift-nio's decoding) both ETags would be `"v�"` and the 206 of the new version would be
+    /// appended; read as Latin-1 they differ, and the download starts over.
+    @Test func etagsThatDifferOnlyInALatin1ByteAreDifferent() async throws {
+        try await withDaemon { daemon, origin in
+            let v1 = TestOrigin.randomBytes(count: 8 * MiB, seed: 2711)
+            let v2 = TestOrigin.randomBytes(count: 8 * MiB, seed: 2712)
+            let date = "Tue, 24 Nov 2026 10:00:00 GMT"
+            origin.put("/latin.bin", v1, etag: "\"v\u{E4}\"", lastModified: date)
+            var slow = TestOrigin.Behavior.throttled(2 * MiB)
+            slow.ignoreIfRange = true
+            slow.headInLatin1 = true
+            origin.setBehavior("/latin.bin", slow)
+            let client = try daemon.client()
+            let task = try client.startDownload(origin.url("/latin.bin"), maxConnections: 1)
+            try eventually("1 MiB durable") { try client.task(task.id).bytesDurable >= Int64(MiB) ? true : nil }
+            _ = try client.suspend(task.id)
+            try eventually("no response running") { origin.concurrentResponses("/latin.bin") == 0 ? true : nil }
+            let before = origin.requests("/latin.bin").count
+            origin.put("/latin.bin", v2, etag: "\"v\u{E5}\"", lastModified: date)
+            var lying = Self.ignoringIfRange
+            lying.headInLatin1 = true
+            origin.setBehavior("/latin.bin", lying)
+            _ = try client.resume(task.id)
+            let done = try client.waitFor(task: task.id, state: .completed)
+            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(v2), "spliced")
+            let resumed = try #require(origin.requests("/latin.bin").dropFirst(before).first)
+            #expect(resumed.ifRange != nil && resumed.status == 206, "\(resumed.range ?? "-") → \(resumed.status)")
+            try Self.expectRestart(client, task: task.id)
+        }
+    }
+
     static var ignoringIfRange: TestOrigin.Behavior {
         var b = TestOrigin.Behavior()
         b.ignoreIfRange = true

@@ -108,4 +108,48 @@ struct ServerFilenameTests {
             #expect(named.location == daemon.downloadsDir + "/invoicefdp.exe", "\(named.location ?? "")")
         }
     }
+
+    /// A plain `filename=` in ISO-8859-1 (tc2231 `attwithisofnplain`): the byte 0xE4 is "ä", not U+FFFD. Over
+    /// plain http, over https, and forwarded by an HTTP proxy (tinyproxy passes the head's bytes on as they came).
+    @Test func aLatin1NameIsReadAsLatin1() async throws {
+        let certificates = try TempDir()
+        defer { certificates.remove() }
+        let ca = try TestCA(in: certificates.path)
+        let proxy = try ProxyProcess.tinyproxy()
+        defer { proxy.stop() }
+        let secure = try await TestOrigin.start(tls: ca.server)
+        do {
+            try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, origin in
+                let body = TestOrigin.randomBytes(count: 40_000, seed: 703)
+                for (server, path, name) in [(origin, "/iso", "foo-\u{E4}.html"), (secure, "/iso", "foo-\u{E4}.html"),
+                                             (origin, "/proxied", "caf\u{E9} cr\u{E8}me.txt")] {
+                    server.put(path, body)
+                    var b = Self.disposition("attachment; filename=\"\(name)\"")
+                    b.headInLatin1 = true
+                    server.setBehavior(path, b)
+                }
+                let client = try daemon.client()
+                _ = try client.openSession("names")
+                _ = try client.openSession("proxied", configuration: SessionConfiguration(proxy: proxy.url()))
+                func download(_ url: String, session: String) throws -> TaskInfo {
+                    let t = try client.createTask(TaskCreateParams(session: session, url: url, start: true))
+                    let done = try client.waitFor(task: t.id, state: .completed)
+                    #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+                    return done
+                }
+                let plain = try download(origin.url("/iso"), session: "names")
+                #expect(plain.location == daemon.downloadsDir + "/foo-ä.html" && plain.suggestedFilename == "foo-ä.html",
+                        "\(plain.location ?? "")")
+                let tls = try download(secure.url("/iso"), session: "names")
+                #expect(tls.location == daemon.downloadsDir + "/foo-ä (1).html", "\(tls.location ?? "")")
+                let forwarded = try download(origin.url("/proxied"), session: "proxied")
+                #expect(forwarded.location == daemon.downloadsDir + "/café crème.txt", "\(forwarded.location ?? "")")
+                #expect(proxy.forwarded() == ["GET \(origin.url("/proxied"))"], "\(proxy.log())")
+            }
+        } catch {
+            try? await secure.shutdown()
+            throw error
+        }
+        try await secure.shutdown()
+    }
 }

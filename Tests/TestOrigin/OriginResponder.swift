@@ -65,8 +65,10 @@ extension OriginState {
             text += "\r\n"
             var bodyToSend = body
             if isHead { bodyToSend = .none }
+            let head = behavior.headInLatin1
+                ? ByteBuffer(bytes: text.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }) : ByteBuffer(string: text)
             return ResponsePlan(
-                requestIndex: index, path: path, head: ByteBuffer(string: text), body: bodyToSend,
+                requestIndex: index, path: path, head: head, body: bodyToSend,
                 chunked: chunked, keepAlive: keepAlive)
         }
         func page(_ status: Int, _ extra: [(String, String)] = []) -> ResponsePlan {

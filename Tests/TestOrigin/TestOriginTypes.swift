@@ -62,6 +62,9 @@ extension TestOrigin {
         public var redirectStatus: Int = 302
         /// More header fields on every resource answer (200, 206), e.g. `Content-Disposition`.
         public var extraHeaders: [(String, String)] = []
+        /// Write the whole head in ISO-8859-1 (one byte per character up to U+00FF) instead of UTF-8, as servers
+        /// of old do: `filename="foo-\u{E4}.html"` goes out as the byte 0xE4.
+        public var headInLatin1: Bool = false
         /// The faults above (`failStatus`, `ignoreRange`, `wrongContentRange`, `refuseRangeTimes`, drop, reset,
         /// short body, stall, and the validator lies `ignoreIfRange`, `weakETag`, `omitETag`, `omitLastModified`,
         /// `contentRangeTotal`) apply only from this request to the path on, counting from 0: 1 spares the first
