@@ -193,13 +193,9 @@ struct ProxyForwardingTests {
     /// An https → http redirect (the session allows it) through one HTTP proxy: the https hop goes through a tunnel,
     /// the http one is forwarded (AsyncHTTPClient would have followed it through another tunnel).
     @Test func anHTTPSToHTTPRedirectIsForwarded() async throws {
-        let certificates = try TempDir()
-        defer { certificates.remove() }
-        let ca = try TestCA(in: certificates.path)
         let proxy = try ProxyProcess.tinyproxy()
         defer { proxy.stop() }
-        let secure = try await TestOrigin.start(tls: ca.server)
-        do {
+        try await withSecureOrigin { ca, secure in
             try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, plain in
                 let body = TestOrigin.randomBytes(count: 300_000, seed: 2946)
                 plain.put("/file.bin", body)
@@ -217,11 +213,7 @@ struct ProxyForwardingTests {
                         "\(proxy.log())")
                 #expect(proxy.forwarded() == ["GET \(plain.url("/file.bin"))"], "\(proxy.log())")
             }
-        } catch {
-            try? await secure.shutdown()
-            throw error
         }
-        try await secure.shutdown()
     }
 
     /// apache2 asking for Digest behind stock tinyproxy: the session's credentials answer it through the forwarding

@@ -22,14 +22,10 @@ struct ProxyTests {
     /// (`GET http://…`, no tunnel), https went through a CONNECT tunnel; sending back the shown (redacted)
     /// configuration keeps the password.
     @Test func httpAndHttpsThroughAnAuthenticatingProxy() async throws {
-        let certificates = try TempDir()
-        defer { certificates.remove() }
-        let ca = try TestCA(in: certificates.path)
         let proxy = try ProxyProcess.tinyproxy(basicAuth: ("alice", "s3cret-42"))
         defer { proxy.stop() }
-        try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, plain in
-            let secure = try await TestOrigin.start(tls: ca.server)
-            do {
+        try await withSecureOrigin { ca, secure in
+            try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, plain in
                 let body = TestOrigin.randomBytes(count: 3 * MiB, seed: 1501)
                 plain.put("/big.bin", body)
                 plain.setBehavior("/big.bin", .throttled(1 * MiB))
@@ -71,11 +67,7 @@ struct ProxyTests {
                 #expect(try sha256(ofFile: second.location ?? "") == TestOrigin.sha256Hex(body))
                 #expect(!daemon.log().contains("s3cret"), "the password is never logged")
                 #expect(!(try String(contentsOfFile: proxy.logPath, encoding: .utf8)).isEmpty)
-            } catch {
-                try? await secure.shutdown()
-                throw error
             }
-            try await secure.shutdown()
         }
     }
 
@@ -287,35 +279,32 @@ struct ProxyTests {
     /// The scheme chooses the proxy at every hop too: with `https_proxy` only, an http URL is fetched directly and
     /// its redirect to https goes through the proxy; with `http_proxy` only, the other way round.
     @Test func anHTTPToHTTPSRedirectChoosesTheHTTPSProxy() async throws {
-        let certificates = try TempDir()
-        defer { certificates.remove() }
-        let ca = try TestCA(in: certificates.path)
         let proxy = try ProxyProcess.tinyproxy()
         defer { proxy.stop() }
-        let secure = try await TestOrigin.start(tls: ca.server)
-        let body = TestOrigin.randomBytes(count: 200_000, seed: 2915)
-        secure.put("/file.bin", body)
-        for (environment, proxiedPort) in [(["https_proxy": proxy.url()], secure.port), (["http_proxy": proxy.url()], 0)] {
-            try await withDaemon(["--ca-file", ca.caCertificate], environment: environment) { daemon, plain in
-                var up = TestOrigin.Behavior()
-                up.redirectTo = secure.url("/file.bin")
-                plain.setBehavior("/up", up)
-                let before = proxy.tunnels().count
-                let forwardedBefore = proxy.forwarded().count
-                let client = try daemon.client()
-                let t = try client.startDownload(plain.url("/up"), destination: "up.bin", maxConnections: 1)
-                let done = try client.waitFor(task: t.id, state: .completed)
-                #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
-                let tunnels = Array(proxy.tunnels().dropFirst(before))
-                if proxiedPort != 0 {
-                    #expect(!tunnels.isEmpty && tunnels.allSatisfy { $0 == "CONNECT 127.0.0.1:\(secure.port)" },
-                            "only the https hop is proxied: \(tunnels)")
-                } else {
-                    #expect(tunnels.isEmpty && Array(proxy.forwarded().dropFirst(forwardedBefore)) == ["GET \(plain.url("/up"))"],
-                            "only the http hop is proxied (forwarded): \(proxy.log())")
+        try await withSecureOrigin { ca, secure in
+            let body = TestOrigin.randomBytes(count: 200_000, seed: 2915)
+            secure.put("/file.bin", body)
+            for (environment, proxiedPort) in [(["https_proxy": proxy.url()], secure.port), (["http_proxy": proxy.url()], 0)] {
+                try await withDaemon(["--ca-file", ca.caCertificate], environment: environment) { daemon, plain in
+                    var up = TestOrigin.Behavior()
+                    up.redirectTo = secure.url("/file.bin")
+                    plain.setBehavior("/up", up)
+                    let before = proxy.tunnels().count
+                    let forwardedBefore = proxy.forwarded().count
+                    let client = try daemon.client()
+                    let t = try client.startDownload(plain.url("/up"), destination: "up.bin", maxConnections: 1)
+                    let done = try client.waitFor(task: t.id, state: .completed)
+                    #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+                    let tunnels = Array(proxy.tunnels().dropFirst(before))
+                    if proxiedPort != 0 {
+                        #expect(!tunnels.isEmpty && tunnels.allSatisfy { $0 == "CONNECT 127.0.0.1:\(secure.port)" },
+                                "only the https hop is proxied: \(tunnels)")
+                    } else {
+                        #expect(tunnels.isEmpty && Array(proxy.forwarded().dropFirst(forwardedBefore)) == ["GET \(plain.url("/up"))"],
+                                "only the http hop is proxied (forwarded): \(proxy.log())")
+                    }
                 }
             }
         }
-        try await secure.shutdown()
     }
 }

@@ -112,13 +112,9 @@ struct ServerFilenameTests {
     /// A plain `filename=` in ISO-8859-1 (tc2231 `attwithisofnplain`): the byte 0xE4 is "ä", not U+FFFD. Over
     /// plain http, over https, and forwarded by an HTTP proxy (tinyproxy passes the head's bytes on as they came).
     @Test func aLatin1NameIsReadAsLatin1() async throws {
-        let certificates = try TempDir()
-        defer { certificates.remove() }
-        let ca = try TestCA(in: certificates.path)
         let proxy = try ProxyProcess.tinyproxy()
         defer { proxy.stop() }
-        let secure = try await TestOrigin.start(tls: ca.server)
-        do {
+        try await withSecureOrigin { ca, secure in
             try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, origin in
                 let body = TestOrigin.randomBytes(count: 40_000, seed: 703)
                 for (server, path, name) in [(origin, "/iso", "foo-\u{E4}.html"), (secure, "/iso", "foo-\u{E4}.html"),
@@ -146,10 +142,6 @@ struct ServerFilenameTests {
                 #expect(forwarded.location == daemon.downloadsDir + "/café crème.txt", "\(forwarded.location ?? "")")
                 #expect(proxy.forwarded() == ["GET \(origin.url("/proxied"))"], "\(proxy.log())")
             }
-        } catch {
-            try? await secure.shutdown()
-            throw error
         }
-        try await secure.shutdown()
     }
 }

@@ -9,12 +9,8 @@ import Testing
 @Suite("https and insecure redirects")
 struct TLSRedirectTests {
     @Test func httpsWorksAndADowngradeRedirectIsRefusedUnlessAllowed() async throws {
-        let certificates = try TempDir()
-        defer { certificates.remove() }
-        let ca = try TestCA(in: certificates.path)
-        try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, plain in
-            let secure = try await TestOrigin.start(tls: ca.server)
-            do {
+        try await withSecureOrigin { ca, secure in
+            try await withDaemon(["--ca-file", ca.caCertificate]) { daemon, plain in
                 let body = TestOrigin.randomBytes(count: 500_000, seed: 80)
                 secure.put("/direct.bin", body)
                 plain.put("/plain.bin", body)
@@ -43,23 +39,15 @@ struct TLSRedirectTests {
                 let followed = try client.waitFor(task: lax.id, state: .completed)
                 #expect(followed.currentURL == plain.url("/plain.bin"))
                 #expect(try sha256(ofFile: followed.location ?? "") == TestOrigin.sha256Hex(body))
-            } catch {
-                try? await secure.shutdown()
-                throw error
             }
-            try await secure.shutdown()
         }
     }
 
     /// Without the CA the same server is not trusted: the task fails at once (retrying cannot help) with
     /// `tlsFailure` and a message pointing at `ca-file`; no request is sent, nothing is kept.
     @Test func anUntrustedCertificateFailsTheTask() async throws {
-        let certificates = try TempDir()
-        defer { certificates.remove() }
-        let ca = try TestCA(in: certificates.path)
-        try await withDaemon { daemon, _ in
-            let secure = try await TestOrigin.start(tls: ca.server)
-            do {
+        try await withSecureOrigin { ca, secure in
+            try await withDaemon { daemon, _ in
                 secure.put("/f.bin", TestOrigin.randomBytes(count: 1000, seed: 81))
                 let client = try daemon.client()
                 let t = try client.startDownload(secure.url("/f.bin"), session: "tls", destination: "f.bin")
@@ -69,11 +57,7 @@ struct TLSRedirectTests {
                 #expect(ended.attempts == 1)
                 #expect(secure.requests("/f.bin").isEmpty, "a request was sent over an untrusted connection")
                 #expect(!FileManager.default.fileExists(atPath: daemon.downloadsDir + "/f.bin"))
-            } catch {
-                try? await secure.shutdown()
-                throw error
             }
-            try await secure.shutdown()
         }
     }
 

@@ -27,3 +27,19 @@ struct TestCA {
         }
     }
 }
+
+/// A test CA in a temporary directory and an https TestOrigin serving its server certificate, for `body`; the
+/// origin is shut down and the directory removed whatever `body` does.
+func withSecureOrigin(_ body: (TestCA, TestOrigin) async throws -> Void) async throws {
+    let certificates = try TempDir()
+    defer { certificates.remove() }
+    let ca = try TestCA(in: certificates.path)
+    let secure = try await TestOrigin.start(tls: ca.server)
+    do {
+        try await body(ca, secure)
+    } catch {
+        try? await secure.shutdown()
+        throw error
+    }
+    try await secure.shutdown()
+}
