@@ -164,7 +164,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         self.body = body
         self.throttle = limiter.map { BodyThrottle(limiter: $0, eventLoop: eventLoop) }
         let state = LoopState(finalURL: config.url, visited: config.visited,
-                              sent: ProgressPacer(interval: config.progressInterval), method: config.method,
+                              sent: ProgressPacer(interval: config.progressInterval, now: NIODeadline.now().seconds), method: config.method,
                               sendsBody: config.sendsBody)
         self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
     }
@@ -188,8 +188,9 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
     func sentHead() {
         box.withValue { s in
             // Every request (a redirected one too) sends its body from byte 0.
-            s.sent.restart(at: 0)
-            s.lastActivity = .now()
+            let now = NIODeadline.now()
+            s.sent.restart(at: 0, now: now.seconds)
+            s.lastActivity = now
         }
     }
 
@@ -197,13 +198,13 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         let report = box.withValue { s -> ProgressPacer.Report? in
             let now = NIODeadline.now()
             s.lastActivity = now
-            return s.sent.add(Int64(bytes), now: now)
+            return s.sent.add(Int64(bytes), now: now.seconds)
         }
         if let report { reportSent(report) }
     }
 
     func sentRequest() {
-        if let report = box.withValue({ $0.sent.flush(now: .now()) }) { reportSent(report) }
+        if let report = box.withValue({ $0.sent.flush(now: NIODeadline.now().seconds) }) { reportSent(report) }
     }
 
     // MARK: - Response
@@ -326,7 +327,7 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
             s.finished = true
             let end = AttemptEnd(result: result, timedOut: s.timedOut, finalURL: s.finalURL,
                                  responseEnded: s.responseEnded, proxy: config.proxy)
-            return (end, s.sent.flush(now: .now()))
+            return (end, s.sent.flush(now: NIODeadline.now().seconds))
         }
         if let report { reportSent(report) }
         body?.close()
@@ -379,48 +380,4 @@ extension AttemptDelegate {
     }
     func didReceiveError(task: HTTPClient.Task<Void>, _ error: Error) { receivedError(error) }
     func didFinishRequest(task: HTTPClient.Task<Void>) throws { finishedRequest() }
-}
-
-/// Paces progress reports: at most one per interval, plus a final one for bytes left unreported.
-struct ProgressPacer: Sendable {
-    struct Report: Sendable, Equatable {
-        var delta: Int64
-        var total: Int64
-    }
-
-    let interval: TimeAmount
-    private(set) var total: Int64 = 0
-    private(set) var reported: Int64 = 0
-    private(set) var lastReportAt = NIODeadline.now()
-
-    init(interval: TimeAmount, total: Int64 = 0) {
-        self.interval = interval
-        self.total = total
-        self.reported = total
-    }
-
-    /// Bytes are left unreported.
-    var isBehind: Bool { total != reported }
-
-    /// Starts counting again from `total` (a new response, or a body sent anew), with nothing to report.
-    mutating func restart(at total: Int64) {
-        self.total = total
-        reported = total
-        lastReportAt = .now()
-    }
-
-    /// Counts `bytes`; a report when the interval has passed since the last one.
-    mutating func add(_ bytes: Int64, now: NIODeadline) -> Report? {
-        total += bytes
-        return now - lastReportAt >= interval ? flush(now: now) : nil
-    }
-
-    /// A report of whatever is unreported (nil when nothing is).
-    mutating func flush(now: NIODeadline) -> Report? {
-        guard total != reported else { return nil }
-        let report = Report(delta: total - reported, total: total)
-        reported = total
-        lastReportAt = now
-        return report
-    }
 }

@@ -39,7 +39,7 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         self.attempt = attempt
         self.observer = observer
         let state = LoopState(collector: ResponseCollector(limit: limit),
-                              received: ProgressPacer(interval: progressInterval))
+                              received: ProgressPacer(interval: progressInterval, now: NIODeadline.now().seconds))
         self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
     }
 
@@ -127,7 +127,7 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
             guard s.refused == nil else { return (false, nil, nil) }
             let before = s.decoded
             guard Self.keep(buffer, last: false, state: &s, limit: self.limit) else { return (false, nil, nil) }
-            let report = s.received.add(s.decoded - before, now: now)
+            let report = s.received.add(s.decoded - before, now: now.seconds)
             return (true, report, report == nil ? nil : Self.expectedLength(s))
         }
         guard accepted else { return nil }
@@ -148,12 +148,12 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
             if case .success = end.result, end.responseEnded, s.refused == nil, s.decoder != nil {
                 let before = s.decoded
                 if Self.keep(ByteBuffer(), last: true, state: &s, limit: self.limit) {
-                    _ = s.received.add(s.decoded - before, now: .now())
+                    _ = s.received.add(s.decoded - before, now: NIODeadline.now().seconds)
                 }
             }
             s.decoder?.close()
             s.decoder = nil
-            return (s, s.received.flush(now: .now()))
+            return (s, s.received.flush(now: NIODeadline.now().seconds))
         }
         if let report { reportReceived(report, expected: Self.expectedLength(s)) }
         return eventLoop.makeSucceededFuture(Self.outcome(end: end, state: s, stopRequested: attempt.isStopRequested))

@@ -4,7 +4,9 @@ import HalfTunesProtocol
 /// The decisions of one download attempt, over all its requests (segment 0 is the first; further ones are the
 /// `SegmentPlanner`'s): whether the download may be split, what a request's end means for the others, which
 /// requests a shed stops, how many connections it holds beyond the first, when it starts again from byte 0
-/// (another version answered, once per attempt) and how it ends. `SegmentedDownload` feeds it inputs and
+/// (another version answered, once per attempt), when the task hears of the bytes received (at most one report
+/// per `progressInterval`, a trailing one after a stall, the rest before the end) and how it ends.
+/// `SegmentedDownload` feeds it inputs and
 /// carries out its actions (timers, requests, the partial file, the observer); nothing here does I/O or reads
 /// a clock: times are inputs, in seconds on any monotonic clock.
 ///
@@ -14,6 +16,8 @@ import HalfTunesProtocol
 struct DownloadMachine: Sendable {
     struct Settings: Sendable, Equatable {
         var maxConnections: Int
+        /// Seconds between two progress reports.
+        var progressInterval: Double = 1
     }
 
     /// What the runner knows when one request of the attempt ended.
@@ -66,6 +70,10 @@ struct DownloadMachine: Sendable {
         case flushed
         /// The checkpoint's fsync ended (its ranges were reported).
         case synced
+        /// A request received `bytes` (within its range) at `now`.
+        case received(bytes: Int64, now: Double)
+        /// The progress timer of `.scheduleProgress` fired.
+        case progressDue(now: Double)
     }
 
     enum Action: Sendable, Equatable {
@@ -96,7 +104,11 @@ struct DownloadMachine: Sendable {
         /// Another version answered: truncate the file and run one request for the whole resource again, at `url`
         /// (where the first response came from, after its redirects; nil: the attempt's URL).
         case restartFromZero(url: String?)
-        /// Stop the timers, finish the file, and end the attempt as `Finish` says.
+        /// Tell the observer: `delta` more bytes, `total` in the file of `expected` (when known).
+        case progress(delta: Int64, total: Int64, expected: Int64?)
+        /// Feed `.progressDue` at `at` (seconds): bytes received before a stall are reported after one interval.
+        case scheduleProgress(at: Double)
+        /// Stop the timers, finish the file, and end the attempt as `Finish` says (the last progress before it).
         case finish(Finish)
     }
 
@@ -138,16 +150,31 @@ struct DownloadMachine: Sendable {
     /// A checkpoint's fsync is under way; bytes were written since the last one.
     private(set) var syncInFlight = false
     private(set) var unsynced = false
+    /// Bytes the file has, as reported (the durable ones kept, plus what arrived since).
+    private(set) var progress: ProgressPacer
+    /// A `.scheduleProgress` is pending.
+    private var progressScheduled = false
 
     init(settings: Settings, kept: ByteRanges) {
         self.settings = settings
         self.kept = kept
+        self.progress = ProgressPacer(interval: settings.progressInterval, total: kept.count, now: 0)
     }
 
     /// The expected length of the resource, once a response said.
     var expectedTotal: Int64? { start?.expectedTotal }
 
     mutating func handle(_ input: Input) -> [Action] {
+        var actions = step(input)
+        // Whatever was received and not yet reported is reported before the attempt ends.
+        if let end = actions.firstIndex(where: { if case .finish = $0 { true } else { false } }),
+           let report = progress.flush(now: progress.lastReportAt) {
+            actions.insert(progressAction(report), at: end)
+        }
+        return actions
+    }
+
+    private mutating func step(_ input: Input) -> [Action] {
         switch input {
         case .launched:
             guard !finishing, primaryEnd == nil, !launched else { return [] }
@@ -188,7 +215,29 @@ struct DownloadMachine: Sendable {
         case .synced:
             syncInFlight = false
             return []
+        case let .received(bytes, now):
+            guard bytes > 0, !finishing else { return [] }
+            if let report = progress.add(bytes, now: now) { return [progressAction(report)] }
+            return scheduleProgress()
+        case .progressDue(let now):
+            progressScheduled = false
+            guard !finishing, progress.isBehind else { return [] }
+            if now < progress.nextReportAt { return scheduleProgress() }
+            return progress.flush(now: now).map { [progressAction($0)] } ?? []
         }
+    }
+
+    /// A trailing report one interval after the last, unless one is pending.
+    private mutating func scheduleProgress() -> [Action] {
+        guard !progressScheduled else { return [] }
+        progressScheduled = true
+        return [.scheduleProgress(at: progress.nextReportAt)]
+    }
+
+    private func progressAction(_ report: ProgressPacer.Report) -> Action {
+        let expected = expectedTotal
+        return .progress(delta: report.delta, total: expected.map { min(report.total, $0) } ?? report.total,
+                         expected: expected)
     }
 
     /// How many connections beyond the first a tick with these inputs would ask for (asking costs nothing).
@@ -207,6 +256,7 @@ struct DownloadMachine: Sendable {
 
     private mutating func responseStarted(_ start: ResponseStart, acceptsRanges: Bool, now: Double) -> [Action] {
         self.start = start
+        progress.restart(at: start.offset > 0 ? kept.count : 0, now: now)
         // Only a response that appends keeps what the file had; any other starts the file anew.
         let keptNow = start.offset > 0 ? kept : ByteRanges()
         guard let total = start.expectedTotal, total > 0, start.validators.ifRangeValue != nil,

@@ -29,8 +29,6 @@ final class SegmentedDownload: @unchecked Sendable {
         var machine: DownloadMachine
         /// The requests the machine counts as running, by segment id.
         var sinks: [Int: PartialFileSink] = [:]
-        /// Bytes the file has, as reported to the observer (the durable ones kept, plus what arrived since).
-        var received: ProgressPacer
         var progressTimer: Scheduled<Void>?
         var checkpointTimer: RepeatedTask?
         var planTimer: RepeatedTask?
@@ -55,9 +53,10 @@ final class SegmentedDownload: @unchecked Sendable {
         self.settings = settings
         self.kept = writer.keptRanges
         self.promise = eventLoop.makePromise(of: AttemptOutcome.self)
-        let machine = DownloadMachine(settings: .init(maxConnections: settings.maxConnections), kept: writer.keptRanges)
-        let state = LoopState(machine: machine,
-                              received: ProgressPacer(interval: settings.progressInterval, total: writer.keptRanges.count))
+        let machine = DownloadMachine(settings: .init(maxConnections: settings.maxConnections,
+                                                      progressInterval: settings.progressInterval.seconds),
+                                      kept: writer.keptRanges)
+        let state = LoopState(machine: machine)
         self.box = .makeBoxSendingValue(state, eventLoop: eventLoop)
     }
 
@@ -88,9 +87,8 @@ final class SegmentedDownload: @unchecked Sendable {
     func primaryStarted(_ start: ResponseStart, headers: [(String, String)]) -> Int64? {
         var limit: Int64?
         let actions = box.withValue { s -> [DownloadMachine.Action] in
-            s.received.restart(at: start.offset > 0 ? kept.count : 0)
-            return s.machine.handle(.responseStarted(start, acceptsRanges: Self.acceptsRanges(headers),
-                                                     now: Self.seconds(.now())))
+            s.machine.handle(.responseStarted(start, acceptsRanges: Self.acceptsRanges(headers),
+                                              now: NIODeadline.now().seconds))
         }.filter { action in
             guard case .limitPrimary(let value) = action else { return true }
             limit = value
@@ -103,13 +101,7 @@ final class SegmentedDownload: @unchecked Sendable {
     /// A request received `bytes` (within its range) at `now`.
     func received(_ bytes: Int64, now: NIODeadline) {
         guard bytes > 0 else { return }
-        box.withValue { s in
-            if let report = s.received.add(bytes, now: now) {
-                self.emitProgress(report, expected: s.machine.expectedTotal)
-            } else if s.progressTimer == nil {
-                self.scheduleTrailingProgress(&s)
-            }
-        }
+        feed(.received(bytes: bytes, now: now.seconds))
     }
 
     /// A request submitted a write.
@@ -204,6 +196,16 @@ final class SegmentedDownload: @unchecked Sendable {
                 })
             case .restartFromZero(let url):
                 restartFromZero(url: url ?? attempt.url)
+            case let .progress(delta, total, expected):
+                let attempt = self.attempt, observer = self.observer
+                writer.callback {
+                    observer.attemptDidReceive(attempt, bytes: delta, totalBytes: total, totalBytesExpected: expected)
+                }
+            case .scheduleProgress(let at):
+                let timer = eventLoop.scheduleTask(deadline: NIODeadline(seconds: at)) {
+                    self.feed(.progressDue(now: NIODeadline.now().seconds))
+                }
+                box.withValue { $0.progressTimer = timer }
             case .finish(let finish):
                 finalize(finish)
             }
@@ -212,7 +214,7 @@ final class SegmentedDownload: @unchecked Sendable {
 
     /// Asks the observer for the connections the planner wants now, then ticks the machine.
     private func plan() {
-        let now = Self.seconds(.now())
+        let now = NIODeadline.now().seconds
         let ceiling = attempt.rateCeiling
         let stopRequested = attempt.isStopRequested
         let (wanted, positions) = box.withValue { s -> (Int, [Int: Int64]) in
@@ -251,7 +253,6 @@ final class SegmentedDownload: @unchecked Sendable {
             s.checkpointTimer?.cancel()
             s.planTimer?.cancel()
             s.progressTimer?.cancel()
-            if let report = s.received.flush(now: .now()) { self.emitProgress(report, expected: s.machine.expectedTotal) }
         }
         let attempt = self.attempt, observer = self.observer, promise = self.promise
         let stopRequested = attempt.isStopRequested
@@ -264,37 +265,10 @@ final class SegmentedDownload: @unchecked Sendable {
         })
     }
 
-    // MARK: - Progress and checkpoints
-
-    private func emitProgress(_ report: ProgressPacer.Report, expected: Int64?) {
-        let attempt = self.attempt, observer = self.observer
-        let total = expected.map { min(report.total, $0) } ?? report.total
-        writer.callback {
-            observer.attemptDidReceive(attempt, bytes: report.delta, totalBytes: total, totalBytesExpected: expected)
-        }
-    }
-
-    /// Else the bytes received just before a stall stayed unreported (bytesReceived behind even bytesDurable).
-    private func scheduleTrailingProgress(_ s: inout LoopState) {
-        s.progressTimer = eventLoop.scheduleTask(deadline: s.received.lastReportAt + s.received.interval) {
-            self.box.withValue { s in
-                s.progressTimer = nil
-                guard !s.machine.finishing, s.received.isBehind else { return }
-                let now = NIODeadline.now()
-                if now - s.received.lastReportAt < s.received.interval { return self.scheduleTrailingProgress(&s) }
-                if let report = s.received.flush(now: now) { self.emitProgress(report, expected: s.machine.expectedTotal) }
-            }
-        }
-    }
-
     // MARK: - Helpers
 
     static func acceptsRanges(_ headers: [(String, String)]) -> Bool {
         guard let value = ResumeDecision.header("Accept-Ranges", in: headers) else { return false }
         return value.split(separator: ",").contains { String($0).trimmingSpaces.lowercased() == "bytes" }
-    }
-
-    static func seconds(_ deadline: NIODeadline) -> Double {
-        Double(deadline.uptimeNanoseconds) / 1e9
     }
 }

@@ -24,6 +24,11 @@ import Testing
         /// Requests the machine stopped: they end at the next step.
         var stopping: Set<Int> = []
         var problems: [String] = []
+        /// Bytes received since the last response started, and the progress reported of them.
+        var receivedSinceStart: Int64 = 0
+        var reportedSinceStart: Int64 = 0
+        /// When the progress timer the machine asked for fires.
+        var progressDueAt: Double?
 
         mutating func feed(_ input: DownloadMachine.Input) {
             let actions = machine.handle(input)
@@ -42,6 +47,14 @@ import Testing
             switch action {
             case .startCheckpoints, .startPlanning, .connectionRefused, .flushForCheckpoint, .sync:
                 break
+            case let .progress(delta, _, _):
+                if finishes > 0 { problems.append("progress after the attempt finished") }
+                if delta <= 0 { problems.append("a progress report of \(delta) bytes") }
+                reportedSinceStart += delta
+            case .scheduleProgress(let at):
+                if progressDueAt != nil { problems.append("a second progress timer") }
+                if at <= now - 1 { problems.append("a progress timer in the past: \(at) at \(now)") }
+                progressDueAt = at
             case .limitPrimary(let limit):
                 requests[0]?.limit = limit
             case .cancel(let ids), .stopKeepingData(let ids):
@@ -63,9 +76,14 @@ import Testing
             case .restartFromZero:
                 restarts += 1
                 requests = [0: (0, Int64.max)]
+                receivedSinceStart = 0
+                reportedSinceStart = 0
                 feed(.responseStarted(DownloadMachineTests.start(total: total), acceptsRanges: true, now: now))
             case .finish:
                 finishes += 1
+                if reportedSinceStart != receivedSinceStart {
+                    problems.append("reported \(reportedSinceStart) of \(receivedSinceStart) bytes received at the end")
+                }
             }
         }
 
@@ -121,9 +139,17 @@ import Testing
 
         mutating func step() {
             now += 0.1
-            for (id, request) in requests {
+            if let at = progressDueAt, now >= at {
+                progressDueAt = nil
+                feed(.progressDue(now: now))
+            }
+            for id in requests.keys.sorted() {
+                guard let request = requests[id] else { continue }
                 let bytes = Int64.random(in: 0...(3 * MiB), using: &rng)
-                requests[id]!.position = min(request.limit, request.position + bytes)
+                let position = min(request.limit, request.position + bytes)
+                requests[id]!.position = position
+                receivedSinceStart += position - request.position
+                feed(.received(bytes: position - request.position, now: now))
             }
             for id in stopping.sorted() { end(id) }
             switch Int.random(in: 0..<100, using: &rng) {

@@ -51,6 +51,43 @@ import Testing
         #expect(machine.finishing)
     }
 
+    /// Progress in virtual time: counted from what the file kept when the response appends (from 0 when it does
+    /// not), at most one report a second, a trailing one after a stall, the rest just before the end, and nothing
+    /// once the attempt ends; totals never above the length the response gave.
+    @Test func progressIsPacedTrailsAStallAndIsWholeBeforeTheEnd() {
+        let kept = ByteRanges(prefix: 10 * Self.MiB)
+        var machine = DownloadMachine(settings: .init(maxConnections: 1, progressInterval: 1), kept: kept)
+        _ = machine.handle(.launched)
+        let resumed = Self.start(offset: 10 * Self.MiB, total: 12 * Self.MiB, status: 206)
+        _ = machine.handle(.responseStarted(resumed, acceptsRanges: true, now: 100))
+        #expect(machine.handle(.received(bytes: 0, now: 100.1)).isEmpty)
+        // Within the interval: one trailing report is scheduled, once.
+        #expect(machine.handle(.received(bytes: 1000, now: 100.2)) == [.scheduleProgress(at: 101)])
+        #expect(machine.handle(.received(bytes: 1000, now: 100.5)).isEmpty)
+        // The interval passed: everything since the response started, from the kept 10 MiB.
+        #expect(machine.handle(.received(bytes: 48, now: 101)) ==
+                [.progress(delta: 2048, total: 10 * Self.MiB + 2048, expected: 12 * Self.MiB)])
+        // The timer fires with nothing behind: nothing.
+        #expect(machine.handle(.progressDue(now: 101)).isEmpty)
+        // A stall: the bytes before it are reported by the timer, not left behind.
+        #expect(machine.handle(.received(bytes: 100, now: 101.5)) == [.scheduleProgress(at: 102)])
+        #expect(machine.handle(.progressDue(now: 101.9)) == [.scheduleProgress(at: 102)], "early: again")
+        #expect(machine.handle(.progressDue(now: 102)) ==
+                [.progress(delta: 100, total: 10 * Self.MiB + 2148, expected: 12 * Self.MiB)])
+        // A server sending more than it said is reported up to the length it said; the rest goes before the end.
+        _ = machine.handle(.received(bytes: 3 * Self.MiB, now: 102.2))
+        let end = Self.end(position: 13 * Self.MiB, responseEnded: true, start: resumed)
+        #expect(machine.handle(.ended(id: 0, end, stopRequested: false)) ==
+                [.progress(delta: 3 * Self.MiB, total: 12 * Self.MiB, expected: 12 * Self.MiB), .finish(.single(end))])
+        #expect(machine.handle(.received(bytes: 5, now: 103)).isEmpty)
+        #expect(machine.handle(.progressDue(now: 103)).isEmpty)
+
+        // A response from byte 0 counts from 0, whatever was kept.
+        var fresh = DownloadMachine(settings: .init(maxConnections: 1, progressInterval: 1), kept: kept)
+        _ = fresh.handle(.responseStarted(Self.start(total: nil), acceptsRanges: false, now: 5))
+        #expect(fresh.handle(.received(bytes: 7, now: 6)) == [.progress(delta: 7, total: 7, expected: nil)])
+    }
+
     @Test func aWeakValidatorOrOneConnectionKeepsTheDownloadWhole() {
         var weak = DownloadMachine(settings: .init(maxConnections: 4), kept: ByteRanges())
         let weakStart = Self.start(validators: Validators(etag: "W/\"v1\"", lastModified: nil))
