@@ -5,15 +5,16 @@
 #include <string.h>
 #include <systemd/sd-bus.h>
 
+/// What an sd_bus_open_* call returned: the bus, or NULL with its negative errno in *error.
+static sd_bus *opened(int r, sd_bus *bus, int *error) {
+    *error = r < 0 ? r : 0;
+    return r < 0 ? NULL : bus;
+}
+
 sd_bus *htd_bus_open_system(int *error) {
     sd_bus *bus = NULL;
     int r = sd_bus_open_system(&bus);
-    if (r < 0) {
-        *error = r;
-        return NULL;
-    }
-    *error = 0;
-    return bus;
+    return opened(r, bus, error);
 }
 
 void htd_bus_close(sd_bus *bus) {
@@ -207,12 +208,7 @@ int htd_bus_unit_status(sd_bus *bus, const char *unit, char *active_state, char 
 sd_bus *htd_bus_open_session(int *error) {
     sd_bus *bus = NULL;
     int r = sd_bus_open_user(&bus);
-    if (r < 0) {
-        *error = r;
-        return NULL;
-    }
-    *error = 0;
-    return bus;
+    return opened(r, bus, error);
 }
 
 /// What ActionInvoked signals brought, until taken: a small ring (older ones are dropped when it is full).

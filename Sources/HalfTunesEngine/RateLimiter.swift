@@ -87,6 +87,6 @@ public final class RateLimiter: Sendable {
 
     /// Monotonic seconds (CLOCK_MONOTONIC): unaffected by wall-clock changes.
     @Sendable public static func monotonicSeconds() -> Double {
-        Double(NIODeadline.now().uptimeNanoseconds) / 1e9
+        NIODeadline.now().seconds
     }
 }

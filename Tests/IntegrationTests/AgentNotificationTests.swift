@@ -60,12 +60,8 @@ struct AgentNotificationTests {
             env["PATH"] = dir.path + "/bin:" + (env["PATH"] ?? "/usr/bin:/bin")
             env["XDG_RUNTIME_DIR"] = nil
             p.environment = env
-            if !FileManager.default.fileExists(atPath: agentLog) { FileManager.default.createFile(atPath: agentLog, contents: nil) }
-            let log = try FileHandle(forWritingTo: URL(fileURLWithPath: agentLog))
-            log.seekToEndOfFile()
-            p.standardError = log
-            p.standardOutput = log
-            try p.run()
+            // The child has the file now; the handle closes as it goes.
+            _ = try p.runAppendingOutput(to: agentLog)
             agent = p
         }
 

@@ -86,14 +86,7 @@ final class DaemonProcess: @unchecked Sendable {
         env["HALFTUNES_REPLAY_LOG"] = replayLogPath
         for (k, v) in environment { env[k] = v }
         p.environment = env
-        if !FileManager.default.fileExists(atPath: logPath) {
-            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        log.seekToEndOfFile()
-        p.standardError = log
-        p.standardOutput = log
-        try p.run()
+        let log = try p.runAppendingOutput(to: logPath)
         process = p
         logHandle = log
     }
@@ -168,5 +161,26 @@ final class DaemonProcess: @unchecked Sendable {
             p.waitUntilExit()
         }
         try? logHandle?.close()
+    }
+}
+
+extension Process {
+    /// Runs the process with its standard output and error appended to the file at `path` (made if missing);
+    /// returns the file's handle, for the caller to close once the process is done with it.
+    func runAppendingOutput(to path: String) throws -> FileHandle {
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
+        }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        log.seekToEndOfFile()
+        standardError = log
+        standardOutput = log
+        do {
+            try run()
+        } catch {
+            try? log.close()
+            throw error
+        }
+        return log
     }
 }

@@ -65,14 +65,7 @@ final class NotifyDaemon: @unchecked Sendable {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: try Self.activatorPath())
         p.arguments = args
-        if !FileManager.default.fileExists(atPath: logPath) {
-            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        log.seekToEndOfFile()
-        p.standardError = log
-        p.standardOutput = log
-        try p.run()
+        let log = try p.runAppendingOutput(to: logPath)
         process = p
         try? logHandle?.close()
         logHandle = log
