@@ -62,21 +62,16 @@ extension DaemonCore {
         return TaskCancelResult(task: info(try await task(id, for: caller)), resumeData: resumeData)
     }
 
-    /// `durable`: the ranges of the attempt that just stopped, newer than the row's (which they replace: after a
-    /// restart from zero the row's older ranges are no longer in the file).
+    /// Makes the resume data of a task canceled with `.keep` (`DaemonState.resumeData(of:…)` decides what is kept).
     private func makeResumeData(for id: Int64, durable: ByteRanges?) async throws(RPCError) -> String? {
         let known = state.tasks[id]
         guard let r = try await (known != nil ? known : finishedTask(id))?.record else { return nil }
-        let ranges = (durable ?? r.durableRanges).clipped(to: PartialFile.length(path: r.partialPath) ?? 0)
-        let bytes = ranges.count
-        guard bytes > 0 else {
+        let made = DaemonState.resumeData(of: r, durable: durable, partialLength: PartialFile.length(path: r.partialPath),
+                                          token: ResumeData.newToken(), now: clock())
+        guard case .keep(let row) = made else {
             discardPartial(r.partialPath)
             return nil
         }
-        let token = ResumeData.newToken()
-        let row = ResumeTokenRecord(token: token, session: r.session, url: r.url, partialPath: r.partialPath,
-                                    destination: r.destination, ranges: ranges, bytesExpected: r.bytesExpected,
-                                    etag: r.etag, lastModified: r.lastModified, createdAt: clock())
         do throws(RPCError) {
             try await journaling { try $0.insertResumeToken(row) }
         } catch {
@@ -85,7 +80,7 @@ extension DaemonCore {
         }
         let owner = state.sessions[r.session]?.record.uid ?? UInt32.max
         feedAndRun(.resumeDataChanged(uid: owner, kept: 1, inFlight: 0))
-        return ResumeData(token: token, url: r.url, bytes: bytes, uid: owner).encoded(key: resumeKey)
+        return ResumeData(token: row.token, url: r.url, bytes: row.bytes, uid: owner).encoded(key: resumeKey)
     }
 
     /// A finished task is read from the journal without blocking the actor.

@@ -1,5 +1,6 @@
 // Housekeeping as the state decides it: when finished tasks are swept and which may go, when resume data expires.
 import HalfTunesEngine
+import HalfTunesJournal
 import HalfTunesProtocol
 
 /// One session's part of a sweep: its finished tasks that finished at or before `before` (its
@@ -64,6 +65,26 @@ extension DaemonState {
         guard asked, Validators(etag: t.record.etag, lastModified: t.record.lastModified).ifRangeValue != nil else { return .none }
         let kept = resumeDataHeld(by: t.owner)
         return kept < cap ? .keep : .refused(kept: kept)
+    }
+
+    /// What a task canceled with `.keep` leaves once its transfer has stopped: a token row naming its partial, or
+    /// (nothing kept on disk) the partial is removed and no resume data is answered.
+    enum ResumeDataMade: Equatable {
+        case keep(ResumeTokenRecord)
+        case discard(partialPath: String)
+    }
+
+    /// The resume data of `r` once its attempt stopped. `durable`: the stopped attempt's ranges, newer than the
+    /// row's (which they replace: after a restart from zero the row's older ranges are no longer in the file);
+    /// nil when no attempt was in flight. Only what the partial file holds counts (`partialLength`: its length
+    /// now, nil when it is gone): a token never promises bytes that are not there.
+    static func resumeData(of r: TaskRecord, durable: ByteRanges?, partialLength: Int64?, token: String,
+                           now: Double) -> ResumeDataMade {
+        let ranges = (durable ?? r.durableRanges).clipped(to: partialLength ?? 0)
+        guard ranges.count > 0 else { return .discard(partialPath: r.partialPath) }
+        return .keep(ResumeTokenRecord(token: token, session: r.session, url: r.url, partialPath: r.partialPath,
+                                       destination: r.destination, ranges: ranges, bytesExpected: r.bytesExpected,
+                                       etag: r.etag, lastModified: r.lastModified, createdAt: now))
     }
 
     /// The resume data `uid` keeps or is making now (what `max-resume-data-per-uid` bounds). O(1).

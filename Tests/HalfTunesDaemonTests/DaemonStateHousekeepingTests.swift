@@ -169,4 +169,42 @@ struct ResumeDataDecisionTests {
         other = ManagedTask(record: t.record, owner: 2, machine: t.machine, bytesReceived: 0)
         #expect(state.resumeDataDecision(for: other, asked: true, cap: 2) == .keep) // another uid's count
     }
+
+    /// What is kept once the transfer stopped: the stopped attempt's ranges (newer than the row's), and of them only
+    /// what the partial file holds; nothing on disk is no resume data, and the partial goes.
+    @Test func madeFromTheStoppedAttemptsRangesAndOnlyWhatTheFileHolds() {
+        var r = DaemonStateTests.task(1, session: "a", owner: 1).record
+        r.etag = "\"v1\""
+        r.lastModified = "Sat, 22 Nov 2025 03:51:27 GMT"
+        r.bytesExpected = 10_000
+        r.durableRanges = ByteRanges(prefix: 1_000)
+        func made(_ durable: ByteRanges?, length: Int64?) -> DaemonState.ResumeDataMade {
+            DaemonState.resumeData(of: r, durable: durable, partialLength: length, token: "t", now: 42)
+        }
+        // The attempt's ranges replace the row's (after a restart from zero the row's are no longer in the file).
+        guard case .keep(let row) = made(ByteRanges([0..<500, 2_000..<3_000]), length: 10_000) else {
+            Issue.record("expected a token")
+            return
+        }
+        #expect(row.ranges == ByteRanges([0..<500, 2_000..<3_000]))
+        #expect(row.bytes == 1_500)
+        #expect(row.token == "t" && row.createdAt == 42 && row.session == "a")
+        #expect(row.etag == r.etag && row.lastModified == r.lastModified && row.bytesExpected == 10_000)
+        #expect(row.partialPath == r.partialPath && row.destination == r.destination && row.url == r.url)
+        // No attempt was in flight: the row's ranges.
+        #expect(made(nil, length: 10_000) == .keep(ResumeTokenRecord(
+            token: "t", session: "a", url: r.url, partialPath: r.partialPath, destination: r.destination,
+            ranges: ByteRanges(prefix: 1_000), bytesExpected: 10_000, etag: r.etag, lastModified: r.lastModified,
+            createdAt: 42)))
+        // A file shorter than the ranges (an fsync lost at a crash): only what it holds.
+        guard case .keep(let short) = made(nil, length: 600) else {
+            Issue.record("expected a token")
+            return
+        }
+        #expect(short.ranges == ByteRanges(prefix: 600))
+        // Nothing kept on disk: no token, the partial is removed.
+        #expect(made(ByteRanges(), length: 10_000) == .discard(partialPath: r.partialPath))
+        #expect(made(nil, length: nil) == .discard(partialPath: r.partialPath)) // the file is gone
+        #expect(made(ByteRanges([2_000..<3_000]), length: 1_500) == .discard(partialPath: r.partialPath))
+    }
 }
