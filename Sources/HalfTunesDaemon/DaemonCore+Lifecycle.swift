@@ -87,18 +87,18 @@ extension DaemonCore {
     }
 
     /// Stops every transfer with a checkpoint, leaving tasks in their journaled states so they continue
-    /// on the next start. Returns within the configured grace period.
+    /// on the next start. Returns within the configured grace period. What stops and what is written is the
+    /// state's (`shutdownBegan`, `shutdownGraceEnded`); here it is carried out and waited for.
     func shutdown() async {
-        feedAndRun(.shutdownBegan)
+        let runtimes = attempts.values.map(\.runtime)
+        let reports = attempts.values.compactMap(\.reports)
+        feedAndRun(.shutdownBegan) // stops every attempt in flight
         await settled() // the journal work under way ends before the journal closes
         services.launcher.close()
         services.notifications.close()
         timers.housekeeping?.cancel()
         timers.retryWake?.task.cancel()
         timers.retryWake = nil
-        let runtimes = attempts.values.map(\.runtime)
-        let reports = attempts.values.compactMap(\.reports)
-        for runtime in runtimes { runtime.stop() }
         let grace = configuration.shutdownGrace
         // Each attempt's end, and every report before it (its last checkpoint) handled by the state, within the
         // grace period: an attempt that does not stop in time (a write stuck on the disk) is not waited for.
@@ -109,11 +109,7 @@ extension DaemonCore {
         await Self.wait(atMost: grace, for: stopped)
         // A file being moved into place finishes moving, and the journal says so.
         for id in Array(state.completions.keys) { await waitUntilMoved(id) }
-        // The rows of attempts still in flight carry their durable lengths (`writeRow`).
-        for runtime in runtimes {
-            guard let t = state.tasks[runtime.taskID], attempts[runtime.taskID]?.runtime === runtime else { continue }
-            _ = try? writeRow(t.record, events: [])
-        }
+        feedAndRun(.shutdownGraceEnded) // the rows of attempts still in flight carry their durable ranges
         if let inputLog, let path = InputLog.path { inputLog.writeReport(to: path) }
         let unfinished = attempts.count
         let written = journal.writeCounts

@@ -68,8 +68,12 @@ extension DaemonState {
         case restoreFinished
         /// Finished tasks of a session were deleted from the journal (their retention passed).
         case finishedTasksDeleted(String, [TaskState: Int])
-        /// Shutdown began: nothing starts and nothing retries from now on.
+        /// Shutdown began: nothing starts and nothing retries from now on; every attempt in flight stops (each
+        /// ends with a checkpoint, its end fed as `attemptEnded` as usual).
         case shutdownBegan
+        /// Shutdown's grace period is over (or every attempt ended before it): the rows of tasks whose attempts
+        /// have still not ended (a write stuck on the disk) are written with the durable ranges the state has.
+        case shutdownGraceEnded
         /// The extra connections in use to `host` (beyond one per running task) are now `extras`: fewer may
         /// let a task queued for the host start.
         case connectionsChanged(host: String, extras: Int)

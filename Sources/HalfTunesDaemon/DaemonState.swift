@@ -237,6 +237,11 @@ struct DaemonState {
             for (state, n) in perState { tasks.countFinished(session: session, state: state, by: -min(n, counted[state] ?? 0)) }
         case .shutdownBegan:
             shuttingDown = true
+            for id in tasks.attemptsInFlight { actions.append(.stopAttempt(id)) }
+        case .shutdownGraceEnded:
+            for id in tasks.attemptsInFlight {
+                if let t = tasks[id] { actions.append(.journal(t.record, [])) }
+            }
         case let .connectionsChanged(host, extras):
             let before = extrasByHost[host] ?? 0
             extrasByHost[host] = extras > 0 ? extras : nil

@@ -255,6 +255,33 @@ struct DaemonStateTests {
         #expect(state.handle(.clockTick, now: 1e9).isEmpty)
     }
 
+    /// Shutdown stops every attempt in flight (running or still stopping after a suspend), and once the grace period
+    /// is over writes the rows of those that have still not ended; tasks without an attempt are left alone.
+    @Test func shutdownStopsEveryAttemptAndWritesTheRowsOfThoseStillInFlight() throws {
+        let limits = DaemonState.SlotLimits(maxConcurrent: 3, maxConnectionsPerHost: 8)
+        var state = Self.state(limits: limits)
+        let tasks = (1...5).map { Self.task($0, session: $0 == 3 ? "b" : "a", owner: $0 == 3 ? 2 : 1) }
+        #expect(try Self.resumeAll(&state, tasks, limits: limits) == [1, 2, 3])
+        // 2 is suspended but its transfer has not ended; its slot goes to 4.
+        let suspended = state.handle(.task(2, .suspend), now: 1)
+        #expect(suspended.contains(.stopAttempt(2)) && Self.started(suspended) == [4])
+        _ = state.handle(.attemptProgress(1, .checkpointed(ByteRanges(prefix: 4096))), now: 1)
+        #expect(state.handle(.shutdownBegan, now: 2) == [.stopAttempt(1), .stopAttempt(2), .stopAttempt(3), .stopAttempt(4)])
+        for id: Int64 in [2, 3, 4] {
+            #expect(Self.started(state.handle(.attemptEnded(id, .stopped(durableBytes: 0), jitterSample: 0), now: 3)).isEmpty)
+        }
+        let rows = state.handle(.shutdownGraceEnded, now: 4)
+        #expect(rows.count == 1)
+        guard case let .journal(record, payloads) = try #require(rows.first) else {
+            Issue.record("expected a row: \(rows)")
+            return
+        }
+        #expect(record.id == 1 && payloads.isEmpty && record.durableRanges == ByteRanges(prefix: 4096))
+        #expect(record.state == .running, "it continues on the next start")
+        #expect(state.tasks[5]?.machine.state == .queued)
+        #expect(state.tasks[3]?.machine.state == .running, "stopped by the shutdown, it runs again on the next start")
+    }
+
     /// An invalidating session is done once its last task finished and no transfer of it is stopping: the state
     /// says so once, at that moment (not while a canceled transfer still stops), and after a restart.
     @Test func anInvalidationFinishesWhenNothingOfTheSessionRunsAnyMore() throws {
