@@ -9,6 +9,8 @@ release binaries. Runs, in order (each needs nginx; the peers are curl and aria2
   scale.py        20,000 tasks created, listed, and a restart after kill -9 (halftunesd alone: no peer keeps tasks)
   controlplane.py 24 clients looping create/resume/suspend/get/list/cancel, as the issue describes the load and
                   with --slots 20 (a resumed task only queues), beside aria2c's RPC
+  callcost.py     what each control call costs the daemon (CPU per call, round trip), method by method, one client,
+                  beside aria2c's RPC
 and writes the summary table between the SUMMARY markers of docs/benchmarks.md (--doc), with the 1 GiB results
 read from bench.py's JSON (--one-gib). QUICK=1 in the environment runs each with fewer runs and smaller sizes
 (to check the pipeline, not to measure).
@@ -116,6 +118,19 @@ def controlplane_rows(r, label):
     return rows
 
 
+def callcost_rows(r):
+    """One row per halftunesd method, beside aria2c's method for the same thing (same position in the list)."""
+    d, a = r["results"]["halftunesd"], r["results"].get("aria2c") or []
+    rows = []
+    for index, m in enumerate(d):
+        peer = a[index] if index < len(a) else None
+        rows.append((f"one call, one client: {m['method']}, daemon CPU per call (p50 round trip)",
+                     f"{m['cpuMicrosPerCall']:,.0f} µs ({m['p50ms']:.2f} ms)",
+                     f"{peer['method']} {peer['cpuMicrosPerCall']:,.0f} µs ({peer['p50ms']:.2f} ms)" if peer else "–",
+                     ratio(m["cpuMicrosPerCall"], peer and peer["cpuMicrosPerCall"]), "–"))
+    return rows
+
+
 def table(rows, quick):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, "",
@@ -164,6 +179,8 @@ def main():
                                   "the issue's load")
         rows += controlplane_rows(run("controlplane.py", bins + seconds + ["--slots", "20"],
                                       os.path.join(out, "cp-queued.json")), "`--slots 20`")
+        calls = ["--calls", "300", "--transfers", "30"] if quick else []
+        rows += callcost_rows(run("callcost.py", bins + calls, os.path.join(out, "callcost.json")))
     text = table(rows, quick)
     print(text)
     if args.doc:
