@@ -10,18 +10,12 @@ struct ManagedTask {
     let owner: UInt32
     var machine: TaskStateMachine
     var bytesReceived: Int64
-    /// `proxy`'s storage (here, between 8-byte fields: no padding).
-    var proxyBox: ProxyBox? = nil
     /// An attempt was started and has not ended yet (the runner holds it: `DaemonCore.attempts`); a new one
     /// never starts before the old one has ended.
     var attemptInFlight = false
     /// The proxy the first request of that attempt goes through (nil: direct), set when it starts: while the
-    /// attempt is in flight it counts against the owner's `HTTPClients.maxProxiesPerUID` (`TaskTable`). Held by
-    /// reference: one pointer in every task, most of which never use a proxy (users queue 100,000 tasks).
-    var proxy: ProxyServer? {
-        get { proxyBox?.server }
-        set { proxyBox = newValue.map(ProxyBox.init) }
-    }
+    /// attempt is in flight it counts against the owner's `HTTPClients.maxProxiesPerUID` (`TaskTable`).
+    var proxy: ProxyServer?
     /// What to do with the partial data once the transfer has stopped (after cancel).
     var discardPartialWhenStopped = false
     /// Uploads: progress of the current attempt.
@@ -89,13 +83,4 @@ struct ManagedSession {
     var subscribers = 0
     /// Reconfigurations handed out (`sessionReconfiguring`) and the latest one taken (`sessionConfigured`).
     var configTickets = (issued: UInt64(0), applied: UInt64(0))
-}
-
-/// A proxy behind one pointer (`ManagedTask.proxy`).
-final class ProxyBox: Sendable {
-    let server: ProxyServer
-
-    init(_ server: ProxyServer) {
-        self.server = server
-    }
 }
