@@ -266,8 +266,6 @@ struct TaskTable {
         var priority: TaskPriority
         var queueOrder: Int64
         var stopping: Bool
-        /// Only while `stopping` (the proxies per owner count attempts in flight).
-        var proxy: ProxyServer?
         var publishing: Bool
         var deadline: Double?
         var retryAt: Double?
@@ -285,7 +283,6 @@ struct TaskTable {
             priority = t.record.priority
             queueOrder = t.record.queueOrder
             stopping = t.attemptInFlight
-            proxy = t.attemptInFlight ? t.proxy : nil
             publishing = t.record.phase == .publishing
             deadline = t.record.resourceDeadline
             retryAt = TaskTable.retryAt(t)

@@ -210,32 +210,6 @@ struct TaskTableTests {
         #expect(table.ids(session: "a").isEmpty && table.ids(session: "b") == [3])
     }
 
-    /// The attempts in flight, and the proxies they go through per owner, follow writes: counted while the attempt
-    /// is in flight (a suspended or canceled task's too, until its transfer has stopped), whatever its state.
-    @Test func attemptsInFlightAndTheirProxiesFollowWrites() {
-        var table = TaskTable()
-        let p1 = ProxyServer(kind: .http, host: "127.0.0.1", port: 3001)
-        let p2 = ProxyServer(kind: .http, host: "127.0.0.1", port: 3001, username: "u2", password: "p")
-        for (id, owner) in [(1, 1), (2, 1), (3, 1), (4, 2)] as [(Int64, UInt32)] {
-            var t = task(id, session: "s\(owner)", owner: owner, state: .running)
-            t.attemptInFlight = id != 3
-            t.proxy = id == 2 ? p2 : p1
-            table[id] = t
-        }
-        #expect(table.attemptsInFlight == [1, 2, 4])
-        #expect(table.proxiesByOwner == [1: [p1: 1, p2: 1], 2: [p1: 1]], "credentials make another proxy")
-        table[2]?.machine = TaskStateMachine(state: .suspended) // stopping: its proxy is still in use
-        #expect(table.proxiesByOwner[1] == [p1: 1, p2: 1])
-        table[2]?.attemptInFlight = false
-        #expect(table.proxiesByOwner[1] == [p1: 1] && table.attemptsInFlight == [1, 4])
-        table[4] = nil
-        table[1]?.attemptInFlight = false
-        #expect(table.proxiesByOwner.isEmpty && table.attemptsInFlight.isEmpty)
-        table[3]?.attemptInFlight = true
-        table[3]?.proxy = nil // direct: no proxy counted
-        #expect(table.proxiesByOwner.isEmpty && table.attemptsInFlight == [3])
-    }
-
     /// A running download being verified or published holds no transfer slot: it leaves the running index (and
     /// its per-owner, session and host counts) but is still counted as `running`.
     @Test func aCompletingTaskHoldsNoTransferSlot() {
