@@ -71,8 +71,6 @@ extension DaemonState {
         /// Shutdown began: nothing starts and nothing retries from now on; every attempt in flight stops (each
         /// ends with a checkpoint, its end fed as `attemptEnded` as usual).
         case shutdownBegan
-        /// The daemon's proxy rules (at start, and when a reload changed them).
-        case proxyRulesChanged(ProxyRules)
         /// Shutdown's grace period is over (or every attempt ended before it): the rows of tasks whose attempts
         /// have still not ended (a write stuck on the disk) are written with the durable ranges the state has.
         case shutdownGraceEnded

@@ -54,10 +54,6 @@ struct DaemonState {
     /// The canceled tasks whose resume data is being made, with their sessions: no sweep deletes their rows.
     var resumeDataBeingMade: [Int64: String] = [:]
 
-    /// The daemon's proxy rules (`proxyRulesChanged`: at start and on reload); a session's own settings go over
-    /// them. They tell which proxy an attempt's first request goes through (`firstProxy`).
-    var proxyRules: ProxyRules = .none
-
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
         var maxConcurrent: Int
@@ -242,9 +238,6 @@ struct DaemonState {
         case .shutdownBegan:
             shuttingDown = true
             for id in tasks.attemptsInFlight { actions.append(.stopAttempt(id)) }
-        case .proxyRulesChanged(let rules):
-            proxyRules = rules
-            grantSlots(limits, now: now, into: &actions) // a task held for a proxy may go direct now
         case .shutdownGraceEnded:
             for id in tasks.attemptsInFlight {
                 if let t = tasks[id] { actions.append(.journal(t.record, [])) }
@@ -301,7 +294,6 @@ struct DaemonState {
                 startNow = true
                 t.record.attempts += 1 // journaled with the start, so a crash never loses an attempt's count
                 t.attemptInFlight = true
-                t.proxy = firstProxy(of: t)
                 // A download resumes from its durable offset; an upload or data task starts from byte 0.
                 let download = t.record.kind == TaskKind.download.rawValue
                 t.bytesReceived = download ? t.record.bytesDurable : 0
@@ -359,31 +351,12 @@ struct DaemonState {
         }
     }
 
-    /// Whether a queued task cannot start now: its previous transfer is still stopping, its session or host is
-    /// at its limit, or its owner's transfers already go through as many proxies as one uid may use and it needs
-    /// another.
+    /// Whether a queued task cannot start now: its previous transfer is still stopping, or its session or
+    /// host is at its limit.
     func isHeld(_ entry: RunQueue.Entry, limits: SlotLimits) -> Bool {
         QueuePlanner.ownHold(stopping: tasks.isStopping(entry.id), sessionRunning: tasks.runningBySession[entry.session] ?? 0,
                              sessionMax: sessions[entry.session]?.record.configuration.maxConcurrent,
-                             hostRunning: connections(host: entry.host), hostMax: limits.maxConnectionsPerHost,
-                             proxiesInUse: proxiesInUse(ifAnotherFor: entry.owner, entry.id)) != nil
-    }
-
-    /// The proxy the first request of `t`'s next attempt goes through (nil: direct): its session's rules over the
-    /// daemon's, for its URL (redirects may take it through others, which the engine leases as they come).
-    func firstProxy(of t: ManagedTask) -> ProxyServer? {
-        guard let config = sessions[t.record.session]?.record.configuration else { return proxyRules.proxy(for: t.record.url) }
-        return proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass, tunnel: config.proxyTunnel)
-            .proxy(for: t.record.url)
-    }
-
-    /// How many proxies `owner`'s attempts in flight go through, when that is `HTTPClients.maxProxiesPerUID` or
-    /// more and task `id` would need one more (the engine would refuse its lease); nil otherwise. O(1) unless
-    /// the owner is at that limit.
-    func proxiesInUse(ifAnotherFor owner: UInt32, _ id: Int64) -> Int? {
-        guard let use = tasks.proxiesByOwner[owner], use.count >= HTTPClients.maxProxiesPerUID,
-              let t = tasks[id], let proxy = firstProxy(of: t), use[proxy] == nil else { return nil }
-        return use.count
+                             hostRunning: connections(host: entry.host), hostMax: limits.maxConnectionsPerHost) != nil
     }
 
     /// Connections in use to `host`: one per running task, plus the extras of split downloads.

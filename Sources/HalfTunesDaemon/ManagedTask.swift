@@ -13,9 +13,6 @@ struct ManagedTask {
     /// An attempt was started and has not ended yet (the runner holds it: `DaemonCore.attempts`); a new one
     /// never starts before the old one has ended.
     var attemptInFlight = false
-    /// The proxy the first request of that attempt goes through (nil: direct), set when it starts: while the
-    /// attempt is in flight it counts against the owner's `HTTPClients.maxProxiesPerUID` (`TaskTable`).
-    var proxy: ProxyServer?
     /// What to do with the partial data once the transfer has stopped (after cancel).
     var discardPartialWhenStopped = false
     /// Uploads: progress of the current attempt.

@@ -27,8 +27,6 @@ struct TaskTable {
     /// Tasks per session whose transfer has not ended yet, and all of them.
     private var stoppingBySession: [String: Int] = [:]
     private var inFlight: Set<Int64> = []
-    /// Per owner uid, the proxies the attempts in flight go through first, with how many go through each.
-    private(set) var proxiesByOwner: [UInt32: [ProxyServer: Int]] = [:]
     private var busy: Set<Int64> = []
     /// The ids of the tasks in state `running` that hold a transfer slot (not those being verified or published).
     private(set) var running: Set<Int64> = []
@@ -228,10 +226,6 @@ struct TaskTable {
         if task.attemptInFlight {
             Self.add(delta, to: &stoppingBySession, task.record.session)
             if delta > 0 { inFlight.insert(id) } else { inFlight.remove(id) }
-            if let proxy = task.proxy {
-                Self.add(delta, to: &proxiesByOwner[task.owner, default: [:]], proxy)
-                if proxiesByOwner[task.owner]?.isEmpty == true { proxiesByOwner[task.owner] = nil }
-            }
         }
         if state.isPending || task.attemptInFlight || task.record.phase == .publishing {
             if delta > 0 { busy.insert(id) } else { busy.remove(id) }
