@@ -31,14 +31,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from controlplane import Aria2, port_open, wait_until  # noqa: E402
+from controlplane import Aria2, paced_origin, percentile, port_open, wait_until  # noqa: E402
 from scale import Connection, Daemon  # noqa: E402
-from smallfiles import cpu_seconds, free_port, start_nginx, stop_nginx  # noqa: E402
-
-
-def percentile(values, p):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p))] if ordered else float("nan")
+from smallfiles import cpu_seconds, free_port, stop_nginx  # noqa: E402
 
 
 def idle_cpu_rate(pid, seconds=1.0):
@@ -157,13 +152,7 @@ def main():
     work = tempfile.mkdtemp(prefix="htd-callcost-")
     nginx = None
     try:
-        os.chmod(work, 0o755)
-        os.makedirs(os.path.join(work, "www"))
-        with open(os.path.join(work, "www", "file.bin"), "wb") as f:
-            f.truncate(1 << 30)
-        port = free_port()
-        nginx = start_nginx(work, port, limit_rate=args.rate)
-        url = f"http://127.0.0.1:{port}/file.bin"
+        nginx, url = paced_origin(work, args.rate)
         results = {"halftunesd": run_halftunesd(args.bin_dir, os.path.join(work, "htd"), url, args)}
         if not args.no_aria2 and shutil.which("aria2c"):
             results["aria2c"] = run_aria2(work, url, args)

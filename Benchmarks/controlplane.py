@@ -246,6 +246,16 @@ def measure(pid, args, client, probe):
             "cores": cpu / wall, "writtenMiB": written / (1 << 20)}
 
 
+def paced_origin(work, rate):
+    """An nginx of its own in `work` serving a sparse 1 GiB file paced per connection; returns (nginx, url)."""
+    os.chmod(work, 0o755)  # nginx's workers (nobody) read the file
+    os.makedirs(os.path.join(work, "www"))
+    with open(os.path.join(work, "www", "file.bin"), "wb") as f:
+        f.truncate(1 << 30)  # sparse: 1 GiB at --rate lasts far longer than the measurement
+    port = free_port()
+    return start_nginx(work, port, limit_rate=rate), f"http://127.0.0.1:{port}/file.bin"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin-dir", required=True)
@@ -261,13 +271,7 @@ def main():
     work = tempfile.mkdtemp(prefix="htd-controlplane-")
     nginx = None
     try:
-        os.chmod(work, 0o755)  # nginx's workers (nobody) read the file
-        os.makedirs(os.path.join(work, "www"))
-        with open(os.path.join(work, "www", "file.bin"), "wb") as f:
-            f.truncate(1 << 30)  # sparse: 1 GiB at --rate lasts far longer than the measurement
-        port = free_port()
-        nginx = start_nginx(work, port, limit_rate=args.rate)
-        url = f"http://127.0.0.1:{port}/file.bin"
+        nginx, url = paced_origin(work, args.rate)
         results = {"halftunesd": run_halftunesd(args.bin_dir, os.path.join(work, "htd"), url, args)}
         if not args.no_aria2 and shutil.which("aria2c"):
             results["aria2c"] = run_aria2(work, url, args)
