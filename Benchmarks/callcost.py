@@ -22,18 +22,15 @@ work the issue's load adds for halftunesd and not for aria2c (controlplane.py).
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from controlplane import Aria2, paced_origin, percentile, port_open, wait_until  # noqa: E402
+from controlplane import Aria2, add_common_arguments, drain_events, percentile, port_open, side_by_side, wait_until  # noqa: E402
 from scale import Connection, Daemon  # noqa: E402
-from smallfiles import cpu_seconds, free_port, stop_nginx  # noqa: E402
+from smallfiles import cpu_seconds, free_port  # noqa: E402
 
 
 def idle_cpu_rate(pid, seconds=1.0):
@@ -70,17 +67,7 @@ def run_halftunesd(bin_dir, work, url, args):
         c.call("task.create", {"session": "bulk", "url": url, "destination": "bulk.bin", "start": True})
         wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= 1, "the paced download")
         c.call("session.open", {"identifier": "cost"})
-        events = Connection(daemon.socket)
-        events.send("events.subscribe", {"session": "cost", "after": 0})
-        stop = threading.Event()
-
-        def drain():
-            try:
-                while not stop.is_set():
-                    events.receive()
-            except Exception:
-                pass
-        threading.Thread(target=drain, daemon=True).start()
+        stop = drain_events(daemon.socket, "cost")
         idle = idle_cpu_rate(pid)
         n = range(args.calls)
         row, created = measure(pid, "task.create (suspended)", n, lambda i: c.call(
@@ -142,31 +129,19 @@ def run_aria2(work, url, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin-dir", required=True)
+    add_common_arguments(parser)
     parser.add_argument("--calls", type=int, default=2000, help="calls of each method")
     parser.add_argument("--transfers", type=int, default=200, help="resume + suspend pairs that start a transfer")
-    parser.add_argument("--rate", default="256k", help="nginx limit_rate per connection")
-    parser.add_argument("--no-aria2", action="store_true")
-    parser.add_argument("--json")
     args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="htd-callcost-")
-    nginx = None
-    try:
-        nginx, url = paced_origin(work, args.rate)
-        results = {"halftunesd": run_halftunesd(args.bin_dir, os.path.join(work, "htd"), url, args)}
-        if not args.no_aria2 and shutil.which("aria2c"):
-            results["aria2c"] = run_aria2(work, url, args)
-        print(f"{'tool':<12}{'method':<34}{'calls':>7}{'CPU/call':>12}{'p50':>10}{'p99':>10}")
-        for tool, rows in results.items():
-            for r in rows:
-                print(f"{tool:<12}{r['method']:<34}{r['calls']:>7}{r['cpuMicrosPerCall']:>9.0f} µs"
-                      f"{r['p50ms']:>8.2f}ms{r['p99ms']:>8.2f}ms")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"calls": args.calls, "transfers": args.transfers, "results": results}, f, indent=2)
-    finally:
-        stop_nginx(nginx)
-        shutil.rmtree(work, ignore_errors=True)
+    results = side_by_side(args, "htd-callcost-", run_halftunesd, run_aria2)
+    print(f"{'tool':<12}{'method':<34}{'calls':>7}{'CPU/call':>12}{'p50':>10}{'p99':>10}")
+    for tool, rows in results.items():
+        for r in rows:
+            print(f"{tool:<12}{r['method']:<34}{r['calls']:>7}{r['cpuMicrosPerCall']:>9.0f} µs"
+                  f"{r['p50ms']:>8.2f}ms{r['p99ms']:>8.2f}ms")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"calls": args.calls, "transfers": args.transfers, "results": results}, f, indent=2)
 
 
 if __name__ == "__main__":

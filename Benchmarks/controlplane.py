@@ -52,21 +52,28 @@ def percentile(values, p):
 
 # --- halftunesd -----------------------------------------------------------------------------------------------
 
-def halftunesd_client(socket_path, index, url, seconds, start_at, results):
-    session = f"cp-{index}"
-    c = Connection(socket_path)
-    c.call("session.open", {"identifier": session})
+def drain_events(socket_path, session):
+    """A subscriber of `session` on a connection of its own that reads every event, as an app would, on a thread
+    until the returned event is set."""
     events = Connection(socket_path)
     events.send("events.subscribe", {"session": session, "after": 0})
     stop = threading.Event()
 
-    def drain():  # a subscriber reads every event, as an app would
+    def drain():
         try:
             while not stop.is_set():
                 events.receive()
         except Exception:
             pass
     threading.Thread(target=drain, daemon=True).start()
+    return stop
+
+
+def halftunesd_client(socket_path, index, url, seconds, start_at, results):
+    session = f"cp-{index}"
+    c = Connection(socket_path)
+    c.call("session.open", {"identifier": session})
+    stop = drain_events(socket_path, session)
     while time.time() < start_at:
         time.sleep(0.001)
     calls, n, end = 0, 0, start_at + seconds
@@ -256,39 +263,51 @@ def paced_origin(work, rate):
     return start_nginx(work, port, limit_rate=rate), f"http://127.0.0.1:{port}/file.bin"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_common_arguments(parser):
+    """The options every side-by-side control benchmark takes (this one and callcost.py)."""
     parser.add_argument("--bin-dir", required=True)
-    parser.add_argument("--clients", type=int, default=24)
-    parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--transfers", type=int, default=20)
     parser.add_argument("--rate", default="256k", help="nginx limit_rate per connection")
-    parser.add_argument("--slots", type=int, help="transfer slots of both tools (default: plenty; = --transfers: "
-                        "resumed tasks only queue)")
     parser.add_argument("--no-aria2", action="store_true")
     parser.add_argument("--json")
-    args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="htd-controlplane-")
+
+
+def side_by_side(args, prefix, halftunesd, aria2):
+    """Runs `halftunesd(bin_dir, work, url, args)` and then (unless --no-aria2, or aria2c is missing)
+    `aria2(work, url, args)` against one paced origin in a temporary directory removed afterwards."""
+    work = tempfile.mkdtemp(prefix=prefix)
     nginx = None
     try:
         nginx, url = paced_origin(work, args.rate)
-        results = {"halftunesd": run_halftunesd(args.bin_dir, os.path.join(work, "htd"), url, args)}
+        results = {"halftunesd": halftunesd(args.bin_dir, os.path.join(work, "htd"), url, args)}
         if not args.no_aria2 and shutil.which("aria2c"):
-            results["aria2c"] = run_aria2(work, url, args)
-        print(f"{'tool':<12}{'calls/s':>10}{'status p50':>12}{'p99':>10}{'max':>10}{'cores':>8}{'written':>12}")
-        for tool, r in results.items():
-            print(f"{tool:<12}{r['callsPerSecond']:>10.0f}{r['probeP50ms']:>10.1f}ms{r['probeP99ms']:>8.1f}ms"
-                  f"{r['probeMaxms']:>8.1f}ms{r['cores']:>8.2f}{r['writtenMiB']:>8.0f} MiB")
-        if "journalTransactions" in results["halftunesd"]:
-            r = results["halftunesd"]
-            print(f"halftunesd's journal: {r['journalWrites']} writes in {r['journalTransactions']} transactions")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"clients": args.clients, "seconds": args.seconds, "transfers": args.transfers, "slots": args.slots,
-                           "results": results}, f, indent=2)
+            results["aria2c"] = aria2(work, url, args)
+        return results
     finally:
         stop_nginx(nginx)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(parser)
+    parser.add_argument("--clients", type=int, default=24)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--transfers", type=int, default=20)
+    parser.add_argument("--slots", type=int, help="transfer slots of both tools (default: plenty; = --transfers: "
+                        "resumed tasks only queue)")
+    args = parser.parse_args()
+    results = side_by_side(args, "htd-controlplane-", run_halftunesd, run_aria2)
+    print(f"{'tool':<12}{'calls/s':>10}{'status p50':>12}{'p99':>10}{'max':>10}{'cores':>8}{'written':>12}")
+    for tool, r in results.items():
+        print(f"{tool:<12}{r['callsPerSecond']:>10.0f}{r['probeP50ms']:>10.1f}ms{r['probeP99ms']:>8.1f}ms"
+              f"{r['probeMaxms']:>8.1f}ms{r['cores']:>8.2f}{r['writtenMiB']:>8.0f} MiB")
+    if "journalTransactions" in results["halftunesd"]:
+        r = results["halftunesd"]
+        print(f"halftunesd's journal: {r['journalWrites']} writes in {r['journalTransactions']} transactions")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"clients": args.clients, "seconds": args.seconds, "transfers": args.transfers, "slots": args.slots,
+                       "results": results}, f, indent=2)
 
 
 if __name__ == "__main__":
