@@ -68,8 +68,11 @@ extension DaemonCore {
         guard let r = try await (known != nil ? known : finishedTask(id))?.record else { return nil }
         let made = DaemonState.resumeData(of: r, durable: durable, partialLength: PartialFile.length(path: r.partialPath),
                                           token: ResumeData.newToken(), now: clock())
-        guard case .keep(let row) = made else {
-            discardPartial(r.partialPath)
+        let row: ResumeTokenRecord
+        switch made {
+        case .keep(let kept): row = kept
+        case .discard(let partialPath):
+            discardPartial(partialPath)
             return nil
         }
         do throws(RPCError) {

@@ -24,9 +24,8 @@ struct TaskTable {
     /// The ids of the tasks in memory per session (unfinished ones, and finished ones still stopping a transfer
     /// or publishing): session operations read them instead of walking every task.
     private var idsBySession: [String: Set<Int64>] = [:]
-    /// Tasks per session whose transfer has not ended yet, and all of them.
+    /// Tasks per session whose transfer has not ended yet.
     private var stoppingBySession: [String: Int] = [:]
-    private var inFlight: Set<Int64> = []
     private var busy: Set<Int64> = []
     /// The ids of the tasks in state `running` that hold a transfer slot (not those being verified or published).
     private(set) var running: Set<Int64> = []
@@ -158,8 +157,9 @@ struct TaskTable {
     func ids(session: String) -> Set<Int64> { idsBySession[session] ?? [] }
     /// How many of the session's tasks have a transfer that has not ended yet.
     func stopping(session: String) -> Int { stoppingBySession[session] ?? 0 }
-    /// The tasks whose transfer has not ended yet (running, or stopping after a suspend or cancel), by id.
-    var attemptsInFlight: [Int64] { inFlight.sorted() }
+    /// The tasks whose transfer has not ended yet (running, or stopping after a suspend or cancel), by id. Walks
+    /// the busy tasks (every such task is one): for shutdown, never a hot path.
+    var attemptsInFlight: [Int64] { busy.filter(isStopping).sorted() }
     /// Whether the task's (previous) transfer has not ended yet.
     func isStopping(_ id: Int64) -> Bool { storage[id]?.task.attemptInFlight == true }
     /// Whether an unfinished task may still write `path` (its destination).
@@ -223,10 +223,7 @@ struct TaskTable {
             changedHosts.insert(host)
         }
         if task.deferredUntil != nil { deferredCount += delta }
-        if task.attemptInFlight {
-            Self.add(delta, to: &stoppingBySession, task.record.session)
-            if delta > 0 { inFlight.insert(id) } else { inFlight.remove(id) }
-        }
+        if task.attemptInFlight { Self.add(delta, to: &stoppingBySession, task.record.session) }
         if state.isPending || task.attemptInFlight || task.record.phase == .publishing {
             if delta > 0 { busy.insert(id) } else { busy.remove(id) }
         }
