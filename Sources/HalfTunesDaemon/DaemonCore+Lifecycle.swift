@@ -13,6 +13,7 @@ extension DaemonCore {
         CrashPoints.stop(CrashPoints.recoverStart)
         let began = ContinuousClock.now
         loadLimits()
+        feedAndRun(.proxyRulesChanged(configuration.proxyRules))
         let pending = try journal.eventCounts()
         for row in try journal.loadSessions() {
             let s = ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier),

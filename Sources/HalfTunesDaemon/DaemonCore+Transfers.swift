@@ -43,9 +43,9 @@ extension DaemonCore {
         let bandwidth = BandwidthBucket(rate: t.record.bandwidthLimit ?? 0) // fresh: a resumed transfer never bursts
         request.rateLimiter = RateLimiter(buckets: [services.globalBandwidth, bandwidth])
         request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
-        // The proxy is chosen for each hop of the attempt by these rules (the session's, else the daemon's).
-        request.proxyRules = configuration.proxyRules.forSession(proxy: config.proxy, bypass: config.proxyBypass,
-                                                                  tunnel: config.proxyTunnel)
+        // The proxy is chosen for each hop of the attempt by these rules (the session's, else the daemon's): the
+        // state's, which the queue counted the first hop's proxy by.
+        request.proxyRules = state.proxyRules(session: t.record.session)
         // The task's own, else the session's, else (for the daemon's own user only) its netrc file's for the host.
         request.credentials = t.record.credentials ?? config.credentials
             ?? (t.owner == getuid() ? services.netrc?.credentials(for: t.record.url, now: clock()) : nil)

@@ -164,6 +164,7 @@ actor DaemonCore {
         guard rules != configuration.proxyRules || problems != configuration.proxyProblems else { return }
         configuration.proxyRules = rules
         configuration.proxyProblems = problems
+        feedAndRun(.proxyRulesChanged(rules))
         for problem in problems { logger.error("proxy variable not used: \(problem)") }
         logger.notice("proxy: \(rules.summary)", metadata: ["source": "\(rules.source)"])
     }

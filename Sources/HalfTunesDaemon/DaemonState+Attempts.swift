@@ -11,6 +11,7 @@ extension DaemonState {
     /// anything else from byte 0. Then the freed slot goes to the next task.
     mutating func attemptEnded(_ id: Int64, _ outcome: AttemptOutcome, jitterSample: Double, limits: SlotLimits,
                                now: Double, into actions: inout [Action]) {
+        proxies.attemptEnded(id) // its clients were released before its end was reported
         guard var t = tasks[id] else { return }
         let kind = TaskKind(rawValue: t.record.kind) ?? .download
         let verdict = AttemptVerdict.of(outcome, kind: kind, stillRunning: !shuttingDown && t.machine.state == .running,

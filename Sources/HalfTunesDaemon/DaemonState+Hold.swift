@@ -21,7 +21,8 @@ extension DaemonState {
         let entry = QueuePlanner.Entry(id: t.id, session: session, host: host, stopping: t.attemptInFlight)
         let decision = QueuePlanner.decide(entry, ahead: position - 1, running: tasks.running.count,
                                            sessionRunning: tasks.runningBySession[session] ?? 0,
-                                           hostRunning: connections(host: host), limits: planner)
+                                           hostRunning: connections(host: host),
+                                           proxiesInUse: proxies.holds(owner: t.owner, t.firstProxy), limits: planner)
         switch decision {
         case .hold(let hold):
             return hold

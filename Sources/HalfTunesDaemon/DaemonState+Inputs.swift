@@ -71,6 +71,9 @@ extension DaemonState {
         /// Shutdown began: nothing starts and nothing retries from now on; every attempt in flight stops (each
         /// ends with a checkpoint, its end fed as `attemptEnded` as usual).
         case shutdownBegan
+        /// The daemon's proxy rules (at start, and when a reload changed them): with each session's own settings
+        /// they tell which proxy a task's first request goes through, counted per uid by `grantSlots`.
+        case proxyRulesChanged(ProxyRules)
         /// Shutdown's grace period is over (or every attempt ended before it): the rows of tasks whose attempts
         /// have still not ended (a write stuck on the disk) are written with the durable ranges the state has.
         case shutdownGraceEnded

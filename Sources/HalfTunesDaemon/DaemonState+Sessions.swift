@@ -79,7 +79,7 @@ extension DaemonState {
     /// place); a running one goes back to the queue and a waiting one to its retry time (`TaskStateMachine`'s
     /// `.restored`).
     mutating func restore(_ t: ManagedTask, now: Double, into actions: inout [Action]) {
-        var t = t
+        var t = withFirstProxy(t)
         Self.deferIfEarly(&t, now: now)
         tasks[t.id] = t
         if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 }

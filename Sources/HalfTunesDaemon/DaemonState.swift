@@ -53,6 +53,9 @@ struct DaemonState {
     var resumeDataInFlight: [UInt32: Int] = [:]
     /// The canceled tasks whose resume data is being made, with their sessions: no sweep deletes their rows.
     var resumeDataBeingMade: [Int64: String] = [:]
+    /// Each session's proxy rules, and the distinct proxies each uid's attempts in flight go through: a queued
+    /// task that would need one too many waits (`uidMaxProxies`; DaemonState+Proxies.swift).
+    var proxies = ProxyUse()
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -73,6 +76,7 @@ struct DaemonState {
         switch input {
         case let .created(created):
             for var t in created {
+                t = withFirstProxy(t)
                 if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 } // its place is taken
                 Self.deferIfEarly(&t, now: now)
                 tasks[t.id] = t // a queued one joins the queue with its state (or waits for its date)
@@ -156,6 +160,7 @@ struct DaemonState {
             grantSlots(limits, now: now, into: &actions)
         case .sessionOpened(let s):
             sessions[s.record.identifier] = s
+            proxySettings(session: s.record.identifier, s.record.configuration)
         case .sessionReconfiguring(let identifier):
             sessions[identifier]?.configTickets.issued += 1
         case let .sessionConfigured(identifier, configuration, ticket):
@@ -165,6 +170,7 @@ struct DaemonState {
             }
             let old = sessions[identifier]?.record.configuration
             sessions[identifier]?.record.configuration = configuration
+            if old != nil { proxySettings(session: identifier, configuration) }
             if let old, ConditionsGate.block(old, under: conditions) != ConditionsGate.block(configuration, under: conditions) {
                 regate(session: identifier, now: now, into: &actions)
             }
@@ -176,6 +182,7 @@ struct DaemonState {
         case .sessionRemoved(let identifier):
             removeSession(identifier)
             launches[identifier] = nil
+            proxies.remove(session: identifier)
         case let .eventsJournaled(session, lastSeq, count):
             eventsJournaled(session, lastSeq: lastSeq, count: count)
             launchIfUnattended(session, now: now, into: &actions)
@@ -210,6 +217,7 @@ struct DaemonState {
                                            subscribed: isSubscribed(session)), now: now, into: &actions)
         case let .sessionRestored(s):
             sessions[s.record.identifier] = s
+            proxySettings(session: s.record.identifier, s.record.configuration)
             if s.pendingEvents > 0 { pendingEventsByUID[s.record.uid, default: 0] += s.pendingEvents }
         case let .taskRestored(t, partialLength):
             var t = t
@@ -238,6 +246,8 @@ struct DaemonState {
         case .shutdownBegan:
             shuttingDown = true
             for id in tasks.attemptsInFlight { actions.append(.stopAttempt(id)) }
+        case .proxyRulesChanged(let rules):
+            proxyRulesChanged(rules, now: now, into: &actions)
         case .shutdownGraceEnded:
             for id in tasks.attemptsInFlight {
                 if let t = tasks[id] { actions.append(.journal(t.record, [])) }
@@ -294,6 +304,7 @@ struct DaemonState {
                 startNow = true
                 t.record.attempts += 1 // journaled with the start, so a crash never loses an attempt's count
                 t.attemptInFlight = true
+                proxies.attemptStarted(id, owner: t.owner, proxy: t.firstProxy)
                 // A download resumes from its durable offset; an upload or data task starts from byte 0.
                 let download = t.record.kind == TaskKind.download.rawValue
                 t.bytesReceived = download ? t.record.bytesDurable : 0
@@ -351,12 +362,14 @@ struct DaemonState {
         }
     }
 
-    /// Whether a queued task cannot start now: its previous transfer is still stopping, or its session or
-    /// host is at its limit.
+    /// Whether a queued task cannot start now: its previous transfer is still stopping, its session or host is
+    /// at its limit, or its owner's attempts already go through as many proxies as one uid may use and it needs
+    /// another. O(1): each check reads an index, the task's first proxy is in its queue entry.
     func isHeld(_ entry: RunQueue.Entry, limits: SlotLimits) -> Bool {
         QueuePlanner.ownHold(stopping: tasks.isStopping(entry.id), sessionRunning: tasks.runningBySession[entry.session] ?? 0,
                              sessionMax: sessions[entry.session]?.record.configuration.maxConcurrent,
-                             hostRunning: connections(host: entry.host), hostMax: limits.maxConnectionsPerHost) != nil
+                             hostRunning: connections(host: entry.host), hostMax: limits.maxConnectionsPerHost,
+                             proxiesInUse: proxies.holds(owner: entry.owner, entry.proxy)) != nil
     }
 
     /// Connections in use to `host`: one per running task, plus the extras of split downloads.

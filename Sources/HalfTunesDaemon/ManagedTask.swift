@@ -10,6 +10,11 @@ struct ManagedTask {
     let owner: UInt32
     var machine: TaskStateMachine
     var bytesReceived: Int64
+    /// The proxy its next attempt's first request goes through (nil: direct), under its session's rules now
+    /// (`ProxyUse.first`, kept current by `DaemonState` as those change): the queue holds it back while its owner's
+    /// attempts already go through as many proxies as one uid may use (`uidMaxProxies`). Here, between 8-byte
+    /// fields: no padding.
+    var firstProxy: ProxyRef?
     /// An attempt was started and has not ended yet (the runner holds it: `DaemonCore.attempts`); a new one
     /// never starts before the old one has ended.
     var attemptInFlight = false

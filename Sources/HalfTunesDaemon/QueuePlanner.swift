@@ -54,27 +54,33 @@ enum QueuePlanner {
         case session(running: Int, max: Int)
         /// Its host has `max-connections-per-host` in use.
         case host(running: Int, max: Int)
+        /// Its owner's transfers go through `inUse` proxies, the most one uid may use at once, and it needs
+        /// another one.
+        case proxies(inUse: Int)
     }
 
+    /// `proxiesInUse`: set only when the task needs a proxy its owner's transfers do not use yet while they are
+    /// at `HTTPClients.maxProxiesPerUID` (`ProxyUse.holds(owner:_:)`).
     static func ownHold(stopping: Bool, sessionRunning: Int, sessionMax: Int?, hostRunning: Int,
-                        hostMax: Int) -> OwnHold? {
+                        hostMax: Int, proxiesInUse: Int? = nil) -> OwnHold? {
         if stopping { return .stopping }
         if let sessionMax, sessionRunning >= sessionMax { return .session(running: sessionRunning, max: sessionMax) }
         if hostRunning >= hostMax { return .host(running: hostRunning, max: hostMax) }
+        if let proxiesInUse { return .proxies(inUse: proxiesInUse) }
         return nil
     }
 
     /// The decision for one queued task, given what runs now: `running` transfers in all, `sessionRunning` of
     /// its session, `hostRunning` to its host, with `ahead` tasks before it in the queue.
     static func decide(_ entry: Entry, ahead: Int, running total: Int, sessionRunning: Int, hostRunning: Int,
-                       limits: Limits) -> Decision {
+                       proxiesInUse: Int? = nil, limits: Limits) -> Decision {
         if !entry.stopping, total >= limits.maxConcurrent {
             return .hold(TaskHold(reason: "maxConcurrent",
                                   message: "\(total) of \(limits.maxConcurrent) daemon-wide transfer slots in use" + Self.ahead(ahead)))
         }
         guard let own = ownHold(stopping: entry.stopping, sessionRunning: sessionRunning,
                                 sessionMax: limits.sessionMaxConcurrent[entry.session], hostRunning: hostRunning,
-                                hostMax: limits.maxConnectionsPerHost) else { return .start }
+                                hostMax: limits.maxConnectionsPerHost, proxiesInUse: proxiesInUse) else { return .start }
         switch own {
         case .stopping:
             return .hold(TaskHold(reason: "previousTransferStopping", message: "Its previous transfer is still stopping"))
@@ -85,6 +91,10 @@ enum QueuePlanner {
         case let .host(running, max):
             return .hold(TaskHold(reason: "hostMaxConnections",
                                   message: "\(running) of \(max) connections to \(entry.host) in use (max-connections-per-host)"))
+        case let .proxies(inUse):
+            return .hold(TaskHold(reason: "uidMaxProxies",
+                                  message: "Its owner's transfers already go through \(inUse) different proxies, the most one "
+                                      + "user may use at once; it starts when one of them is no longer used"))
         }
     }
 

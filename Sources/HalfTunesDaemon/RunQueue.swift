@@ -33,6 +33,8 @@ struct RunQueue: Sendable {
         var session: String
         /// `HostKey.of(url)`: the per-host limit's key.
         var host: String
+        /// The proxy its first request goes through (nil: direct): the per-uid proxy cap's key.
+        var proxy: ProxyRef? = nil
         var id: Int64 { key.id }
     }
 

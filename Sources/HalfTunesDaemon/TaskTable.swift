@@ -263,6 +263,7 @@ struct TaskTable {
         var completing: Bool
         var deferredUntil: Double?
         var inserting: Bool
+        var proxy: ProxyRef?
 
         init(_ t: ManagedTask) {
             state = t.machine.state
@@ -279,6 +280,7 @@ struct TaskTable {
             retryAt = TaskTable.retryAt(t)
             deferredUntil = t.deferredUntil
             inserting = t.inserting
+            proxy = t.firstProxy
         }
     }
 
@@ -298,7 +300,8 @@ struct TaskTable {
     private static func queueEntry(_ task: ManagedTask) -> RunQueue.Entry? {
         guard task.machine.state == .queued, !task.outOfQueue, let id = task.record.id else { return nil }
         return RunQueue.Entry(key: RunQueue.Key(priority: task.record.priority, order: task.record.queueOrder, id: id),
-                              owner: task.owner, session: task.record.session, host: task.hostKey)
+                              owner: task.owner, session: task.record.session, host: task.hostKey,
+                              proxy: task.firstProxy)
     }
 
     private static func add<Key: Hashable>(_ delta: Int, to counts: inout [Key: Int], _ key: Key) {

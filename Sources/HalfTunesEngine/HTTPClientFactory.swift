@@ -102,7 +102,7 @@ public final class HTTPClients: Sendable {
     }
 
     /// The client for `proxy` (nil: the direct one, never counted), leased to `uid` until `release`. Throws when
-    /// `uid` already leases clients of `maxProxiesPerUID` other proxies.
+    /// `uid` already leases clients of `maxProxiesPerUID` other proxies (whoever made this one's client).
     public func lease(for proxy: ProxyServer?, uid: UInt32) throws(TooManyProxies) -> HTTPClient {
         try leaseBoth(for: proxy, uid: uid).client
     }
@@ -111,13 +111,18 @@ public final class HTTPClients: Sendable {
     func leaseBoth(for proxy: ProxyServer?, uid: UInt32) throws(TooManyProxies) -> ProxyClient {
         guard let proxy else { return ProxyClient(client: direct, forwarder: nil) }
         let leased = proxied.withLockedValue { clients -> ProxyClient? in
+            // A proxy the uid does not lease yet counts against its limit, even when another uid's transfers
+            // made its client already: the limit is on the distinct proxies one uid goes through at once, the
+            // rule the daemon's queue holds tasks by (`DaemonState.ProxyUse`). O(proxies), not tasks.
+            if clients[proxy]?.leases[uid] == nil {
+                let held = clients.values.lazy.filter { $0.leases[uid] != nil }.count
+                guard held < Self.maxProxiesPerUID else { return nil }
+            }
             if var entry = clients[proxy] {
                 entry.leases[uid, default: 0] += 1
                 clients[proxy] = entry
                 return ProxyClient(client: entry.client, forwarder: entry.forwarder)
             }
-            let held = clients.values.lazy.filter { $0.leases[uid] != nil }.count
-            guard held < Self.maxProxiesPerUID else { return nil }
             let client = HTTPClientFactory.make(eventLoopGroup: eventLoopGroup, tls: tls, proxy: proxy)
             let entry = Entry(client: client, forwarder: Self.forwarder(proxy), leases: [uid: 1], lastReleased: 0)
             clients[proxy] = entry

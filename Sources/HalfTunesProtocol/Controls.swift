@@ -32,7 +32,8 @@ public enum TaskPriority: String, Codable, Sendable, CaseIterable, Comparable {
 /// Why a `queued` task is not running yet (`TaskInfo.hold`).
 public struct TaskHold: Codable, Sendable, Equatable {
     /// Stable code: `queue` (tasks ahead of it), `maxConcurrent` (daemon-wide limit),
-    /// `sessionMaxConcurrent`, `hostMaxConnections`, `previousTransferStopping`, `shuttingDown`,
+    /// `sessionMaxConcurrent`, `hostMaxConnections`, `uidMaxProxies` (its owner's transfers use 16 proxies and it
+    /// needs another), `previousTransferStopping`, `shuttingDown`,
     /// `earliestBeginDate` (not before the task's date).
     public var reason: String
     /// A sentence a person can act on, e.g. "3 tasks ahead; 6 of 6 daemon-wide transfer slots in use".

@@ -15,9 +15,9 @@ struct DaemonStateTests {
                       limits: DaemonState.SlotLimits = limits) -> DaemonState {
         var state = DaemonState(limits: limits)
         for (name, uid, config) in sessions {
-            state.sessions[name] = ManagedSession(
+            _ = state.handle(.sessionOpened(ManagedSession(
                 record: SessionRecord(identifier: name, uid: uid, configuration: config, state: .active, createdAt: 0),
-                lastEventSeq: 0, pendingEvents: 0)
+                lastEventSeq: 0, pendingEvents: 0)), now: 0)
         }
         return state
     }

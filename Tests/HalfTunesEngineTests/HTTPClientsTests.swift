@@ -18,6 +18,10 @@ import Testing
         _ = try clients.lease(for: proxies[0], uid: 1000)
         _ = try clients.lease(for: proxies.last!, uid: 1001)
         #expect(clients.proxiedCount == proxies.count)
+        // Another uid's client for the 17th proxy is still a 17th proxy for uid 1000.
+        #expect(throws: HTTPClients.TooManyProxies(uid: 1000, limit: HTTPClients.maxProxiesPerUID)) {
+            try clients.lease(for: proxies.last!, uid: 1000)
+        }
         // Nothing leased is ever closed; once released, a client is closed after a minute without use.
         #expect(clients.takeIdle(now: 1_000).isEmpty)
         for proxy in proxies.dropLast() { clients.release(proxy, uid: 1000, now: 100) }

@@ -196,8 +196,9 @@ struct ProxyTests {
     }
 
     /// One uid's transfers go through at most 16 different proxies at once (each proxy gets a client of its
-    /// own): 17 sessions, each with its own credentials for one tinyproxy, 17 throttled downloads allowed to run
-    /// together; one of them waits with proxyFailure until another's proxy is free, then every file is whole.
+    /// own). A task whose first request needs a 17th waits queued (ProxiesPerUserTests); one whose first request
+    /// goes direct but is redirected to a host behind a 17th proxy is refused that proxy's client mid-attempt: it
+    /// waits with proxyFailure until another's proxy is free, then every file is whole.
     @Test func aUsersTransfersGoThroughABoundedNumberOfProxies() async throws {
         let proxy = try ProxyProcess.tinyproxy()
         defer { proxy.stop() }
@@ -205,24 +206,29 @@ struct ProxyTests {
             let body = TestOrigin.randomBytes(count: 2 * MiB, seed: 2740)
             origin.put("/p.bin", body)
             origin.setBehavior("/p.bin", .throttled(512 * 1024))
+            var redirect = TestOrigin.Behavior()
+            redirect.redirectTo = origin.url("/p.bin", hostName: "localhost")
+            origin.setBehavior("/to-localhost", redirect)
             let client = try daemon.client()
             var ids: [Int64] = []
-            for i in 0...16 {
-                _ = try client.openSession("p\(i)", configuration: SessionConfiguration(
-                    retry: RetryPolicy(initialDelay: 1, maxDelay: 1, jitter: 0),
-                    proxy: proxy.url(user: "u\(i)", password: "p")))
+            for i in 0..<16 {
+                _ = try client.openSession("p\(i)", configuration: SessionConfiguration(proxy: proxy.url(user: "u\(i)", password: "p")))
                 ids.append(try client.createTask(TaskCreateParams(session: "p\(i)", url: origin.url("/p.bin"),
                                                                   destination: "p\(i).bin", start: true, maxConnections: 1)).id)
             }
-            let refused = try eventually("a task refused its proxy") { () -> TaskError? in
-                for id in ids {
-                    if let r = try client.task(id).waitingReason, r.code == TaskErrorCode.proxyFailure { return r }
-                }
-                return nil
+            for id in ids {
+                try eventually("task \(id) running through its proxy") { try client.task(id).bytesReceived > 0 ? true : nil }
             }
+            // 127.0.0.1 is bypassed (direct: no proxy counted when it starts); localhost goes through a 17th proxy.
+            _ = try client.openSession("p16", configuration: SessionConfiguration(
+                retry: RetryPolicy(initialDelay: 1, maxDelay: 1, jitter: 0),
+                proxy: proxy.url(user: "u16", password: "p"), proxyBypass: "127.0.0.1"))
+            let redirected = try client.createTask(TaskCreateParams(session: "p16", url: origin.url("/to-localhost"),
+                                                                    destination: "p16.bin", start: true, maxConnections: 1))
+            let refused = try Self.proxyFailure(client, redirected.id)
             #expect(refused.message.contains("16 different proxies"), "\(refused.message)")
             origin.setBehavior("/p.bin", TestOrigin.Behavior())
-            for id in ids {
+            for id in ids + [redirected.id] {
                 let done = try client.waitFor(task: id, state: .completed)
                 #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
             }
