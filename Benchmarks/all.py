@@ -11,6 +11,8 @@ release binaries. Runs, in order (each needs nginx; the peers are curl and aria2
                   with --slots 20 (a resumed task only queues), beside aria2c's RPC
   callcost.py     what each control call costs the daemon (CPU per call, round trip), method by method, one client,
                   beside aria2c's RPC
+  heldqueue.py    what a create + cancel costs with 0 / 10,000 / 50,000 tasks queued behind a session's limit and
+                  behind the proxy cap (tinyproxy), beside aria2c with as many downloads waiting
 and writes the summary table between the SUMMARY markers of docs/benchmarks.md (--doc), with the 1 GiB results
 read from bench.py's JSON (--one-gib). QUICK=1 in the environment runs each with fewer runs and smaller sizes
 (to check the pipeline, not to measure).
@@ -131,6 +133,21 @@ def callcost_rows(r):
     return rows
 
 
+def heldqueue_rows(r):
+    """One row per halftunesd step, beside aria2c's step with as many waiting (same queue length)."""
+    d, a = r["results"]["halftunesd"], r["results"].get("aria2c") or []
+    peers = {m["queued"]: m for m in a}
+    rows = []
+    for m in d:
+        peer = peers.get(m["queued"])
+        rows.append((f"{m['method']}: daemon CPU per pair (p99 round trip)",
+                     f"{m['cpuMicrosPerCall']:,.0f} µs ({m['p99ms']:.2f} ms)",
+                     f"aria2c {peer['cpuMicrosPerCall']:,.0f} µs ({peer['p99ms']:.2f} ms), {m['queued']:,} waiting"
+                     if peer else "–", ratio(m["cpuMicrosPerCall"], peer and peer["cpuMicrosPerCall"]),
+                     "flat in the queue's length"))
+    return rows
+
+
 def table(rows, quick):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [BEGIN, "",
@@ -181,6 +198,8 @@ def main():
                                       os.path.join(out, "cp-queued.json")), "`--slots 20`")
         calls = ["--calls", "300", "--transfers", "30"] if quick else []
         rows += callcost_rows(run("callcost.py", bins + calls, os.path.join(out, "callcost.json")))
+        held = ["--queued", "0,2000", "--calls", "100"] if quick else []
+        rows += heldqueue_rows(run("heldqueue.py", bins + held, os.path.join(out, "heldqueue.json")))
     text = table(rows, quick)
     print(text)
     if args.doc:

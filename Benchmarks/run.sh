@@ -30,6 +30,7 @@ missing=()
 [ -n "$(find_nginx)" ] || missing+=(nginx)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v aria2c >/dev/null 2>&1 || missing+=(aria2)
+command -v tinyproxy >/dev/null 2>&1 || missing+=(tinyproxy) # heldqueue.py: the proxy cap
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 [ -x /usr/bin/time ] || missing+=(time)
 if [ ${#missing[@]} -gt 0 ] || ! command -v hyperfine >/dev/null 2>&1; then

@@ -52,7 +52,8 @@ extension DaemonCore {
         let runtime = TaskRuntime(taskID: id, connections: hostConnections, host: t.hostKey)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
-        let attempt = Attempt(request: request, clients: clients.leases(uid: t.owner, now: clock), observer: runtime,
+        let leases = LeaseReports(clients: clients.leases(uid: t.owner, now: clock), runtime: runtime)
+        let attempt = Attempt(request: request, clients: leases, observer: runtime,
                               logger: taskLogger)
         let reports = Task { [weak self] in
             for await message in runtime.messages {
@@ -86,7 +87,7 @@ extension DaemonCore {
                 meters.received.add(delta, at: clock())
             case .sent(let delta, _, _):
                 meters.sent.add(delta, at: clock())
-            case .bodyOpened, .checkpointed:
+            case .bodyOpened, .checkpointed, .proxyLeased:
                 break
             }
             feedAndRun(.attemptProgress(id, progress))
@@ -113,8 +114,9 @@ extension DaemonCore {
     /// The attempt ended: `DaemonState` decides what that means for the task (`AttemptVerdict`) and frees
     /// its slot; the actions are carried out here.
     func attemptEnded(_ id: Int64, _ outcome: AttemptOutcome) {
-        guard let t = state.tasks[id] else { return }
-        if !state.shuttingDown, t.machine.state == .running {
+        // Fed even for a task the state no longer holds (nothing lets one go while its attempt is in flight
+        // today): what the attempt held, its proxies, is given back whatever happened to the task.
+        if let t = state.tasks[id], !state.shuttingDown, t.machine.state == .running {
             switch outcome {
             case .responded(let response):
                 logger.info("\(t.record.kind) task complete", metadata: ["task": "\(id)", "status": "\(response.status)",

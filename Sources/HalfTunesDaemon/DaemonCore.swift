@@ -51,7 +51,8 @@ actor DaemonCore {
                                      netrc: configuration.netrcPath.map(NetrcFile.init(path:)),
                                      notifications: NotificationPoster(log: { [logger] in logger.notice("\($0)") }))
         self.state = DaemonState(limits: DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
-                                                                maxConnectionsPerHost: configuration.maxConnectionsPerHost))
+                                                                maxConnectionsPerHost: configuration.maxConnectionsPerHost),
+                                 proxyRules: configuration.proxyRules)
         self.state.daemonUID = geteuid()
         if InputLog.path != nil { self.inputLog = InputLog(initial: state) }
         journal.onSubmittedWriteFailure { [logger] message in

@@ -117,6 +117,10 @@ extension DaemonState {
         case sent(delta: Int64, total: Int64, expected: Int64?)
         /// A download's bytes in these ranges were fsynced: journal them (`checkpoint`).
         case checkpointed(ByteRanges)
+        /// The attempt leased the HTTP client of this proxy for one of its requests (reported once per proxy): a
+        /// redirect hop or a segment may go through another proxy than its first request's, and until the attempt
+        /// ends it counts against its owner's proxies as the engine counts it.
+        case proxyLeased(ProxyServer)
     }
 
     enum Action: Equatable {

@@ -65,8 +65,10 @@ struct DaemonState {
     /// The limits slots are granted within (`limitsChanged`; the runner feeds its configuration's at start).
     private(set) var limits: SlotLimits
 
-    init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6)) {
+    /// `proxyRules`: the daemon's, until `proxyRulesChanged` says otherwise.
+    init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6), proxyRules: ProxyRules = .none) {
         self.limits = limits
+        _ = proxies.setDaemonRules(proxyRules) // no session yet
     }
 
     /// Feeds an input; returns what the runner must do, in order. A refused task input changes nothing and
@@ -135,6 +137,8 @@ struct DaemonState {
             received(id, delta: delta, total: total, expected: expected, now: now, into: &actions)
         case let .attemptProgress(id, .bodyOpened(bytes)):
             sent(id, delta: 0, total: 0, expected: bytes, into: &actions)
+        case let .attemptProgress(id, .proxyLeased(server)):
+            if let t = tasks[id], t.attemptInFlight { proxies.leased(id, owner: t.owner, ProxyRef(server)) }
         case let .attemptProgress(id, .checkpointed(durable)):
             checkpointed(id, durable, into: &actions)
         case let .attemptProgress(id, .sent(delta, total, expected)):
@@ -347,14 +351,16 @@ struct DaemonState {
 
     /// Starts queued tasks while the daemon-wide, per-session and per-host limits allow: each next slot goes
     /// to the fair choice among the tasks that can start (`RunQueue.next`). Costs O(owners) per task started
-    /// (plus tasks held at the head of a user's queue by a session or host limit), whatever the queue's length.
+    /// (plus, per owner, a look at each lane of its queue when its first tasks are held, and the tasks a host
+    /// limit holds in lanes not held), whatever the queue's length.
     mutating func grantSlots(_ limits: SlotLimits, now: Double, into actions: inout [Action]) {
         guard !shuttingDown else { return }
         var tried: Set<Int64> = []
         while tasks.running.count < limits.maxConcurrent {
             let next = tasks.queue.next(running: { self.tasks.runningByOwner[$0] ?? 0 },
                                         lastServed: { self.lastServed[$0] ?? 0 },
-                                        isHeld: { self.isHeld($0, limits: limits) })
+                                        isHeld: { self.isHeld($0, limits: limits) },
+                                        laneHeld: { self.isHeld(lane: $1, owner: $0) })
             guard let entry = next, tried.insert(entry.id).inserted else { return }
             servedSerial += 1
             lastServed[entry.owner] = servedSerial
@@ -370,6 +376,14 @@ struct DaemonState {
                              sessionMax: sessions[entry.session]?.record.configuration.maxConcurrent,
                              hostRunning: connections(host: entry.host), hostMax: limits.maxConnectionsPerHost,
                              proxiesInUse: proxies.holds(owner: entry.owner, entry.proxy)) != nil
+    }
+
+    /// Whether every task of a queue lane is held: its session is at its limit, or its proxy would be one too
+    /// many for its owner (what `isHeld` checks that does not depend on the task's host or its own transfer).
+    func isHeld(lane: RunQueue.Lane, owner: UInt32) -> Bool {
+        if let max = sessions[lane.session]?.record.configuration.maxConcurrent,
+           tasks.runningBySession[lane.session] ?? 0 >= max { return true }
+        return proxies.holds(owner: owner, lane.proxy) != nil
     }
 
     /// Connections in use to `host`: one per running task, plus the extras of split downloads.

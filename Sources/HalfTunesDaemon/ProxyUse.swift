@@ -21,11 +21,12 @@ final class ProxyRef: Hashable, Sendable, CustomStringConvertible {
 
 /// The state's view of the per-uid proxy cap (`HTTPClients.maxProxiesPerUID`): each session's proxy rules (its
 /// own settings over the daemon's), parsed once when the session or the daemon's rules change; the first proxy of
-/// each attempt in flight; and per owner uid the distinct proxies those go through. `grantSlots` holds a queued
-/// task whose first proxy would be one too many for its owner (`holds`, O(1)): the engine would refuse it that
-/// proxy's client. The engine counts every proxy an attempt leases, redirect hops included, so a redirect to a
-/// host behind another proxy can still be refused mid-attempt (`proxyFailure`, retried); the state never holds
-/// a task the engine would take.
+/// each attempt in flight and those its redirect hops and segments leased (reported by the runner as the engine
+/// leases them); and per owner uid the distinct proxies those go through, the engine's count. `grantSlots` holds
+/// a queued task whose first proxy would be one too many for its owner (`holds`, O(1)): the engine would refuse it
+/// that proxy's client. Left to the engine's refusal (`proxyFailure`, retried): a redirect hop that needs one too
+/// many, and a first request started in the moment between another attempt's hop leasing a proxy and the state
+/// hearing of it.
 struct ProxyUse {
     /// The rules of one session with their proxies as the references its tasks hold.
     struct Rules: Equatable {
@@ -65,9 +66,10 @@ struct ProxyUse {
             tunnel = config.proxyTunnel
         }
     }
-    /// The first proxy of each attempt in flight that goes through one, with its owner.
-    private var attempts: [Int64: (owner: UInt32, proxy: ProxyRef)] = [:]
-    /// Per owner uid, the distinct proxies its attempts in flight go through first, and how many go through each.
+    /// The proxies each attempt in flight goes through (its first request's, counted when it starts, and those
+    /// its redirect hops and segments leased), with its owner.
+    private var attempts: [Int64: (owner: UInt32, proxies: [ProxyRef])] = [:]
+    /// Per owner uid, the distinct proxies its attempts in flight go through, and how many attempts go through each.
     private(set) var byOwner: [UInt32: [ProxyRef: Int]] = [:]
 
     /// The proxy the first request of a task of `session` to `url` goes through (nil: direct). O(1) for a session
@@ -110,24 +112,34 @@ struct ProxyUse {
 
     /// What `DaemonCore` gives an attempt: the session's settings over the daemon's rules (`forSession`).
     private static func rules(_ settings: Settings, over daemon: Rules) -> Rules {
-        // Without settings of its own, forSession gives the daemon's rules: its tasks share their references.
-        if settings.proxy == nil, settings.bypass == nil, settings.tunnel == nil { return daemon }
-        return Rules(daemon.rules.forSession(proxy: settings.proxy, bypass: settings.bypass, tunnel: settings.tunnel))
+        let rules = daemon.rules.forSession(proxy: settings.proxy, bypass: settings.bypass, tunnel: settings.tunnel)
+        return rules == daemon.rules ? daemon : Rules(rules) // the daemon's: its tasks share their references
     }
 
-    /// An attempt of task `id` of `owner` started, its first request through `proxy` (nil: direct, not counted).
+    /// An attempt of task `id` of `owner` started, its first request through `proxy` (nil: direct, not counted):
+    /// counted before the engine leases it, so nothing started meanwhile takes the place.
     mutating func attemptStarted(_ id: Int64, owner: UInt32, proxy: ProxyRef?) {
         attemptEnded(id)
-        guard let proxy else { return }
-        attempts[id] = (owner, proxy)
+        if let proxy { leased(id, owner: owner, proxy) }
+    }
+
+    /// Task `id`'s attempt leased `proxy`'s client (`Progress.proxyLeased`): counted until the attempt ends, once
+    /// per attempt. An attempt holds a few proxies at most (its hops): the list is searched.
+    mutating func leased(_ id: Int64, owner: UInt32, _ proxy: ProxyRef) {
+        var entry = attempts[id] ?? (owner, [])
+        guard !entry.proxies.contains(proxy) else { return }
+        entry.proxies.append(proxy)
+        attempts[id] = entry
         byOwner[owner, default: [:]][proxy, default: 0] += 1
     }
 
-    /// Task `id`'s attempt ended (the engine released its clients before): its proxy no longer counts.
+    /// Task `id`'s attempt ended (the engine released its clients before): its proxies no longer count.
     mutating func attemptEnded(_ id: Int64) {
-        guard let (owner, proxy) = attempts.removeValue(forKey: id) else { return }
-        let n = byOwner[owner]?[proxy] ?? 0
-        byOwner[owner]?[proxy] = n > 1 ? n - 1 : nil
+        guard let (owner, proxies) = attempts.removeValue(forKey: id) else { return }
+        for proxy in proxies {
+            let n = byOwner[owner]?[proxy] ?? 0
+            byOwner[owner]?[proxy] = n > 1 ? n - 1 : nil
+        }
         if byOwner[owner]?.isEmpty == true { byOwner[owner] = nil }
     }
 

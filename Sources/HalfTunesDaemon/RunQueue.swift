@@ -2,9 +2,10 @@
 import DequeModule
 import HalfTunesProtocol
 
-/// The queued tasks, one ordered run per owner uid (by priority, then queue order, then id), maintained as
-/// tasks are queued and dequeued, so that choosing the next task to start costs O(owners + tasks held at
-/// the head by a session or host limit) and never sorts or walks the whole queue. `TaskTable` keeps it in step
+/// The queued tasks, one ordered run per owner uid (by priority, then queue order, then id), and the same per
+/// lane (an owner's tasks of one session through one first proxy), maintained as tasks are queued and dequeued,
+/// so that choosing the next task to start costs, per owner, its first few tasks and a look at each of its lanes
+/// (plus tasks a host's limit holds in lanes not held), and never sorts or walks the whole queue. `TaskTable` keeps it in step
 /// with task states: a task is in the queue exactly while it is `queued`.
 ///
 /// Between users the queue is shared as `QueuePlanner.fairOrder` describes: the next place goes to the user
@@ -38,8 +39,25 @@ struct RunQueue: Sendable {
         var id: Int64 { key.id }
     }
 
+    /// The tasks of one owner that a session limit or the proxy cap holds together: one session, one first proxy.
+    /// An owner has at most a few per session (`maxSessionsPerUID` bounds its sessions).
+    struct Lane: Hashable, Sendable {
+        var session: String
+        var proxy: ProxyRef?
+    }
+
+    /// A queued task in its lane (the lane gives its owner, session and proxy).
+    struct LaneEntry: Sendable {
+        var key: Key
+        var host: String
+    }
+
     /// Each owner's queued tasks in start order.
     private var byOwner: [UInt32: Deque<Entry>] = [:]
+    /// The same tasks per owner and lane, each lane in start order: a scheduler pass skips a held lane whole.
+    private var lanes: [UInt32: [Lane: Deque<LaneEntry>]] = [:]
+    /// How many of an owner's first tasks `next` looks at one by one before it goes lane by lane.
+    static let scanBeforeLanes = 8
     /// Where each queued task is (its owner and key), for removal and lookups.
     private var members: [Int64: (owner: UInt32, key: Key)] = [:]
 
@@ -61,6 +79,14 @@ struct RunQueue: Sendable {
         }
         byOwner[entry.owner] = run
         members[entry.id] = (entry.owner, entry.key)
+        let lane = Lane(session: entry.session, proxy: entry.proxy)
+        let item = LaneEntry(key: entry.key, host: entry.host)
+        if let last = lanes[entry.owner]?[lane]?.last, entry.key < last.key {
+            let index = Self.firstIndex(in: lanes[entry.owner]![lane]!, notBelow: entry.key)
+            lanes[entry.owner]![lane]!.insert(item, at: index)
+        } else {
+            lanes[entry.owner, default: [:]][lane, default: []].append(item)
+        }
     }
 
     /// Takes a task out of the queue (nothing when it is not in it). The head is O(1), elsewhere O(log n)
@@ -68,8 +94,23 @@ struct RunQueue: Sendable {
     mutating func remove(_ id: Int64) {
         guard let (owner, key) = members.removeValue(forKey: id), var run = byOwner.removeValue(forKey: owner) else { return }
         let index = Self.firstIndex(in: run, notBelow: key)
-        if index < run.count, run[index].id == id { run.remove(at: index) }
+        if index < run.count, run[index].id == id {
+            let lane = Lane(session: run[index].session, proxy: run[index].proxy)
+            run.remove(at: index)
+            removeFromLane(lane, owner: owner, key: key)
+        }
         if !run.isEmpty { byOwner[owner] = run }
+    }
+
+    private mutating func removeFromLane(_ lane: Lane, owner: UInt32, key: Key) {
+        guard var entries = lanes[owner]?.removeValue(forKey: lane) else { return }
+        let index = Self.firstIndex(in: entries, notBelow: key)
+        if index < entries.count, entries[index].key == key { entries.remove(at: index) }
+        if !entries.isEmpty {
+            lanes[owner]![lane] = entries
+        } else if lanes[owner]!.isEmpty {
+            lanes[owner] = nil
+        }
     }
 
     /// The entry of a queued task.
@@ -96,17 +137,44 @@ struct RunQueue: Sendable {
     }
 
     /// The next task to start: the fair choice among, for each owner, the first of its tasks that `isHeld`
-    /// does not hold (a session or host at its limit, a previous transfer still stopping). `running` and
-    /// `lastServed` give each owner's transfers running and the serial number of its last slot (0: never).
-    func next(running: (UInt32) -> Int, lastServed: (UInt32) -> Int64, isHeld: (Entry) -> Bool) -> Entry? {
+    /// does not hold (a session or host at its limit, its owner at the proxy cap, a previous transfer still
+    /// stopping). `running` and `lastServed` give each owner's transfers running and the serial number of its
+    /// last slot (0: never). `laneHeld` tells whether every task of a lane is held (its session at its limit, its
+    /// proxy one too many): it must never say so of a lane with a task `isHeld` would let start.
+    ///
+    /// Cost per owner: its first `scanBeforeLanes` tasks; past them, one look per lane, plus the tasks passed
+    /// over in lanes not held (a host at its limit, a transfer stopping). So 50,000 tasks behind a session's
+    /// limit or the proxy cap cost one look each pass, not 50,000.
+    func next(running: (UInt32) -> Int, lastServed: (UInt32) -> Int64, isHeld: (Entry) -> Bool,
+              laneHeld: (UInt32, Lane) -> Bool = { _, _ in false }) -> Entry? {
         var best: (entry: Entry, load: Int, served: Int64)?
         for (owner, run) in byOwner {
-            guard let entry = run.first(where: { !isHeld($0) }) else { continue }
+            guard let entry = first(of: owner, run, isHeld: isHeld, laneHeld: laneHeld) else { continue }
             let load = running(owner), served = lastServed(owner)
             if let b = best, (b.load, b.served, b.entry.key) < (load, served, entry.key) { continue }
             best = (entry, load, served)
         }
         return best?.entry
+    }
+
+    /// The first task of `owner`'s run that `isHeld` lets start: `run.first(where:)` for its first tasks, then the
+    /// earliest such task over its lanes that `laneHeld` does not hold (the same task: a held lane's are all held).
+    private func first(of owner: UInt32, _ run: Deque<Entry>, isHeld: (Entry) -> Bool,
+                       laneHeld: (UInt32, Lane) -> Bool) -> Entry? {
+        for entry in run.prefix(Self.scanBeforeLanes) where !isHeld(entry) { return entry }
+        guard run.count > Self.scanBeforeLanes, let ownLanes = lanes[owner] else { return nil }
+        var found: Entry?
+        for (lane, entries) in ownLanes where !laneHeld(owner, lane) {
+            for item in entries {
+                if let found, found.key < item.key { break } // an earlier one is found already
+                let entry = Entry(key: item.key, owner: owner, session: lane.session, host: item.host, proxy: lane.proxy)
+                if !isHeld(entry) {
+                    found = entry
+                    break
+                }
+            }
+        }
+        return found
     }
 
     /// The task's place in the shared order (1 = next), or nil when it is not queued. One owner: a binary
@@ -165,6 +233,15 @@ struct RunQueue: Sendable {
     }
 
     /// The index of the first entry whose key is not below `key` (binary search; the run is sorted).
+    private static func firstIndex(in run: Deque<LaneEntry>, notBelow key: Key) -> Int {
+        var low = 0, high = run.count
+        while low < high {
+            let mid = (low + high) / 2
+            if run[mid].key < key { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+
     private static func firstIndex(in run: Deque<Entry>, notBelow key: Key) -> Int {
         var low = 0, high = run.count
         while low < high {

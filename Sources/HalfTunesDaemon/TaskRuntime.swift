@@ -2,6 +2,7 @@ import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// Bridges one running `Attempt` (of any task kind) to the daemon: everything it reports, checkpoints included,
 /// is delivered to the core in order (the state owns the durable ranges and journals them: `checkpointed`).
@@ -89,4 +90,32 @@ final class TaskRuntime: AttemptObserver, Sendable {
     func attemptDidSend(_ attempt: Attempt, bytes: Int64, totalBytes: Int64, totalBytesExpected: Int64?) {
         continuation.yield(.progress(.sent(delta: bytes, total: totalBytes, expected: totalBytesExpected)))
     }
+
+    /// The attempt leased `proxy`'s client (`LeaseReports`): the state counts it against the owner's proxies.
+    func proxyLeased(_ proxy: ProxyServer) {
+        continuation.yield(.progress(.proxyLeased(proxy)))
+    }
+}
+
+/// An attempt's HTTP clients (`HTTPClients.leases`) that tell its runtime of each proxy it leases, once per proxy,
+/// so the state counts what the engine counts (a redirect hop or segment through another proxy included).
+struct LeaseReports: AttemptClients {
+    let clients: any AttemptClients
+    let runtime: TaskRuntime
+    private let reported = NIOLockedValueBox<Set<ProxyServer>>([])
+
+    init(clients: any AttemptClients, runtime: TaskRuntime) {
+        self.clients = clients
+        self.runtime = runtime
+    }
+
+    var eventLoopGroup: any EventLoopGroup { clients.eventLoopGroup }
+
+    func lease(for proxy: ProxyServer?) throws(HTTPClients.TooManyProxies) -> ProxyClient {
+        let client = try clients.lease(for: proxy)
+        if let proxy, reported.withLockedValue({ $0.insert(proxy).inserted }) { runtime.proxyLeased(proxy) }
+        return client
+    }
+
+    func release(_ proxy: ProxyServer?) { clients.release(proxy) }
 }

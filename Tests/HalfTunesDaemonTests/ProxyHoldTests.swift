@@ -108,4 +108,32 @@ struct ProxyHoldTests {
         _ = state.handle(.sessionConfigured("p1", Self.session(proxy: "http://127.0.0.1:3001")), now: 3)
         #expect(state.proxies.byOwner[1]?[Self.proxy(3001)] == 1)
     }
+
+    /// A proxy an attempt leased for a redirect hop (`proxyLeased`) counts like its first one until the attempt
+    /// ends, once however often it is reported: 15 first proxies and one hop make 16, and a 17th waits.
+    @Test func aRedirectHopsProxyCountsUntilTheAttemptEnds() throws {
+        var state = Self.state()
+        let busy = (0..<(Self.max - 1)).map { DaemonStateTests.task(Int64($0 + 1), session: "p\($0)", owner: 1) }
+        #expect(try DaemonStateTests.resumeAll(&state, busy, limits: Self.limits).count == Self.max - 1)
+        let hop = ProxyServer(kind: .http, host: "127.0.0.1", port: 4444)
+        for _ in 0..<2 { _ = state.handle(.attemptProgress(1, .proxyLeased(hop)), now: 1) }
+        _ = state.handle(.attemptProgress(1, .proxyLeased(Self.proxy(3000).server)), now: 1) // its first: no change
+        #expect(state.proxies.byOwner[1]?.count == Self.max && state.proxies.byOwner[1]?[ProxyRef(hop)] == 1)
+        #expect(state.proxies.byOwner[1]?[Self.proxy(3000)] == 1)
+
+        let extra = DaemonStateTests.task(100, session: "p\(Self.max)", owner: 1)
+        _ = state.handle(.created([extra]), now: 2)
+        #expect(DaemonStateTests.started(state.handle(.task(100, .resume), now: 2)).isEmpty)
+        #expect(try state.hold(#require(state.tasks[100]), position: 1)?.reason == "uidMaxProxies")
+        // A report for a task with no attempt in flight counts nothing.
+        _ = state.handle(.attemptProgress(100, .proxyLeased(ProxyServer(kind: .http, host: "127.0.0.1", port: 4445))), now: 2)
+        #expect(state.proxies.byOwner[1]?.count == Self.max)
+
+        // Task 1's attempt ends: both its proxies are free, and 100 starts.
+        _ = state.handle(.task(1, .suspend), now: 3)
+        let ended = state.handle(.attemptEnded(1, .stopped(durableBytes: 0), jitterSample: 0), now: 4)
+        #expect(DaemonStateTests.started(ended) == [100])
+        #expect(state.proxies.byOwner[1]?[ProxyRef(hop)] == nil && state.proxies.byOwner[1]?[Self.proxy(3000)] == nil)
+        #expect(state.proxies.byOwner[1]?.count == Self.max - 1)
+    }
 }

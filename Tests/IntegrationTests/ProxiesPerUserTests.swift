@@ -68,4 +68,59 @@ struct ProxiesPerUserTests {
             for id in running where id != running[3] { _ = try client.cancel(id) }
         }
     }
+
+    /// A proxy a redirect hop took counts too (the runner reports the engine's leases to the state): fifteen paced
+    /// downloads through fifteen proxies, and a sixteenth that starts direct (127.0.0.1 bypassed) and is redirected
+    /// to localhost through a sixteenth proxy. A task through a seventeenth then waits queued (`uidMaxProxies`, no
+    /// attempt used) instead of being refused its proxy; once the redirected download is canceled it completes.
+    @Test func aProxyTakenByARedirectHopCountsToo() async throws {
+        let proxy = try ProxyProcess.tinyproxy()
+        defer { proxy.stop() }
+        try await withDaemon(["--max-concurrent", "40", "--max-connections-per-host", "40"]) { daemon, origin in
+            let paced = TestOrigin.randomBytes(count: 4 * MiB, seed: 2803)
+            origin.put("/paced.bin", paced)
+            origin.setBehavior("/paced.bin", .throttled(32 * 1024))
+            var redirect = TestOrigin.Behavior()
+            redirect.redirectTo = origin.url("/paced.bin", hostName: "localhost")
+            origin.setBehavior("/to-localhost", redirect)
+            let body = TestOrigin.randomBytes(count: 200 * 1024, seed: 2804)
+            origin.put("/held.bin", body)
+            let client = try daemon.client()
+            var running: [Int64] = []
+            for i in 0..<15 {
+                var config = SessionConfiguration()
+                config.proxy = proxy.url(user: "u\(i)", password: "p")
+                _ = try client.openSession("px\(i)", configuration: config)
+                running.append(try client.createTask(TaskCreateParams(session: "px\(i)", url: origin.url("/paced.bin"),
+                                                                      destination: "paced-\(i).bin", start: true,
+                                                                      maxConnections: 1)).id)
+            }
+            _ = try client.openSession("hop", configuration: SessionConfiguration(
+                proxy: proxy.url(user: "u15", password: "p"), proxyBypass: "127.0.0.1"))
+            let hop = try client.createTask(TaskCreateParams(session: "hop", url: origin.url("/to-localhost"),
+                                                             destination: "hop.bin", start: true, maxConnections: 1))
+            for id in running + [hop.id] {
+                try eventually("task \(id) receiving") {
+                    let t = try client.task(id)
+                    if t.state != .running { throw TestFailure("task \(id) is \(t.state.rawValue): \(t.waitingReason?.message ?? "")") }
+                    return t.bytesReceived > 0 ? true : nil
+                }
+            }
+            #expect(proxy.forwarded().contains("GET \(origin.url("/paced.bin", hostName: "localhost"))"), "\(proxy.log())")
+
+            var config = SessionConfiguration()
+            config.proxy = proxy.url(user: "u16", password: "p")
+            _ = try client.openSession("px16", configuration: config)
+            let held = try client.createTask(TaskCreateParams(session: "px16", url: origin.url("/held.bin"),
+                                                              destination: "held.bin", start: true, maxConnections: 1))
+            #expect(held.state == .queued && held.hold?.reason == "uidMaxProxies" && held.attempts == 0,
+                    "\(held.state.rawValue) \(String(describing: held.hold)) \(held.waitingReason?.message ?? "")")
+
+            _ = try client.cancel(hop.id)
+            let done = try client.waitFor(task: held.id, state: .completed)
+            #expect(try sha256(ofFile: done.location ?? "") == TestOrigin.sha256Hex(body))
+            #expect(done.attempts == 1, "it started once, and was never refused its proxy")
+            for id in running { _ = try client.cancel(id) }
+        }
+    }
 }

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""What a control call costs while a long queue is held behind a limit (issue 28, the proxy cap's review).
+
+A queued task that cannot start (its session at its `maxConcurrent`, its host at its limit, its owner's
+transfers at 16 proxies) is passed over by every scheduler pass, and every call that changes a task runs one.
+This measures what that costs: paced downloads hold the limit, --queued tasks (cumulative steps, e.g.
+0,10000,50000) wait behind it, and a probe client creates a suspended task and cancels it, --calls times per
+step (each create runs a scheduler pass: a free slot is there for anything that could start). Reported per
+step: the daemon's CPU per create + cancel pair (its idle share taken off) and the pair's p50/p99 round trip.
+
+  halftunesd, "session": sessions `held0`, `held1`… (9,000 queued tasks each: a session holds at most 10,000)
+      have maxConcurrent 1 and run a paced download each; the queued tasks wait (hold `sessionMaxConcurrent`).
+  halftunesd, "proxies" (tinyproxy installed): 16 sessions of one uid each run a paced download through a
+      proxy of their own (one tinyproxy, 16 user names: 16 distinct proxies to the daemon); the queued tasks
+      are in sessions whose proxy is a 17th (hold `uidMaxProxies`).
+  aria2c: -j 1 runs the paced download; the queued downloads wait in its queue; the probe is aria2.addUri
+      (paused) + aria2.forceRemove.
+
+    Benchmarks/heldqueue.py --bin-dir .build-bench/release [--queued 0,10000,50000] [--calls 500] [--json out.json]
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from callcost import idle_cpu_rate, measure  # noqa: E402
+from controlplane import Aria2, add_common_arguments, port_open, side_by_side, wait_until  # noqa: E402
+from scale import Connection, Daemon  # noqa: E402
+from smallfiles import free_port  # noqa: E402
+
+
+# Tasks queued per session (a session holds at most 10,000 unfinished tasks).
+PER_SESSION = 9000
+
+
+def pipelined(c, requests, window=256):
+    """Sends (method, params) requests on connection `c` with up to `window` in flight; returns the results."""
+    results, sent, received = [], 0, 0
+    while received < len(requests):
+        while sent < len(requests) and sent - received < window:
+            c.send(*requests[sent])
+            sent += 1
+        results.append(c.receive())
+        received += 1
+    return results
+
+
+def steps(args):
+    return [int(n) for n in args.queued.split(",")]
+
+
+def probe_steps(pid, c, add_queued, args, label):
+    """For each cumulative --queued step: queue tasks up to it (`add_queued(count, first)`), then measure."""
+    rows, queued = [], 0
+    for target in steps(args):
+        if target > queued:
+            add_queued(target - queued, queued)
+            queued = target
+        idle = idle_cpu_rate(pid)
+        made = []
+
+        def pair(i):
+            t = c.call("task.create", {"session": "cost", "url": args.url, "destination": f"probe-{target}-{i}.bin"})
+            c.call("task.cancel", {"id": t["id"]})
+            made.append(t["id"])
+
+        row, _ = measure(pid, f"{label}: create + cancel, {target} held", range(args.calls), pair, idle)
+        row["queued"] = target
+        rows.append(row)
+    return rows
+
+
+def run_session_hold(bin_dir, work, url, args):
+    daemon = Daemon(bin_dir, work, ["--max-concurrent", "40", "--max-connections-per-host", "1000"])
+    daemon.start()
+    try:
+        c = Connection(daemon.socket)
+        c.call("session.open", {"identifier": "cost"})
+
+        def open_held(index):
+            name = f"held{index}"
+            c.call("session.open", {"identifier": name, "configuration": {"maxConcurrent": 1}})
+            c.call("task.create", {"session": name, "url": url, "destination": f"running{index}.bin", "start": True})
+            wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= index + 1, "the paced downloads")
+            return name
+
+        def add(count, first):
+            requests = []
+            for n in range(first, first + count):
+                if n % PER_SESSION == 0 and n > 0:
+                    open_held(n // PER_SESSION)
+                requests.append(("task.create", {"session": f"held{n // PER_SESSION}", "url": url,
+                                                 "destination": f"h{n}.bin", "start": True}))
+            pipelined(c, requests)
+            sample = c.call("task.list", {"session": "held0", "state": "queued", "limit": 1})
+            hold = (sample.get("tasks") or [{}])[0].get("hold", {}).get("reason")
+            if count and hold != "sessionMaxConcurrent":
+                raise RuntimeError(f"the queued tasks are not held by their session's limit: {hold}")
+
+        open_held(0)
+        args.url = url
+        return probe_steps(daemon.process.pid, c, add, args, "session limit")
+    finally:
+        daemon.stop()
+
+
+def start_tinyproxy(work):
+    port = free_port()
+    conf = os.path.join(work, "tinyproxy.conf")
+    with open(conf, "w") as f:
+        f.write(f"Port {port}\nListen 127.0.0.1\nTimeout 600\nMaxClients 200\nAllow 127.0.0.1\n"
+                f"LogFile \"{work}/tinyproxy.log\"\nLogLevel Warning\n")
+    process = subprocess.Popen(["tinyproxy", "-d", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: port_open(port), "tinyproxy")
+    return process, port
+
+
+def run_proxy_hold(bin_dir, work, url, args):
+    os.makedirs(work, exist_ok=True)
+    proxy, port = start_tinyproxy(work)
+    daemon = Daemon(bin_dir, os.path.join(work, "daemon"), ["--max-concurrent", "40", "--max-connections-per-host", "1000"])
+    daemon.start()
+    try:
+        c = Connection(daemon.socket)
+        for i in range(16):
+            c.call("session.open", {"identifier": f"p{i}", "configuration": {"proxy": f"http://u{i}:p@127.0.0.1:{port}"}})
+        c.call("session.open", {"identifier": "cost"})
+        for i in range(16):
+            c.call("task.create", {"session": f"p{i}", "url": url, "destination": f"running-{i}.bin", "start": True,
+                                   "maxConnections": 1})
+        wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= 16, "16 paced downloads")
+
+        def add(count, first):
+            requests = []
+            for n in range(first, first + count):
+                session = f"p16-{n // PER_SESSION}"
+                if n % PER_SESSION == 0:
+                    c.call("session.open", {"identifier": session,
+                                            "configuration": {"proxy": f"http://u16:p@127.0.0.1:{port}"}})
+                requests.append(("task.create", {"session": session, "url": url, "destination": f"h{n}.bin",
+                                                 "start": True}))
+            pipelined(c, requests)
+            sample = c.call("task.list", {"session": "p16-0", "state": "queued", "limit": 1})
+            hold = (sample.get("tasks") or [{}])[0].get("hold", {}).get("reason")
+            if count and hold != "uidMaxProxies":
+                raise RuntimeError(f"the queued tasks are not held by the proxy cap: {hold}")
+
+        args.url = url
+        return probe_steps(daemon.process.pid, c, add, args, "proxy cap")
+    finally:
+        daemon.stop()
+        proxy.send_signal(signal.SIGTERM)
+        proxy.wait(timeout=30)
+
+
+def run_halftunesd(bin_dir, work, url, args):
+    rows = run_session_hold(bin_dir, os.path.join(work, "session"), url, args)
+    if shutil.which("tinyproxy") and not args.no_proxy:
+        rows += run_proxy_hold(bin_dir, os.path.join(work, "proxy"), url, args)
+    return rows
+
+
+def run_aria2(work, url, args):
+    port = free_port()
+    out = os.path.join(work, "aria2")
+    os.makedirs(out, exist_ok=True)
+    process = subprocess.Popen(["aria2c", "--enable-rpc", f"--rpc-listen-port={port}", "--rpc-listen-all=false",
+                                "-j", "1", "--max-connection-per-server=1", "--split=1", f"--dir={out}",
+                                "--allow-overwrite=true", "--auto-file-renaming=false", "--file-allocation=none",
+                                "--max-download-result=100", "--quiet"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows, queued = [], 0
+    try:
+        wait_until(lambda: port_open(port), "aria2c's RPC port")
+        pid = process.pid
+        c = Aria2(port)
+        c.call("aria2.addUri", [[url], {"out": "running.bin"}])
+        wait_until(lambda: int(c.call("aria2.getGlobalStat")["numActive"]) >= 1, "the paced download")
+        for target in steps(args):
+            while queued < target:
+                batch = min(500, target - queued)
+                c.call("system.multicall", [[{"methodName": "aria2.addUri", "params": [[url], {"out": f"h{queued + i}.bin"}]}
+                                             for i in range(batch)]])
+                queued += batch
+            idle = idle_cpu_rate(pid)
+
+            def pair(i):
+                gid = c.call("aria2.addUri", [[url], {"pause": "true", "out": f"probe-{target}-{i}.bin"}])
+                c.call("aria2.forceRemove", [gid])
+
+            row, _ = measure(pid, f"addUri (paused) + forceRemove, {target} waiting", range(args.calls), pair, idle)
+            row["queued"] = target
+            rows.append(row)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(parser)
+    parser.add_argument("--queued", default="0,10000,50000", help="cumulative steps of queued (held) tasks")
+    parser.add_argument("--calls", type=int, default=500, help="probe pairs per step")
+    parser.add_argument("--no-proxy", action="store_true", help="leave out the proxy-cap scenario")
+    args = parser.parse_args()
+    results = side_by_side(args, "htd-heldqueue-", run_halftunesd, run_aria2)
+    print(f"{'tool':<12}{'probe':<52}{'CPU/pair':>12}{'p50':>10}{'p99':>10}")
+    for tool, rows in results.items():
+        for r in rows:
+            print(f"{tool:<12}{r['method']:<52}{r['cpuMicrosPerCall']:>9.0f} µs{r['p50ms']:>8.2f}ms{r['p99ms']:>8.2f}ms")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"queued": steps(args), "calls": args.calls, "results": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
