@@ -22,15 +22,13 @@ work the issue's load adds for halftunesd and not for aria2c (controlplane.py).
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from controlplane import Aria2, add_common_arguments, drain_events, percentile, port_open, side_by_side, wait_until  # noqa: E402
+from controlplane import Aria2, add_common_arguments, aria2_rpc, drain_events, percentile, side_by_side, wait_until  # noqa: E402
 from scale import Connection, Daemon  # noqa: E402
-from smallfiles import cpu_seconds, free_port  # noqa: E402
+from smallfiles import cpu_seconds  # noqa: E402
 
 
 def idle_cpu_rate(pid, seconds=1.0):
@@ -95,17 +93,8 @@ def run_halftunesd(bin_dir, work, url, args):
 
 
 def run_aria2(work, url, args):
-    port = free_port()
-    out = os.path.join(work, "aria2")
-    os.makedirs(out, exist_ok=True)
-    process = subprocess.Popen(["aria2c", "--enable-rpc", f"--rpc-listen-port={port}", "--rpc-listen-all=false",
-                                "-j", "1", "--max-connection-per-server=1", "--split=1", f"--dir={out}",
-                                "--allow-overwrite=true", "--auto-file-renaming=false", "--file-allocation=none",
-                                "--max-download-result=100", "--quiet"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = []
-    try:
-        wait_until(lambda: port_open(port), "aria2c's RPC port")
+    with aria2_rpc(work, 1) as (process, port):
         pid = process.pid
         c = Aria2(port)
         c.call("aria2.addUri", [[url], {"out": "bulk.bin"}])
@@ -121,9 +110,6 @@ def run_aria2(work, url, args):
         rows.append(measure(pid, "aria2.forcePause", gids, lambda g: c.call("aria2.forcePause", [g]), idle)[0])
         rows.append(measure(pid, "aria2.getGlobalStat", n, lambda _: c.call("aria2.getGlobalStat"), idle)[0])
         rows.append(measure(pid, "aria2.forceRemove", gids, lambda g: c.call("aria2.forceRemove", [g]), idle)[0])
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
     return rows
 
 

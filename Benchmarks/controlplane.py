@@ -27,6 +27,7 @@ loop measures the control plane alone in both.
     Benchmarks/controlplane.py --bin-dir .build-bench/release --clients 24 --seconds 20 --json out.json
 """
 import argparse
+import contextlib
 import http.client
 import json
 import multiprocessing
@@ -174,17 +175,28 @@ def aria2_probe(port, seconds, start_at, results):
     probe(lambda: c.call("aria2.getGlobalStat"), seconds, start_at, results)
 
 
-def run_aria2(work, url, args):
+@contextlib.contextmanager
+def aria2_rpc(work, jobs):
+    """aria2c with its JSON-RPC on a free 127.0.0.1 port, `jobs` downloads at once (one connection each) into
+    work/aria2; yields (process, port) once the port answers, and stops it afterwards."""
     port = free_port()
     out = os.path.join(work, "aria2")
     os.makedirs(out, exist_ok=True)
     process = subprocess.Popen(["aria2c", "--enable-rpc", f"--rpc-listen-port={port}", "--rpc-listen-all=false",
-                                "-j", str(args.slots or 1000), "--max-connection-per-server=1", "--split=1", f"--dir={out}",
+                                "-j", str(jobs), "--max-connection-per-server=1", "--split=1", f"--dir={out}",
                                 "--allow-overwrite=true", "--auto-file-renaming=false", "--file-allocation=none",
                                 "--max-download-result=100", "--quiet"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: port_open(port), "aria2c's RPC port")
+        yield process, port
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+
+
+def run_aria2(work, url, args):
+    with aria2_rpc(work, args.slots or 1000) as (process, port):
         c = Aria2(port)
         for i in range(args.transfers):
             c.call("aria2.addUri", [[url], {"out": f"bulk-{i}.bin"}])
@@ -192,9 +204,6 @@ def run_aria2(work, url, args):
         return measure(process.pid, args,
                        lambda i, start, q: aria2_client(port, i, url, args.seconds, start, q),
                        lambda start, q: aria2_probe(port, args.seconds, start, q))
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
 
 
 # --- both -----------------------------------------------------------------------------------------------------

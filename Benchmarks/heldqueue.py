@@ -25,12 +25,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from callcost import idle_cpu_rate, measure  # noqa: E402
-from controlplane import Aria2, add_common_arguments, port_open, side_by_side, wait_until  # noqa: E402
+from controlplane import Aria2, add_common_arguments, aria2_rpc, port_open, side_by_side, wait_until  # noqa: E402
 from scale import Connection, Daemon  # noqa: E402
 from smallfiles import free_port  # noqa: E402
 
@@ -167,17 +165,8 @@ def run_halftunesd(bin_dir, work, url, args):
 
 
 def run_aria2(work, url, args):
-    port = free_port()
-    out = os.path.join(work, "aria2")
-    os.makedirs(out, exist_ok=True)
-    process = subprocess.Popen(["aria2c", "--enable-rpc", f"--rpc-listen-port={port}", "--rpc-listen-all=false",
-                                "-j", "1", "--max-connection-per-server=1", "--split=1", f"--dir={out}",
-                                "--allow-overwrite=true", "--auto-file-renaming=false", "--file-allocation=none",
-                                "--max-download-result=100", "--quiet"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows, queued = [], 0
-    try:
-        wait_until(lambda: port_open(port), "aria2c's RPC port")
+    with aria2_rpc(work, 1) as (process, port):
         pid = process.pid
         c = Aria2(port)
         c.call("aria2.addUri", [[url], {"out": "running.bin"}])
@@ -197,9 +186,6 @@ def run_aria2(work, url, args):
             row, _ = measure(pid, f"addUri (paused) + forceRemove, {target} waiting", range(args.calls), pair, idle)
             row["queued"] = target
             rows.append(row)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=120)
     return rows
 
 

@@ -233,16 +233,7 @@ struct RunQueue: Sendable {
     }
 
     /// The index of the first entry whose key is not below `key` (binary search; the run is sorted).
-    private static func firstIndex(in run: Deque<LaneEntry>, notBelow key: Key) -> Int {
-        var low = 0, high = run.count
-        while low < high {
-            let mid = (low + high) / 2
-            if run[mid].key < key { low = mid + 1 } else { high = mid }
-        }
-        return low
-    }
-
-    private static func firstIndex(in run: Deque<Entry>, notBelow key: Key) -> Int {
+    private static func firstIndex<Item: KeyedEntry>(in run: Deque<Item>, notBelow key: Key) -> Int {
         var low = 0, high = run.count
         while low < high {
             let mid = (low + high) / 2
@@ -251,3 +242,11 @@ struct RunQueue: Sendable {
         return low
     }
 }
+
+/// A queued task's entry in a run: an owner's (`RunQueue.Entry`) or a lane's (`RunQueue.LaneEntry`).
+protocol KeyedEntry {
+    var key: RunQueue.Key { get }
+}
+
+extension RunQueue.Entry: KeyedEntry {}
+extension RunQueue.LaneEntry: KeyedEntry {}

@@ -7,6 +7,27 @@ import Testing
 
 @Suite("Proxies per user", .serialized)
 struct ProxiesPerUserTests {
+    /// Opens session `px<i>` for each of `indexes`, each through `proxy` with user `u<i>` (a distinct proxy to the
+    /// daemon).
+    static func openProxySessions(_ client: HalfTunesClient, _ proxy: ProxyProcess, _ indexes: some Sequence<Int>) throws {
+        for i in indexes {
+            var config = SessionConfiguration()
+            config.proxy = proxy.url(user: "u\(i)", password: "p")
+            _ = try client.openSession("px\(i)", configuration: config)
+        }
+    }
+
+    /// Waits until each task runs and has received bytes.
+    static func waitReceiving(_ client: HalfTunesClient, _ ids: [Int64]) throws {
+        for id in ids {
+            try eventually("task \(id) receiving") {
+                let t = try client.task(id)
+                if t.state != .running { throw TestFailure("task \(id) is \(t.state.rawValue): \(t.waitingReason?.message ?? "")") }
+                return t.bytesReceived > 0 ? true : nil
+            }
+        }
+    }
+
     /// Sixteen sessions, each with a proxy of its own (one tinyproxy, a different user name in each proxy URL: a
     /// different proxy client for the daemon), each running a paced download; a seventeenth proxy's download waits
     /// queued with `hold.reason` `uidMaxProxies` (it used to start and fail with `proxyFailure`, counting a retry),
@@ -23,24 +44,12 @@ struct ProxiesPerUserTests {
             origin.put("/held.bin", last) // its own path: the proxy's log tells its request from the others'
             let client = try daemon.client()
             let limit = 16
-            for i in 0...limit {
-                var config = SessionConfiguration()
-                config.proxy = proxy.url(user: "u\(i)", password: "p")
-                _ = try client.openSession("px\(i)", configuration: config)
+            try Self.openProxySessions(client, proxy, 0...limit)
+            let running = try (0..<limit).map { i in
+                try client.createTask(TaskCreateParams(session: "px\(i)", url: origin.url("/paced.bin"),
+                                                       destination: "paced-\(i).bin", start: true, maxConnections: 1)).id
             }
-            var running: [Int64] = []
-            for i in 0..<limit {
-                let t = try client.createTask(TaskCreateParams(session: "px\(i)", url: origin.url("/paced.bin"),
-                                                               destination: "paced-\(i).bin", start: true, maxConnections: 1))
-                running.append(t.id)
-            }
-            for id in running {
-                try eventually("task \(id) receiving through its proxy") {
-                    let t = try client.task(id)
-                    if t.state != .running { throw TestFailure("task \(id) is \(t.state.rawValue): \(t.waitingReason?.message ?? "")") }
-                    return t.bytesReceived > 0 ? true : nil
-                }
-            }
+            try Self.waitReceiving(client, running)
 
             let held = try client.createTask(TaskCreateParams(session: "px\(limit)", url: origin.url("/held.bin"),
                                                               destination: "last.bin", start: true, maxConnections: 1))
@@ -86,31 +95,19 @@ struct ProxiesPerUserTests {
             let body = TestOrigin.randomBytes(count: 200 * 1024, seed: 2804)
             origin.put("/held.bin", body)
             let client = try daemon.client()
-            var running: [Int64] = []
-            for i in 0..<15 {
-                var config = SessionConfiguration()
-                config.proxy = proxy.url(user: "u\(i)", password: "p")
-                _ = try client.openSession("px\(i)", configuration: config)
-                running.append(try client.createTask(TaskCreateParams(session: "px\(i)", url: origin.url("/paced.bin"),
-                                                                      destination: "paced-\(i).bin", start: true,
-                                                                      maxConnections: 1)).id)
+            try Self.openProxySessions(client, proxy, 0..<15)
+            let running = try (0..<15).map { i in
+                try client.createTask(TaskCreateParams(session: "px\(i)", url: origin.url("/paced.bin"),
+                                                       destination: "paced-\(i).bin", start: true, maxConnections: 1)).id
             }
             _ = try client.openSession("hop", configuration: SessionConfiguration(
                 proxy: proxy.url(user: "u15", password: "p"), proxyBypass: "127.0.0.1"))
             let hop = try client.createTask(TaskCreateParams(session: "hop", url: origin.url("/to-localhost"),
                                                              destination: "hop.bin", start: true, maxConnections: 1))
-            for id in running + [hop.id] {
-                try eventually("task \(id) receiving") {
-                    let t = try client.task(id)
-                    if t.state != .running { throw TestFailure("task \(id) is \(t.state.rawValue): \(t.waitingReason?.message ?? "")") }
-                    return t.bytesReceived > 0 ? true : nil
-                }
-            }
+            try Self.waitReceiving(client, running + [hop.id])
             #expect(proxy.forwarded().contains("GET \(origin.url("/paced.bin", hostName: "localhost"))"), "\(proxy.log())")
 
-            var config = SessionConfiguration()
-            config.proxy = proxy.url(user: "u16", password: "p")
-            _ = try client.openSession("px16", configuration: config)
+            try Self.openProxySessions(client, proxy, [16])
             let held = try client.createTask(TaskCreateParams(session: "px16", url: origin.url("/held.bin"),
                                                               destination: "held.bin", start: true, maxConnections: 1))
             #expect(held.state == .queued && held.hold?.reason == "uidMaxProxies" && held.attempts == 0,
