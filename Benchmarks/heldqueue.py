@@ -22,9 +22,9 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from callcost import idle_cpu_rate, measure  # noqa: E402
@@ -49,6 +49,17 @@ def pipelined(c, requests, window=256):
     return results
 
 
+def settle(pid, seconds=1.0):
+    """Waits until the process uses no more CPU than idle (the queued tasks' journal writes are done), at most 30 s."""
+    from smallfiles import cpu_seconds
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(seconds)
+        if cpu_seconds(pid) - before < 0.05 * seconds:
+            return
+
+
 def steps(args):
     return [int(n) for n in args.queued.split(",")]
 
@@ -60,6 +71,7 @@ def probe_steps(pid, c, add_queued, args, label):
         if target > queued:
             add_queued(target - queued, queued)
             queued = target
+            settle(pid)
         idle = idle_cpu_rate(pid)
         made = []
 
@@ -76,15 +88,16 @@ def probe_steps(pid, c, add_queued, args, label):
 
 def run_session_hold(bin_dir, work, url, args):
     daemon = Daemon(bin_dir, work, ["--max-concurrent", "40", "--max-connections-per-host", "1000"])
-    daemon.start()
     try:
+        daemon.start()
         c = Connection(daemon.socket)
         c.call("session.open", {"identifier": "cost"})
 
         def open_held(index):
             name = f"held{index}"
             c.call("session.open", {"identifier": name, "configuration": {"maxConcurrent": 1}})
-            c.call("task.create", {"session": name, "url": url, "destination": f"running{index}.bin", "start": True})
+            c.call("task.create", {"session": name, "url": url, "destination": f"running{index}.bin", "start": True,
+                                   "maxConnections": 1})
             wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= index + 1, "the paced downloads")
             return name
 
@@ -115,7 +128,12 @@ def start_tinyproxy(work):
         f.write(f"Port {port}\nListen 127.0.0.1\nTimeout 600\nMaxClients 200\nAllow 127.0.0.1\n"
                 f"LogFile \"{work}/tinyproxy.log\"\nLogLevel Warning\n")
     process = subprocess.Popen(["tinyproxy", "-d", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_until(lambda: port_open(port), "tinyproxy")
+    try:
+        wait_until(lambda: port_open(port), "tinyproxy")
+    except BaseException:
+        process.kill()
+        process.wait(timeout=30)
+        raise
     return process, port
 
 
@@ -123,8 +141,8 @@ def run_proxy_hold(bin_dir, work, url, args):
     os.makedirs(work, exist_ok=True)
     proxy, port = start_tinyproxy(work)
     daemon = Daemon(bin_dir, os.path.join(work, "daemon"), ["--max-concurrent", "40", "--max-connections-per-host", "1000"])
-    daemon.start()
     try:
+        daemon.start()
         c = Connection(daemon.socket)
         for i in range(16):
             c.call("session.open", {"identifier": f"p{i}", "configuration": {"proxy": f"http://u{i}:p@127.0.0.1:{port}"}})
@@ -152,9 +170,11 @@ def run_proxy_hold(bin_dir, work, url, args):
         args.url = url
         return probe_steps(daemon.process.pid, c, add, args, "proxy cap")
     finally:
-        daemon.stop()
-        proxy.send_signal(signal.SIGTERM)
-        proxy.wait(timeout=30)
+        try:
+            daemon.stop()
+        finally:
+            proxy.kill()
+            proxy.wait(timeout=30)
 
 
 def run_halftunesd(bin_dir, work, url, args):

@@ -12,7 +12,10 @@ extension DaemonState {
     mutating func attemptEnded(_ id: Int64, _ outcome: AttemptOutcome, jitterSample: Double, limits: SlotLimits,
                                now: Double, into actions: inout [Action]) {
         proxies.attemptEnded(id) // its clients were released before its end was reported
-        guard var t = tasks[id] else { return }
+        guard var t = tasks[id] else {
+            grantSlots(limits, now: now, into: &actions) // a task held for one of its proxies may start
+            return
+        }
         let kind = TaskKind(rawValue: t.record.kind) ?? .download
         let verdict = AttemptVerdict.of(outcome, kind: kind, stillRunning: !shuttingDown && t.machine.state == .running,
                                         jitterSample: jitterSample)

@@ -1,5 +1,6 @@
 // The queue of tasks waiting for a transfer slot, kept in start order as tasks enter and leave it.
 import DequeModule
+import HeapModule
 import HalfTunesProtocol
 
 /// The queued tasks, one ordered run per owner uid (by priority, then queue order, then id), and the same per
@@ -40,7 +41,8 @@ struct RunQueue: Sendable {
     }
 
     /// The tasks of one owner that a session limit or the proxy cap holds together: one session, one first proxy.
-    /// An owner has at most a few per session (`maxSessionsPerUID` bounds its sessions).
+    /// An owner has at most three per session (direct, its http and its https proxy), and at most
+    /// `maxSessionsPerUID` sessions.
     struct Lane: Hashable, Sendable {
         var session: String
         var proxy: ProxyRef?
@@ -157,24 +159,39 @@ struct RunQueue: Sendable {
         return best?.entry
     }
 
-    /// The first task of `owner`'s run that `isHeld` lets start: `run.first(where:)` for its first tasks, then the
-    /// earliest such task over its lanes that `laneHeld` does not hold (the same task: a held lane's are all held).
+    /// The first task of `owner`'s run that `isHeld` lets start: `run.first(where:)` for its first tasks; past
+    /// them, the lanes `laneHeld` does not hold merged in start order (a heap of their next tasks), so the tasks
+    /// looked at are those of the run before the answer less every held lane's (the same task: a held lane's are
+    /// all held). O((lanes + tasks looked at) × log lanes).
     private func first(of owner: UInt32, _ run: Deque<Entry>, isHeld: (Entry) -> Bool,
                        laneHeld: (UInt32, Lane) -> Bool) -> Entry? {
         for entry in run.prefix(Self.scanBeforeLanes) where !isHeld(entry) { return entry }
         guard run.count > Self.scanBeforeLanes, let ownLanes = lanes[owner] else { return nil }
-        var found: Entry?
+        var open: [(lane: Lane, entries: Deque<LaneEntry>)] = []
+        var heads = Heap<Cursor>()
         for (lane, entries) in ownLanes where !laneHeld(owner, lane) {
-            for item in entries {
-                if let found, found.key < item.key { break } // an earlier one is found already
-                let entry = Entry(key: item.key, owner: owner, session: lane.session, host: item.host, proxy: lane.proxy)
-                if !isHeld(entry) {
-                    found = entry
-                    break
-                }
-            }
+            heads.insert(Cursor(key: entries[0].key, lane: open.count, index: 0))
+            open.append((lane, entries))
         }
-        return found
+        while let cursor = heads.popMin() {
+            let (lane, entries) = open[cursor.lane]
+            let item = entries[cursor.index]
+            let entry = Entry(key: item.key, owner: owner, session: lane.session, host: item.host, proxy: lane.proxy)
+            if !isHeld(entry) { return entry }
+            let next = cursor.index + 1
+            if next < entries.count { heads.insert(Cursor(key: entries[next].key, lane: cursor.lane, index: next)) }
+        }
+        return nil
+    }
+
+    /// A lane's next task in the merge of `first(of:)`.
+    private struct Cursor: Comparable {
+        var key: Key
+        var lane: Int
+        var index: Int
+
+        static func < (a: Cursor, b: Cursor) -> Bool { a.key < b.key }
+        static func == (a: Cursor, b: Cursor) -> Bool { a.key == b.key }
     }
 
     /// The task's place in the shared order (1 = next), or nil when it is not queued. One owner: a binary

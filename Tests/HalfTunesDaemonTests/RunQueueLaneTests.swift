@@ -37,9 +37,14 @@ struct RunQueueLaneTests {
                 if rng.next() % 2 == 0 {
                     q.remove(id)
                     entries[id] = nil
-                } else {
+                } else { // moved, or its first proxy worked out again (`DaemonState.proxySettings`)
                     var e = entries[id]!
-                    e.key = RunQueue.Key(priority: .high, order: -Int64(rng.next() % 5), id: id)
+                    if rng.next() % 2 == 0 {
+                        e.key = RunQueue.Key(priority: .high, order: -Int64(rng.next() % 5), id: id)
+                    } else {
+                        e.proxy = Self.proxies[Int(rng.next() % 3)]
+                        e.session = sessions[Int(rng.next() % 4)]
+                    }
                     q.insert(e)
                     entries[id] = e
                 }
@@ -95,5 +100,22 @@ struct RunQueueLaneTests {
         for id: Int64 in [1, 2, 5_000] { q.remove(id) }
         #expect(q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { _ in false })?.id == 3)
         #expect(q.count == 9_997)
+    }
+
+    /// Tasks a host's limit holds in a lane that is not held are looked at in start order with the other lanes'
+    /// (merged), so a startable task of another lane behind a few of them is found after those few, not after
+    /// every task of their lane: 8 held by their host, one of another session, then 50,000 more held by the host.
+    @Test func lanesAreMergedInStartOrder() {
+        var q = RunQueue()
+        for id in 1...8 { q.insert(Self.entry(Int64(id), session: "bulk", host: "http://h:80")) }
+        q.insert(Self.entry(9, session: "other", host: "http://g:80"))
+        for id in 10...50_009 { q.insert(Self.entry(Int64(id), session: "bulk", host: "http://h:80")) }
+        var looks = 0
+        let next = q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { e in
+            looks += 1
+            return e.host == "http://h:80"
+        }, laneHeld: { _, _ in false })
+        #expect(next?.id == 9)
+        #expect(looks <= 2 * RunQueue.scanBeforeLanes + 1, "\(looks) tasks looked at")
     }
 }
