@@ -381,9 +381,9 @@ struct DaemonState {
     /// Whether every task of a queue lane is held: its session is at its limit, or its proxy would be one too
     /// many for its owner (what `isHeld` checks that does not depend on the task's host or its own transfer).
     func isHeld(lane: RunQueue.Lane, owner: UInt32) -> Bool {
-        if let max = sessions[lane.session]?.record.configuration.maxConcurrent,
-           tasks.runningBySession[lane.session] ?? 0 >= max { return true }
-        return proxies.holds(owner: owner, lane.proxy) != nil
+        QueuePlanner.sessionHold(running: tasks.runningBySession[lane.session] ?? 0,
+                                 max: sessions[lane.session]?.record.configuration.maxConcurrent) != nil
+            || proxies.holds(owner: owner, lane.proxy) != nil
     }
 
     /// Connections in use to `host`: one per running task, plus the extras of split downloads.

@@ -59,12 +59,19 @@ enum QueuePlanner {
         case proxies(inUse: Int)
     }
 
+    /// Its session runs its `maxConcurrent` (nil: the session sets none). Also the whole lane's hold
+    /// (`DaemonState.isHeld(lane:owner:)`).
+    static func sessionHold(running: Int, max: Int?) -> OwnHold? {
+        guard let max, running >= max else { return nil }
+        return .session(running: running, max: max)
+    }
+
     /// `proxiesInUse`: set only when the task needs a proxy its owner's transfers do not use yet while they are
     /// at `HTTPClients.maxProxiesPerUID` (`ProxyUse.holds(owner:_:)`).
     static func ownHold(stopping: Bool, sessionRunning: Int, sessionMax: Int?, hostRunning: Int,
                         hostMax: Int, proxiesInUse: Int? = nil) -> OwnHold? {
         if stopping { return .stopping }
-        if let sessionMax, sessionRunning >= sessionMax { return .session(running: sessionRunning, max: sessionMax) }
+        if let held = sessionHold(running: sessionRunning, max: sessionMax) { return held }
         if hostRunning >= hostMax { return .host(running: hostRunning, max: hostMax) }
         if let proxiesInUse { return .proxies(inUse: proxiesInUse) }
         return nil

@@ -74,20 +74,22 @@ struct RunQueue: Sendable {
     mutating func insert(_ entry: Entry) {
         remove(entry.id)
         var run = byOwner.removeValue(forKey: entry.owner) ?? []
-        if let last = run.last, entry.key < last.key {
-            run.insert(entry, at: Self.firstIndex(in: run, notBelow: entry.key))
-        } else {
-            run.append(entry)
-        }
+        Self.insert(entry, into: &run)
         byOwner[entry.owner] = run
         members[entry.id] = (entry.owner, entry.key)
         let lane = Lane(session: entry.session, proxy: entry.proxy)
-        let item = LaneEntry(key: entry.key, host: entry.host)
-        if let last = lanes[entry.owner]?[lane]?.last, entry.key < last.key {
-            let index = Self.firstIndex(in: lanes[entry.owner]![lane]!, notBelow: entry.key)
-            lanes[entry.owner]![lane]!.insert(item, at: index)
+        var laneRun = lanes[entry.owner]?.removeValue(forKey: lane) ?? []
+        Self.insert(LaneEntry(key: entry.key, host: entry.host), into: &laneRun)
+        lanes[entry.owner, default: [:]][lane] = laneRun
+    }
+
+    /// Puts `item` in its place in a sorted run (moved out of its dictionary: no copy): appended unless it sorts
+    /// before the last one.
+    private static func insert<Item: KeyedEntry>(_ item: Item, into run: inout Deque<Item>) {
+        if let last = run.last, item.key < last.key {
+            run.insert(item, at: firstIndex(in: run, notBelow: item.key))
         } else {
-            lanes[entry.owner, default: [:]][lane, default: []].append(item)
+            run.append(item)
         }
     }
 
