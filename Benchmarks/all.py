@@ -11,8 +11,8 @@ release binaries. Runs, in order (each needs nginx; the peers are curl and aria2
                   with --slots 20 (a resumed task only queues), beside aria2c's RPC
   callcost.py     what each control call costs the daemon (CPU per call, round trip), method by method, one client,
                   beside aria2c's RPC
-  heldqueue.py    what a create + cancel costs with 0 / 10,000 / 50,000 tasks queued behind a session's limit and
-                  behind the proxy cap (tinyproxy), beside aria2c with as many downloads waiting
+  heldqueue.py    what a create + cancel costs with 0 / 10,000 / 50,000 tasks queued behind a session's limit, a
+                  host's limit and the proxy cap (tinyproxy), beside aria2c with as many downloads waiting
 and writes the summary table between the SUMMARY markers of docs/benchmarks.md (--doc), with the 1 GiB results
 read from bench.py's JSON (--one-gib). QUICK=1 in the environment runs each with fewer runs and smaller sizes
 (to check the pipeline, not to measure).

@@ -13,10 +13,14 @@ step: the daemon's CPU per create + cancel pair (its idle share taken off) and t
   halftunesd, "proxies" (tinyproxy installed): 16 sessions of one uid each run a paced download through a
       proxy of their own (one tinyproxy, 16 user names: 16 distinct proxies to the daemon); the queued tasks
       are in sessions whose proxy is a 17th (hold `uidMaxProxies`).
+  halftunesd, "host": `--max-connections-per-host 1`, one paced download holds the origin's only connection;
+      the queued tasks (sessions `bulk0`, `bulk1`…, no limit of their own) go to the same origin (hold
+      `hostMaxConnections`) while the daemon has slots to spare.
   aria2c: -j 1 runs the paced download; the queued downloads wait in its queue; the probe is aria2.addUri
       (paused) + aria2.forceRemove.
 
-    Benchmarks/heldqueue.py --bin-dir .build-bench/release [--queued 0,10000,50000] [--calls 500] [--json out.json]
+    Benchmarks/heldqueue.py --bin-dir .build-bench/release [--queued 0,10000,50000] [--calls 500]
+        [--scenarios session,host,proxy] [--json out.json]
 """
 import argparse
 import json
@@ -121,6 +125,37 @@ def run_session_hold(bin_dir, work, url, args):
         daemon.stop()
 
 
+def run_host_hold(bin_dir, work, url, args):
+    daemon = Daemon(bin_dir, work, ["--max-concurrent", "40", "--max-connections-per-host", "1"])
+    try:
+        daemon.start()
+        c = Connection(daemon.socket)
+        c.call("session.open", {"identifier": "cost"})
+        c.call("session.open", {"identifier": "running"})
+        c.call("task.create", {"session": "running", "url": url, "destination": "running.bin", "start": True,
+                               "maxConnections": 1})
+        wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= 1, "the paced download")
+
+        def add(count, first):
+            requests = []
+            for n in range(first, first + count):
+                session = f"bulk{n // PER_SESSION}"
+                if n % PER_SESSION == 0:
+                    c.call("session.open", {"identifier": session})
+                requests.append(("task.create", {"session": session, "url": url, "destination": f"h{n}.bin",
+                                                 "start": True}))
+            pipelined(c, requests)
+            sample = c.call("task.list", {"session": "bulk0", "state": "queued", "limit": 1})
+            hold = (sample.get("tasks") or [{}])[0].get("hold", {}).get("reason")
+            if count and hold != "hostMaxConnections":
+                raise RuntimeError(f"the queued tasks are not held by their host's limit: {hold}")
+
+        args.url = url
+        return probe_steps(daemon.process.pid, c, add, args, "host limit")
+    finally:
+        daemon.stop()
+
+
 def start_tinyproxy(work):
     port = free_port()
     conf = os.path.join(work, "tinyproxy.conf")
@@ -178,8 +213,13 @@ def run_proxy_hold(bin_dir, work, url, args):
 
 
 def run_halftunesd(bin_dir, work, url, args):
-    rows = run_session_hold(bin_dir, os.path.join(work, "session"), url, args)
-    if shutil.which("tinyproxy") and not args.no_proxy:
+    wanted = args.scenarios.split(",")
+    rows = []
+    if "session" in wanted:
+        rows += run_session_hold(bin_dir, os.path.join(work, "session"), url, args)
+    if "host" in wanted:
+        rows += run_host_hold(bin_dir, os.path.join(work, "host"), url, args)
+    if "proxy" in wanted and shutil.which("tinyproxy") and not args.no_proxy:
         rows += run_proxy_hold(bin_dir, os.path.join(work, "proxy"), url, args)
     return rows
 
@@ -215,6 +255,8 @@ def main():
     parser.add_argument("--queued", default="0,10000,50000", help="cumulative steps of queued (held) tasks")
     parser.add_argument("--calls", type=int, default=500, help="probe pairs per step")
     parser.add_argument("--no-proxy", action="store_true", help="leave out the proxy-cap scenario")
+    parser.add_argument("--scenarios", default="session,host,proxy",
+                        help="which of halftunesd's scenarios to run (comma-separated: session, host, proxy)")
     args = parser.parse_args()
     results = side_by_side(args, "htd-heldqueue-", run_halftunesd, run_aria2)
     print(f"{'tool':<12}{'probe':<52}{'CPU/pair':>12}{'p50':>10}{'p99':>10}")

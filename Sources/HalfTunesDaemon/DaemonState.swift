@@ -351,8 +351,8 @@ struct DaemonState {
 
     /// Starts queued tasks while the daemon-wide, per-session and per-host limits allow: each next slot goes
     /// to the fair choice among the tasks that can start (`RunQueue.next`). Costs O(owners) per task started
-    /// (plus, per owner, a look at each lane of its queue when its first tasks are held, and the tasks a host
-    /// limit holds in lanes not held), whatever the queue's length.
+    /// (plus, per owner, when its first tasks are held, a look at each lane of its queue and at each held host
+    /// in the lanes not held), whatever the queue's length.
     mutating func grantSlots(_ limits: SlotLimits, now: Double, into actions: inout [Action]) {
         guard !shuttingDown else { return }
         var tried: Set<Int64> = []
@@ -360,7 +360,8 @@ struct DaemonState {
             let next = tasks.queue.next(running: { self.tasks.runningByOwner[$0] ?? 0 },
                                         lastServed: { self.lastServed[$0] ?? 0 },
                                         isHeld: { self.isHeld($0, limits: limits) },
-                                        laneHeld: { self.isHeld(lane: $1, owner: $0) })
+                                        laneHeld: { self.isHeld(lane: $1, owner: $0) },
+                                        hostHeld: { self.isHeld(host: $0, limits: limits) })
             guard let entry = next, tried.insert(entry.id).inserted else { return }
             servedSerial += 1
             lastServed[entry.owner] = servedSerial
@@ -384,6 +385,12 @@ struct DaemonState {
         QueuePlanner.sessionHold(running: tasks.runningBySession[lane.session] ?? 0,
                                  max: sessions[lane.session]?.record.configuration.maxConcurrent) != nil
             || proxies.holds(owner: owner, lane.proxy) != nil
+    }
+
+    /// Whether every task to `host` is held: its connections are at the per-host limit (what `isHeld` checks of
+    /// the task's host).
+    func isHeld(host: String, limits: SlotLimits) -> Bool {
+        QueuePlanner.hostHold(running: connections(host: host), max: limits.maxConnectionsPerHost) != nil
     }
 
     /// Connections in use to `host`: one per running task, plus the extras of split downloads.

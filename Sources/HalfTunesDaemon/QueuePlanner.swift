@@ -66,13 +66,19 @@ enum QueuePlanner {
         return .session(running: running, max: max)
     }
 
+    /// Its host has `max-connections-per-host` in use. Also the hold of every task to the host
+    /// (`DaemonState.isHeld(host:limits:)`).
+    static func hostHold(running: Int, max: Int) -> OwnHold? {
+        running >= max ? .host(running: running, max: max) : nil
+    }
+
     /// `proxiesInUse`: set only when the task needs a proxy its owner's transfers do not use yet while they are
     /// at `HTTPClients.maxProxiesPerUID` (`ProxyUse.holds(owner:_:)`).
     static func ownHold(stopping: Bool, sessionRunning: Int, sessionMax: Int?, hostRunning: Int,
                         hostMax: Int, proxiesInUse: Int? = nil) -> OwnHold? {
         if stopping { return .stopping }
         if let held = sessionHold(running: sessionRunning, max: sessionMax) { return held }
-        if hostRunning >= hostMax { return .host(running: hostRunning, max: hostMax) }
+        if let held = hostHold(running: hostRunning, max: hostMax) { return held }
         if let proxiesInUse { return .proxies(inUse: proxiesInUse) }
         return nil
     }

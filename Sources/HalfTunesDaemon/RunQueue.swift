@@ -1,12 +1,11 @@
 // The queue of tasks waiting for a transfer slot, kept in start order as tasks enter and leave it.
 import DequeModule
-import HeapModule
 import HalfTunesProtocol
 
 /// The queued tasks, one ordered run per owner uid (by priority, then queue order, then id), and the same per
-/// lane (an owner's tasks of one session through one first proxy), maintained as tasks are queued and dequeued,
-/// so that choosing the next task to start costs, per owner, its first few tasks and a look at each of its lanes
-/// (plus tasks a host's limit holds in lanes not held), and never sorts or walks the whole queue. `TaskTable` keeps it in step
+/// lane (an owner's tasks of one session through one first proxy) and host in it (`LaneRun`), maintained as
+/// tasks are queued and dequeued, so that choosing the next task to start costs, per owner, its first few tasks
+/// and a look at each of its lanes and each held host in them, and never sorts or walks the whole queue. `TaskTable` keeps it in step
 /// with task states: a task is in the queue exactly while it is `queued`.
 ///
 /// Between users the queue is shared as `QueuePlanner.fairOrder` describes: the next place goes to the user
@@ -48,16 +47,11 @@ struct RunQueue: Sendable {
         var proxy: ProxyRef?
     }
 
-    /// A queued task in its lane (the lane gives its owner, session and proxy).
-    struct LaneEntry: Sendable {
-        var key: Key
-        var host: String
-    }
-
     /// Each owner's queued tasks in start order.
     private var byOwner: [UInt32: Deque<Entry>] = [:]
-    /// The same tasks per owner and lane, each lane in start order: a scheduler pass skips a held lane whole.
-    private var lanes: [UInt32: [Lane: Deque<LaneEntry>]] = [:]
+    /// The same tasks per owner and lane, each lane's per host in start order: a scheduler pass skips a held lane
+    /// whole, and a held host in a lane not held.
+    private var lanes: [UInt32: [Lane: LaneRun]] = [:]
     /// How many of an owner's first tasks `next` looks at one by one before it goes lane by lane.
     static let scanBeforeLanes = 8
     /// Where each queued task is (its owner and key), for removal and lookups.
@@ -78,14 +72,12 @@ struct RunQueue: Sendable {
         byOwner[entry.owner] = run
         members[entry.id] = (entry.owner, entry.key)
         let lane = Lane(session: entry.session, proxy: entry.proxy)
-        var laneRun = lanes[entry.owner]?.removeValue(forKey: lane) ?? []
-        Self.insert(LaneEntry(key: entry.key, host: entry.host), into: &laneRun)
-        lanes[entry.owner, default: [:]][lane] = laneRun
+        lanes[entry.owner, default: [:]][lane, default: LaneRun()].insert(entry.key, host: entry.host)
     }
 
     /// Puts `item` in its place in a sorted run (moved out of its dictionary: no copy): appended unless it sorts
     /// before the last one.
-    private static func insert<Item: KeyedEntry>(_ item: Item, into run: inout Deque<Item>) {
+    static func insert<Item: KeyedEntry>(_ item: Item, into run: inout Deque<Item>) {
         if let last = run.last, item.key < last.key {
             run.insert(item, at: firstIndex(in: run, notBelow: item.key))
         } else {
@@ -99,19 +91,18 @@ struct RunQueue: Sendable {
         guard let (owner, key) = members.removeValue(forKey: id), var run = byOwner.removeValue(forKey: owner) else { return }
         let index = Self.firstIndex(in: run, notBelow: key)
         if index < run.count, run[index].id == id {
-            let lane = Lane(session: run[index].session, proxy: run[index].proxy)
+            let lane = Lane(session: run[index].session, proxy: run[index].proxy), host = run[index].host
             run.remove(at: index)
-            removeFromLane(lane, owner: owner, key: key)
+            removeFromLane(lane, owner: owner, key: key, host: host)
         }
         if !run.isEmpty { byOwner[owner] = run }
     }
 
-    private mutating func removeFromLane(_ lane: Lane, owner: UInt32, key: Key) {
-        guard var entries = lanes[owner]?.removeValue(forKey: lane) else { return }
-        let index = Self.firstIndex(in: entries, notBelow: key)
-        if index < entries.count, entries[index].key == key { entries.remove(at: index) }
-        if !entries.isEmpty {
-            lanes[owner]![lane] = entries
+    private mutating func removeFromLane(_ lane: Lane, owner: UInt32, key: Key, host: String) {
+        guard var run = lanes[owner]?.removeValue(forKey: lane) else { return }
+        run.remove(key, host: host)
+        if !run.isEmpty {
+            lanes[owner]![lane] = run
         } else if lanes[owner]!.isEmpty {
             lanes[owner] = nil
         }
@@ -144,16 +135,18 @@ struct RunQueue: Sendable {
     /// does not hold (a session or host at its limit, its owner at the proxy cap, a previous transfer still
     /// stopping). `running` and `lastServed` give each owner's transfers running and the serial number of its
     /// last slot (0: never). `laneHeld` tells whether every task of a lane is held (its session at its limit, its
-    /// proxy one too many): it must never say so of a lane with a task `isHeld` would let start.
+    /// proxy one too many), `hostHeld` whether every task to a host is (its connections at the limit): neither
+    /// may ever say so of a task `isHeld` would let start.
     ///
-    /// Cost per owner: its first `scanBeforeLanes` tasks; past them, one look per lane, plus the tasks passed
-    /// over in lanes not held (a host at its limit, a transfer stopping). So 50,000 tasks behind a session's
-    /// limit or the proxy cap cost one look each pass, not 50,000.
+    /// Cost per owner: its first `scanBeforeLanes` tasks; past them, one look per lane, and in each lane not held
+    /// one look per host held plus the tasks passed over one by one (a transfer stopping). So 50,000 tasks behind
+    /// a session's limit, a host's or the proxy cap cost one look each pass, not 50,000.
     func next(running: (UInt32) -> Int, lastServed: (UInt32) -> Int64, isHeld: (Entry) -> Bool,
-              laneHeld: (UInt32, Lane) -> Bool = { _, _ in false }) -> Entry? {
+              laneHeld: (UInt32, Lane) -> Bool = { _, _ in false },
+              hostHeld: (String) -> Bool = { _ in false }) -> Entry? {
         var best: (entry: Entry, load: Int, served: Int64)?
         for (owner, run) in byOwner {
-            guard let entry = first(of: owner, run, isHeld: isHeld, laneHeld: laneHeld) else { continue }
+            guard let entry = first(of: owner, run, isHeld: isHeld, laneHeld: laneHeld, hostHeld: hostHeld) else { continue }
             let load = running(owner), served = lastServed(owner)
             if let b = best, (b.load, b.served, b.entry.key) < (load, served, entry.key) { continue }
             best = (entry, load, served)
@@ -162,38 +155,21 @@ struct RunQueue: Sendable {
     }
 
     /// The first task of `owner`'s run that `isHeld` lets start: `run.first(where:)` for its first tasks; past
-    /// them, the lanes `laneHeld` does not hold merged in start order (a heap of their next tasks), so the tasks
-    /// looked at are those of the run before the answer less every held lane's (the same task: a held lane's are
-    /// all held). O((lanes + tasks looked at) × log lanes).
+    /// them, the earliest of each lane's first such task (`LaneRun.first`) among the lanes `laneHeld` does not
+    /// hold — the same task, since the lanes split the run and a held lane's tasks are all held.
     private func first(of owner: UInt32, _ run: Deque<Entry>, isHeld: (Entry) -> Bool,
-                       laneHeld: (UInt32, Lane) -> Bool) -> Entry? {
+                       laneHeld: (UInt32, Lane) -> Bool, hostHeld: (String) -> Bool) -> Entry? {
         for entry in run.prefix(Self.scanBeforeLanes) where !isHeld(entry) { return entry }
         guard run.count > Self.scanBeforeLanes, let ownLanes = lanes[owner] else { return nil }
-        var open: [(lane: Lane, entries: Deque<LaneEntry>)] = []
-        var heads = Heap<Cursor>()
-        for (lane, entries) in ownLanes where !laneHeld(owner, lane) {
-            heads.insert(Cursor(key: entries[0].key, lane: open.count, index: 0))
-            open.append((lane, entries))
+        var best: Entry?
+        for (lane, laneRun) in ownLanes where !laneHeld(owner, lane) {
+            let found = laneRun.first(isHeld: { key, host in
+                isHeld(Entry(key: key, owner: owner, session: lane.session, host: host, proxy: lane.proxy))
+            }, hostHeld: hostHeld)
+            guard let found, best.map({ found.key < $0.key }) ?? true else { continue }
+            best = Entry(key: found.key, owner: owner, session: lane.session, host: found.host, proxy: lane.proxy)
         }
-        while let cursor = heads.popMin() {
-            let (lane, entries) = open[cursor.lane]
-            let item = entries[cursor.index]
-            let entry = Entry(key: item.key, owner: owner, session: lane.session, host: item.host, proxy: lane.proxy)
-            if !isHeld(entry) { return entry }
-            let next = cursor.index + 1
-            if next < entries.count { heads.insert(Cursor(key: entries[next].key, lane: cursor.lane, index: next)) }
-        }
-        return nil
-    }
-
-    /// A lane's next task in the merge of `first(of:)`.
-    private struct Cursor: Comparable {
-        var key: Key
-        var lane: Int
-        var index: Int
-
-        static func < (a: Cursor, b: Cursor) -> Bool { a.key < b.key }
-        static func == (a: Cursor, b: Cursor) -> Bool { a.key == b.key }
+        return best
     }
 
     /// The task's place in the shared order (1 = next), or nil when it is not queued. One owner: a binary
@@ -252,7 +228,7 @@ struct RunQueue: Sendable {
     }
 
     /// The index of the first entry whose key is not below `key` (binary search; the run is sorted).
-    private static func firstIndex<Item: KeyedEntry>(in run: Deque<Item>, notBelow key: Key) -> Int {
+    static func firstIndex<Item: KeyedEntry>(in run: Deque<Item>, notBelow key: Key) -> Int {
         var low = 0, high = run.count
         while low < high {
             let mid = (low + high) / 2
@@ -262,10 +238,12 @@ struct RunQueue: Sendable {
     }
 }
 
-/// A queued task's entry in a run: an owner's (`RunQueue.Entry`) or a lane's (`RunQueue.LaneEntry`).
+/// A queued task's entry in a run: an owner's (`RunQueue.Entry`) or a host's in a lane (its `RunQueue.Key`).
 protocol KeyedEntry {
     var key: RunQueue.Key { get }
 }
 
 extension RunQueue.Entry: KeyedEntry {}
-extension RunQueue.LaneEntry: KeyedEntry {}
+extension RunQueue.Key: KeyedEntry {
+    var key: RunQueue.Key { self }
+}

@@ -21,13 +21,13 @@ struct RunQueueLaneTests {
     /// gives (the fair choice among those), lanes or not.
     @Test func lanesPickWhatWalkingEveryTaskPicks() {
         var rng = SplitMix(seed: 28)
-        let sessions = ["a", "b", "c", "d"], hosts = ["http://x:80", "http://y:80", "http://z:80"]
+        let sessions = ["a", "b", "c", "d"], hosts = ["http://x:80", "http://y:80", "http://z:80", "http://w:80", "http://v:80"]
         for round in 0..<400 {
             var q = RunQueue()
             var entries: [Int64: RunQueue.Entry] = [:]
             for id in 1...Int64(rng.next() % 60 + 1) {
                 let e = Self.entry(id, owner: UInt32(rng.next() % 3), order: Int64(rng.next() % 80) - 10,
-                                   session: sessions[Int(rng.next() % 4)], host: hosts[Int(rng.next() % 3)],
+                                   session: sessions[Int(rng.next() % 4)], host: hosts[Int(rng.next() % 5)],
                                    proxy: Self.proxies[Int(rng.next() % 3)],
                                    priority: [TaskPriority.low, .normal, .high][Int(rng.next() % 3)])
                 q.insert(e)
@@ -44,13 +44,14 @@ struct RunQueueLaneTests {
                     } else {
                         e.proxy = Self.proxies[Int(rng.next() % 3)]
                         e.session = sessions[Int(rng.next() % 4)]
+                        e.host = hosts[Int(rng.next() % 5)]
                     }
                     q.insert(e)
                     entries[id] = e
                 }
             }
             let heldSessions = Set(sessions.filter { _ in rng.next() % 3 == 0 })
-            let heldHosts = Set(hosts.filter { _ in rng.next() % 4 == 0 })
+            let heldHosts = Set(hosts.filter { _ in rng.next() % 3 == 0 })
             let heldProxies = Set(Self.proxies.compactMap { $0 }.filter { _ in rng.next() % 3 == 0 }.map(\.server))
             let stopping = Set(entries.keys.filter { _ in rng.next() % 9 == 0 })
             func laneHeld(_ owner: UInt32, _ lane: RunQueue.Lane) -> Bool {
@@ -70,7 +71,7 @@ struct RunQueueLaneTests {
                 (running[a.owner] ?? 0, served[a.owner] ?? 0, a.key) < (running[b.owner] ?? 0, served[b.owner] ?? 0, b.key)
             }
             let got = q.next(running: { running[$0] ?? 0 }, lastServed: { served[$0] ?? 0 }, isHeld: isHeld,
-                             laneHeld: laneHeld)
+                             laneHeld: laneHeld, hostHeld: { heldHosts.contains($0) })
             #expect(got?.id == expected?.id, "round \(round)")
             #expect(got == expected.map { entries[$0.id]! }, "round \(round): the entry as inserted")
         }
@@ -102,20 +103,75 @@ struct RunQueueLaneTests {
         #expect(q.count == 9_997)
     }
 
-    /// Tasks a host's limit holds in a lane that is not held are looked at in start order with the other lanes'
-    /// (merged), so a startable task of another lane behind a few of them is found after those few, not after
-    /// every task of their lane: 8 held by their host, one of another session, then 50,000 more held by the host.
-    @Test func lanesAreMergedInStartOrder() {
+    /// Tasks a host's limit holds in a lane that is not held cost one look for their host, not one each: 8 held
+    /// by their host, one of another session, 50,000 more held by the host, then one of the same lane to another
+    /// host. And a transfer still stopping holds only its own task.
+    @Test func aHeldHostCostsOneLookWhateverItHolds() {
         var q = RunQueue()
         for id in 1...8 { q.insert(Self.entry(Int64(id), session: "bulk", host: "http://h:80")) }
         q.insert(Self.entry(9, session: "other", host: "http://g:80"))
         for id in 10...50_009 { q.insert(Self.entry(Int64(id), session: "bulk", host: "http://h:80")) }
-        var looks = 0
-        let next = q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { e in
-            looks += 1
-            return e.host == "http://h:80"
-        }, laneHeld: { _, _ in false })
-        #expect(next?.id == 9)
-        #expect(looks <= 2 * RunQueue.scanBeforeLanes + 1, "\(looks) tasks looked at")
+        q.insert(Self.entry(50_010, session: "bulk", host: "http://k:80"))
+        var looks = 0, stopping: Set<Int64> = []
+        func next() -> RunQueue.Entry? {
+            looks = 0
+            return q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { e in
+                looks += 1
+                return e.host == "http://h:80" || stopping.contains(e.id)
+            }, hostHeld: { host in
+                looks += 1
+                return host == "http://h:80"
+            })
+        }
+        #expect(next()?.id == 9)
+        #expect(looks <= RunQueue.scanBeforeLanes + 6, "\(looks) looks")
+        q.remove(9)
+        #expect(next()?.id == 50_010)
+        #expect(looks <= RunQueue.scanBeforeLanes + 6, "\(looks) looks")
+        stopping = [50_010]
+        #expect(next() == nil)
+        #expect(looks <= RunQueue.scanBeforeLanes + 6, "\(looks) looks")
+        // The host's limit lifted: its first task in order, after tasks were taken out of its middle and front.
+        stopping = []
+        for id: Int64 in [1, 2, 25_000] { q.remove(id) }
+        #expect(q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { $0.id < 5 }, hostHeld: { _ in false })?.id == 5)
+    }
+
+    /// One lane's tasks over many hosts, inserted, moved and removed at random on one long-lived `LaneRun`: its
+    /// first task not held is always what walking all of them in start order finds, with random hosts held whole
+    /// and random tasks held one by one (its heap of hosts stays in order through every change).
+    @Test func aLaneRunKeepsItsHostsInOrder() {
+        var rng = SplitMix(seed: 2828)
+        var lane = LaneRun()
+        var tasks: [Int64: (key: RunQueue.Key, host: String)] = [:]
+        let hosts = (0..<12).map { "http://h\($0):80" }
+        for step in 0..<6_000 {
+            let id = Int64(rng.next() % 300)
+            if let old = tasks[id] {
+                lane.remove(old.key, host: old.host)
+                tasks[id] = nil
+                if rng.next() % 2 == 0 { // moved: to the front, or to another host
+                    let key = rng.next() % 2 == 0 ? RunQueue.Key(priority: .high, order: -Int64(step), id: id) : old.key
+                    let host = hosts[Int(rng.next() % 12)]
+                    lane.insert(key, host: host)
+                    tasks[id] = (key, host)
+                }
+            } else {
+                let key = RunQueue.Key(priority: [TaskPriority.low, .normal][Int(rng.next() % 2)], order: Int64(step), id: id)
+                let host = hosts[Int(rng.next() % 12)]
+                lane.insert(key, host: host)
+                tasks[id] = (key, host)
+            }
+            guard step % 7 == 0 else { continue }
+            let heldHosts = Set(hosts.filter { _ in rng.next() % 3 == 0 })
+            let heldTasks = Set(tasks.keys.filter { _ in rng.next() % 4 == 0 })
+            let expected = tasks.values.sorted { $0.key < $1.key }
+                .first { !heldHosts.contains($0.host) && !heldTasks.contains($0.key.id) }
+            let got = lane.first(isHeld: { key, host in heldHosts.contains(host) || heldTasks.contains(key.id) },
+                                 hostHeld: { heldHosts.contains($0) })
+            #expect(got?.key == expected?.key, "step \(step)")
+            #expect(got?.host == expected?.host, "step \(step)")
+            #expect(lane.isEmpty == tasks.isEmpty)
+        }
     }
 }
