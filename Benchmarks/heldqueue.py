@@ -16,11 +16,16 @@ step: the daemon's CPU per create + cancel pair (its idle share taken off) and t
   halftunesd, "host": `--max-connections-per-host 1`, one paced download holds the origin's only connection;
       the queued tasks (sessions `bulk0`, `bulk1`…, no limit of their own) go to the same origin (hold
       `hostMaxConnections`) while the daemon has slots to spare.
+  halftunesd, "users" (run as root): two users queue behind their sessions' limits — root in sessions `held0`…
+      and uid 65534 (a client process of its own) in `other0`…, half the tasks each — and the probe creates a
+      task already started (it queues, held, and its answer gives its place in the queue shared between the
+      two users) and cancels it; then a task.list of 50 queued tasks. Both name each task's place in the shared
+      order.
   aria2c: -j 1 runs the paced download; the queued downloads wait in its queue; the probe is aria2.addUri
       (paused) + aria2.forceRemove.
 
     Benchmarks/heldqueue.py --bin-dir .build-bench/release [--queued 0,10000,50000] [--calls 500]
-        [--scenarios session,host,proxy] [--json out.json]
+        [--scenarios session,host,users,proxy] [--json out.json]
 """
 import argparse
 import json
@@ -156,6 +161,106 @@ def run_host_hold(bin_dir, work, url, args):
         daemon.stop()
 
 
+OTHER_UID = 65534
+
+
+def as_other_user():
+    os.setgroups([])
+    os.setgid(OTHER_UID)
+    os.setuid(OTHER_UID)
+
+
+def other_python():
+    """A Python uid 65534 can run: the system's, when this one lives where that user cannot reach (pyenv in /root)."""
+    return "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+
+
+def queue_as_other_user(socket_path, url, count, first):
+    """Run as uid 65534 (a process of its own): queues `count` tasks in sessions `other0`… behind a paced
+    download each (maxConcurrent 1)."""
+    c = Connection(socket_path)
+    requests = []
+    for n in range(first, first + count):
+        session = f"other{n // PER_SESSION}"
+        if n % PER_SESSION == 0:
+            c.call("session.open", {"identifier": session, "configuration": {"maxConcurrent": 1}})
+            c.call("task.create", {"session": session, "url": url, "destination": f"o-running{n}.bin", "start": True,
+                                   "maxConnections": 1})
+        requests.append(("task.create", {"session": session, "url": url, "destination": f"o{n}.bin", "start": True}))
+    pipelined(c, requests)
+
+
+def run_users_hold(bin_dir, work, url, args):
+    if os.geteuid() != 0:
+        print("heldqueue: the users scenario needs root (a client as uid 65534); left out", file=sys.stderr)
+        return []
+    daemon = Daemon(bin_dir, work, ["--max-concurrent", "40", "--max-connections-per-host", "1000"])
+    path = work
+    while path != "/" and not os.stat(path).st_mode & 0o001: # uid 65534 must reach the socket
+        os.chmod(path, os.stat(path).st_mode | 0o011)
+        path = os.path.dirname(path)
+    try:
+        daemon.start()
+        os.chmod(daemon.socket, 0o666) # as the tests' two users (the daemon makes it 0660)
+        os.chmod(os.path.join(work, "downloads"), 0o711)
+        c = Connection(daemon.socket)
+
+        def add(count, first):
+            mine, theirs = count // 2, count - count // 2
+            requests = []
+            for n in range(first // 2, first // 2 + mine):
+                session = f"held{n // PER_SESSION}"
+                if n % PER_SESSION == 0:
+                    c.call("session.open", {"identifier": session, "configuration": {"maxConcurrent": 1}})
+                    c.call("task.create", {"session": session, "url": url, "destination": f"running{n}.bin",
+                                           "start": True, "maxConnections": 1})
+                requests.append(("task.create", {"session": session, "url": url, "destination": f"h{n}.bin",
+                                                 "start": True}))
+            pipelined(c, requests)
+            code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+                    f"from heldqueue import queue_as_other_user; "
+                    f"queue_as_other_user({daemon.socket!r}, {url!r}, {theirs}, {first - first // 2})")
+            subprocess.run([other_python(), "-c", code], check=True, preexec_fn=as_other_user, cwd="/")
+
+        rows, queued = [], 0
+        add(2, 0) # both users have a session held from the start: the probe's task always queues behind it
+        queued = 2
+        pid = daemon.process.pid
+        for target in steps(args):
+            if target > queued:
+                add(target - queued, queued)
+                queued = target
+                settle(pid)
+            idle = idle_cpu_rate(pid)
+
+            def pair(i):
+                t = c.call("task.create", {"session": "held0", "url": url, "destination": f"probe-{target}-{i}.bin",
+                                           "start": True})
+                c.call("task.cancel", {"id": t["id"]})
+                return t.get("queuePosition")
+
+            row, places = measure(pid, f"two users: create (queued) + cancel, {queued} held", range(args.calls), pair,
+                                  idle)
+            if not any(places):
+                raise RuntimeError("no probe task was answered with its place in the queue")
+            row["queued"] = target
+            rows.append(row)
+
+            def listing(i):
+                page = c.call("task.list", {"session": "held0", "state": "queued", "limit": 50})
+                return all(t.get("queuePosition") for t in page["tasks"]) and len(page["tasks"]) > 0
+
+            row, pages = measure(pid, f"two users: task.list (50 queued), {queued} held", range(args.calls), listing,
+                                 idle)
+            if not all(pages):
+                raise RuntimeError("a task.list page without queued tasks or without their places")
+            row["queued"] = target
+            rows.append(row)
+        return rows
+    finally:
+        daemon.stop()
+
+
 def start_tinyproxy(work):
     port = free_port()
     conf = os.path.join(work, "tinyproxy.conf")
@@ -219,6 +324,8 @@ def run_halftunesd(bin_dir, work, url, args):
         rows += run_session_hold(bin_dir, os.path.join(work, "session"), url, args)
     if "host" in wanted:
         rows += run_host_hold(bin_dir, os.path.join(work, "host"), url, args)
+    if "users" in wanted:
+        rows += run_users_hold(bin_dir, os.path.join(work, "users"), url, args)
     if "proxy" in wanted and shutil.which("tinyproxy") and not args.no_proxy:
         rows += run_proxy_hold(bin_dir, os.path.join(work, "proxy"), url, args)
     return rows
@@ -255,8 +362,8 @@ def main():
     parser.add_argument("--queued", default="0,10000,50000", help="cumulative steps of queued (held) tasks")
     parser.add_argument("--calls", type=int, default=500, help="probe pairs per step")
     parser.add_argument("--no-proxy", action="store_true", help="leave out the proxy-cap scenario")
-    parser.add_argument("--scenarios", default="session,host,proxy",
-                        help="which of halftunesd's scenarios to run (comma-separated: session, host, proxy)")
+    parser.add_argument("--scenarios", default="session,host,users,proxy",
+                        help="which of halftunesd's scenarios to run (comma-separated: session, host, users, proxy)")
     args = parser.parse_args()
     results = side_by_side(args, "htd-heldqueue-", run_halftunesd, run_aria2)
     print(f"{'tool':<12}{'probe':<52}{'CPU/pair':>12}{'p50':>10}{'p99':>10}")

@@ -135,7 +135,7 @@ extension DaemonCore {
             list.append(t)
         }
         let more = page.ids.count > limit
-        return TaskListResult(tasks: infos(list).map(\.withoutResponseBody),
+        return TaskListResult(tasks: list.map { info($0).withoutResponseBody },
                               nextCursor: more ? ids.last.map(String.init) : nil)
     }
 }

@@ -126,10 +126,9 @@ actor DaemonCore {
         return ManagedTask(row: record, owner: session.record.uid)
     }
 
-    /// `positions`: every queued task's place, computed once for a whole list (`infos`).
-    func info(_ t: ManagedTask, positions: [Int64: Int]? = nil) -> TaskInfo {
+    func info(_ t: ManagedTask) -> TaskInfo {
         let r = t.record
-        let position = queuePosition(t.id, positions: positions)
+        let position = queuePosition(t.id)
         return TaskInfo(
             id: t.id, session: r.session, kind: r.kind, url: r.url,
             currentURL: r.currentURL == r.url ? nil : r.currentURL,
@@ -235,7 +234,7 @@ extension DaemonCore {
     static let maxCreatesTogether = 64
 }
 
-// MARK: - The queue: starting tasks within the limits, fairly between users, queue positions (one order for a whole list of tasks), and task.move.
+// MARK: - The queue: starting tasks within the limits, fairly between users, queue positions, and task.move.
 
 extension DaemonCore {
     /// Starts queued tasks while the limits allow, fairly between users (`DaemonState.grantSlots`).
@@ -243,11 +242,10 @@ extension DaemonCore {
         feedAndRun(.grantSlots)
     }
 
-    /// A queued task's place in the shared order (1 = next); nil for any other state.
-    func queuePosition(_ id: Int64, positions: [Int64: Int]? = nil) -> Int? {
-        guard state.tasks.queue.contains(id) else { return nil }
-        if let positions { return positions[id] }
-        return state.tasks.queue.position(of: id, running: state.tasks.runningByOwner, lastServed: state.lastServed)
+    /// A queued task's place in the shared order (1 = next); nil for any other state. O(users with queued tasks
+    /// + log n): worked out, not walked (`RunQueue.position`).
+    func queuePosition(_ id: Int64) -> Int? {
+        state.tasks.queue.position(of: id, running: state.tasks.runningByOwner, lastServed: state.lastServed)
     }
 
     /// `task.move`: the front or back of its priority class. A queued task moves at once; a suspended or
@@ -261,19 +259,6 @@ extension DaemonCore {
         logger.info("task moved", metadata: ["task": "\(p.id)", "to": "\(p.to.rawValue)"])
         run(actions)
         return info(try await task(p.id, for: caller))
-    }
-}
-
-extension DaemonCore {
-    /// Describes many tasks, working out the queue's shared order once for all of them when several users
-    /// have queued tasks (not once per queued task).
-    func infos(_ list: [ManagedTask]) -> [TaskInfo] {
-        var positions: [Int64: Int]?
-        if state.tasks.queue.owners.count > 1, list.contains(where: { $0.machine.state == .queued }) {
-            let order = state.tasks.queue.fairOrder(running: state.tasks.runningByOwner, lastServed: state.lastServed)
-            positions = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0 + 1) })
-        }
-        return list.map { info($0, positions: positions) }
     }
 }
 

@@ -351,8 +351,8 @@ struct DaemonState {
 
     /// Starts queued tasks while the daemon-wide, per-session and per-host limits allow: each next slot goes
     /// to the fair choice among the tasks that can start (`RunQueue.next`). Costs O(owners) per task started
-    /// (plus, per owner, when its first tasks are held, a look at each lane of its queue and at each held host
-    /// in the lanes not held), whatever the queue's length.
+    /// (plus, per owner, when its first tasks are held, a look at each lane of its queue, at each held host in
+    /// the lanes not held and at each task whose previous transfer is still stopping), whatever the queue's length.
     mutating func grantSlots(_ limits: SlotLimits, now: Double, into actions: inout [Action]) {
         guard !shuttingDown else { return }
         var tried: Set<Int64> = []

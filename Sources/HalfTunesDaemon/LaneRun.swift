@@ -6,9 +6,12 @@ import HeapModule
 /// by host, each host's in start order, and the hosts in an indexed binary min-heap by their first task's key.
 /// `first(isHeld:hostHeld:)` visits the tasks in start order but skips a host `hostHeld` holds whole, so the
 /// tasks a host's limit holds cost one look per host, not one per task. A pure value: no I/O, no clock.
+/// `RunQueue` keeps it: a key is inserted only when it is not in the lane (it removes a task before inserting it
+/// again).
 struct LaneRun: Sendable {
     /// One host's tasks after its first (which is in `heads`), in start order, and where the host sits in
-    /// `heads`. A host with one task allocates no run (an empty `Deque` has no storage).
+    /// `heads`. A host that has only ever had one task allocates no run (an empty `Deque` has no storage; one
+    /// emptied keeps its buffer until the host leaves the lane).
     private struct HostRun: Sendable {
         var rest: Deque<RunQueue.Key> = []
         var slot: Int
@@ -25,7 +28,7 @@ struct LaneRun: Sendable {
 
     var isEmpty: Bool { heads.isEmpty }
 
-    /// Adds a task. An append to its host's run (queue orders only grow) costs a dictionary access; a task that
+    /// Adds a task. An append to its host's run (queue orders only grow) costs two hash lookups; a task that
     /// becomes its host's first moves the host up the heap, O(log hosts).
     mutating func insert(_ key: RunQueue.Key, host: String) {
         guard var run = hosts.removeValue(forKey: host) else {
@@ -69,15 +72,17 @@ struct LaneRun: Sendable {
     /// The first task in start order that `isHeld` lets start, never looking at the tasks of a host `hostHeld`
     /// holds (it must hold only hosts every task of which `isHeld` holds). The hosts are visited in the order of
     /// their first task (a walk of the heap by its smallest open node), and a host's later tasks only when its
-    /// earlier ones are held one by one (a transfer still stopping). O((hosts held + tasks held + 1) × log).
-    func first(isHeld: (RunQueue.Key, String) -> Bool, hostHeld: (String) -> Bool) -> (key: RunQueue.Key, host: String)? {
-        guard let root = heads.first else { return nil }
+    /// earlier ones are held one by one (a transfer still stopping). Nothing at or after `before` is looked at
+    /// (another lane's answer: a later one here would not be taken). O((hosts held + tasks held + 1) × log).
+    func first(before bound: RunQueue.Key? = nil, isHeld: (RunQueue.Key, String) -> Bool,
+               hostHeld: (String) -> Bool) -> (key: RunQueue.Key, host: String)? {
+        guard let root = heads.first, bound.map({ root.key < $0 }) ?? true else { return nil }
         let rootHeld = hostHeld(root.host)
         if !rootHeld, !isHeld(root.key, root.host) { return (root.key, root.host) }
         var open = Heap<Visit>()
         for child in 1..<min(3, heads.count) { open.insert(Visit(key: heads[child].key, slot: child, index: 0)) }
         if !rootHeld { openNext(after: 0, slot: 0, into: &open) }
-        while let visit = open.popMin() {
+        while let visit = open.popMin(), bound.map({ visit.key < $0 }) ?? true {
             let host = heads[visit.slot].host
             if visit.index == 0 { // a host's first task: open its children in the heap
                 for child in Self.children(of: visit.slot, count: heads.count) {

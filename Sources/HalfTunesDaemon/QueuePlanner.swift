@@ -2,7 +2,7 @@
 import HalfTunesProtocol
 
 /// The scheduler's decisions, without I/O. The queue is ordered by priority (high, normal, low), then by
-/// queue order (FIFO, or the place `task.move` gave), and shared fairly between users (`RunQueue.fairOrder`). Tasks are considered in that order; a task whose
+/// queue order (FIFO, or the place `task.move` gave), and shared fairly between users (`RunQueue.next`, `RunQueue.position`). Tasks are considered in that order; a task whose
 /// session or host is at its limit is held and the next one may start (it does not block the whole queue),
 /// while the daemon-wide limit holds everything behind it.
 enum QueuePlanner {

@@ -10,8 +10,8 @@ import HalfTunesProtocol
 ///
 /// Between users the queue is shared as `QueuePlanner.fairOrder` describes: the next place goes to the user
 /// with the fewest transfers running, then to the one served longest ago, then to the one whose next task came
-/// first. `next` applies that rule to the tasks that can start; `position(of:)` and `fairOrder` apply it to all
-/// of them (what `queuePosition` and `hold` show). A pure value: no I/O, no clock.
+/// first. `next` applies that rule to the tasks that can start; `position(of:)` to all of them (what
+/// `queuePosition` and `hold` show). A pure value: no I/O, no clock.
 struct RunQueue: Sendable {
     /// The sort key of a queued task: priority class first, then queue order, then id (unique).
     struct Key: Comparable, Hashable, Sendable {
@@ -155,76 +155,49 @@ struct RunQueue: Sendable {
     }
 
     /// The first task of `owner`'s run that `isHeld` lets start: `run.first(where:)` for its first tasks; past
-    /// them, the earliest of each lane's first such task (`LaneRun.first`) among the lanes `laneHeld` does not
-    /// hold — the same task, since the lanes split the run and a held lane's tasks are all held.
+    /// them, the earliest of each lane's first such task (`LaneRun.first`, each lane looked at only up to the
+    /// earliest found so far) among the lanes `laneHeld` does not hold — the same task, since the lanes split the
+    /// run and a held lane's tasks are all held.
     private func first(of owner: UInt32, _ run: Deque<Entry>, isHeld: (Entry) -> Bool,
                        laneHeld: (UInt32, Lane) -> Bool, hostHeld: (String) -> Bool) -> Entry? {
         for entry in run.prefix(Self.scanBeforeLanes) where !isHeld(entry) { return entry }
         guard run.count > Self.scanBeforeLanes, let ownLanes = lanes[owner] else { return nil }
         var best: Entry?
         for (lane, laneRun) in ownLanes where !laneHeld(owner, lane) {
-            let found = laneRun.first(isHeld: { key, host in
+            let found = laneRun.first(before: best?.key, isHeld: { key, host in
                 isHeld(Entry(key: key, owner: owner, session: lane.session, host: host, proxy: lane.proxy))
             }, hostHeld: hostHeld)
-            guard let found, best.map({ found.key < $0.key }) ?? true else { continue }
+            guard let found else { continue } // before `best`, or nil
             best = Entry(key: found.key, owner: owner, session: lane.session, host: found.host, proxy: lane.proxy)
         }
         return best
     }
 
-    /// The task's place in the shared order (1 = next), or nil when it is not queued. One owner: a binary
-    /// search. Several: the fair interleaving is followed up to the task, O(position × owners).
+    /// The task's place in the shared order (1 = next), or nil when it is not queued: where the fair rule of
+    /// `next`, applied to every queued task, puts it. O(owners + log n), worked out rather than followed:
+    ///
+    /// Each next place goes to the owner with the fewest transfers running or placed (its *level*), then the one
+    /// served longest ago, then the earliest task. So places go level by level; an owner takes part in levels
+    /// `running ..< running + queued`, once each. Within a level the owners who join at it come first (their
+    /// `lastServed` is older than any place given in the walk), by `lastServed` then first task, followed by the
+    /// others in the order of the level before. Which gives, for any two owners in one level, the order of
+    /// (−running, lastServed, first task). The task is its owner's `k`th, placed at level `running + k`: before it
+    /// are its owner's `k`, every other owner's places at lower levels, and one more for each owner ahead of its
+    /// owner in that level.
     func position(of id: Int64, running: [UInt32: Int], lastServed: [UInt32: Int64]) -> Int? {
         guard let (owner, key) = members[id], let run = byOwner[owner] else { return nil }
-        if byOwner.count == 1 { return Self.firstIndex(in: run, notBelow: key) + 1 }
-        var position = 0
-        var found: Int?
-        interleave(running: running, lastServed: lastServed) { entry in
-            position += 1
-            if entry.id == id { found = position }
-            return found == nil
+        let k = Self.firstIndex(in: run, notBelow: key)
+        guard byOwner.count > 1 else { return k + 1 }
+        let joined = running[owner, default: 0], level = joined + k
+        let mine = (-joined, lastServed[owner, default: 0], run[0].key)
+        var position = k + 1
+        for (other, otherRun) in byOwner where other != owner {
+            let from = running[other, default: 0]
+            position += min(max(level - from, 0), otherRun.count)
+            if from <= level, level < from + otherRun.count,
+               (-from, lastServed[other, default: 0], otherRun[0].key) < mine { position += 1 }
         }
-        return found
-    }
-
-    /// Every queued task in the shared order (what `QueuePlanner.fairOrder` gives for the same tasks).
-    func fairOrder(running: [UInt32: Int], lastServed: [UInt32: Int64]) -> [Int64] {
-        var order: [Int64] = []
-        order.reserveCapacity(count)
-        interleave(running: running, lastServed: lastServed) { entry in
-            order.append(entry.id)
-            return true
-        }
-        return order
-    }
-
-    /// Visits the queue in the shared order while `visit` returns true: each next place goes to the owner
-    /// with the fewest transfers running or placed, then the one served longest ago, then the earliest task.
-    private func interleave(running: [UInt32: Int], lastServed: [UInt32: Int64], _ visit: (Entry) -> Bool) {
-        if byOwner.count == 1, let run = byOwner.values.first {
-            for entry in run where !visit(entry) { return }
-            return
-        }
-        var heads: [UInt32: Int] = [:]
-        var load = running
-        var served = lastServed
-        var serial = (lastServed.values.max() ?? 0) + 1
-        while true {
-            var best: (owner: UInt32, key: (Int, Int64, Key))?
-            for (owner, run) in byOwner {
-                let head = heads[owner, default: 0]
-                guard head < run.count else { continue }
-                let key = (load[owner, default: 0], served[owner, default: 0], run[head].key)
-                if best.map({ key < $0.key }) ?? true { best = (owner, key) }
-            }
-            guard let pick = best, let run = byOwner[pick.owner] else { return }
-            let head = heads[pick.owner, default: 0]
-            guard visit(run[head]) else { return }
-            heads[pick.owner] = head + 1
-            load[pick.owner, default: 0] += 1
-            served[pick.owner] = serial
-            serial += 1
-        }
+        return position
     }
 
     /// The index of the first entry whose key is not below `key` (binary search; the run is sorted).

@@ -141,6 +141,21 @@ struct DaemonStateTests {
         #expect(state.tasks.count(in: .failed) == 1)
     }
 
+    /// Past a user's first 8 queued tasks the pass goes lane by lane and skips a host at its limit whole
+    /// (`isHeld(host:)`): 20 tasks to h1 (one connection allowed) hold neither the task to h2 behind them in the
+    /// same session nor the one to h3 in another; when h1's transfer ends, its next task starts.
+    @Test func aLongQueueToAHostAtItsLimitHoldsOnlyThatHost() throws {
+        var state = Self.state(sessions: [("a", 1, .init()), ("b", 1, .init())])
+        let limits = DaemonState.SlotLimits(maxConcurrent: 10, maxConnectionsPerHost: 1)
+        var tasks = (1...20).map { Self.task(Int64($0), session: "a", owner: 1, host: "h1") }
+        tasks += [Self.task(21, session: "a", owner: 1, host: "h2"), Self.task(22, session: "b", owner: 1, host: "h1"),
+                  Self.task(23, session: "b", owner: 1, host: "h3")]
+        #expect(try Self.resumeAll(&state, tasks, limits: limits) == [1, 21, 23])
+        let next = state.handle(.attemptEnded(1, Self.permanent, jitterSample: 0.5), now: 1)
+        #expect(Self.started(next) == [2])
+        #expect(state.tasks.runningByHost == ["http://h1:80": 1, "http://h2:80": 1, "http://h3:80": 1])
+    }
+
     /// Retries in virtual time: the backoff doubles, the retry timer is armed at the earliest retry, a timer
     /// that fires early starts nothing, Retry-After is a lower bound, and `maxAttempts` ends it.
     @Test func transientFailuresWaitBackOffAndRetryInVirtualTime() throws {

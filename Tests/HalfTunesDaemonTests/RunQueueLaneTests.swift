@@ -100,6 +100,7 @@ struct RunQueueLaneTests {
         // Its limit lifted: its first task, in order, after the first ones were taken out of the middle.
         for id: Int64 in [1, 2, 5_000] { q.remove(id) }
         #expect(q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { _ in false })?.id == 3)
+        #expect(q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { $0.id < 20 })?.id == 20, "past the first 8")
         #expect(q.count == 9_997)
     }
 
@@ -131,10 +132,13 @@ struct RunQueueLaneTests {
         stopping = [50_010]
         #expect(next() == nil)
         #expect(looks <= RunQueue.scanBeforeLanes + 6, "\(looks) looks")
-        // The host's limit lifted: its first task in order, after tasks were taken out of its middle and front.
+        // The host's limit lifted: its first task in order past the first ones held one by one (beyond the first
+        // 8, so through its lane), after tasks were taken out of its middle and front.
         stopping = []
         for id: Int64 in [1, 2, 25_000] { q.remove(id) }
-        #expect(q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { $0.id < 5 }, hostHeld: { _ in false })?.id == 5)
+        #expect(q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { $0.id < 20 }, hostHeld: { _ in false })?.id == 20)
+        q.remove(20)
+        #expect(q.next(running: { _ in 0 }, lastServed: { _ in 0 }, isHeld: { $0.id < 25_010 }, hostHeld: { _ in false })?.id == 25_010)
     }
 
     /// One lane's tasks over many hosts, inserted, moved and removed at random on one long-lived `LaneRun`: its
@@ -159,6 +163,9 @@ struct RunQueueLaneTests {
             } else {
                 let key = RunQueue.Key(priority: [TaskPriority.low, .normal][Int(rng.next() % 2)], order: Int64(step), id: id)
                 let host = hosts[Int(rng.next() % 12)]
+                if rng.next() % 5 == 0 { // not in the lane: nothing changes (a host it has, or one it has not)
+                    lane.remove(key, host: rng.next() % 2 == 0 ? host : "http://elsewhere:80")
+                }
                 lane.insert(key, host: host)
                 tasks[id] = (key, host)
             }
