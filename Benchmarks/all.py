@@ -12,7 +12,8 @@ release binaries. Runs, in order (each needs nginx; the peers are curl and aria2
   callcost.py     what each control call costs the daemon (CPU per call, round trip), method by method, one client,
                   beside aria2c's RPC
   heldqueue.py    what a create + cancel costs with 0 / 10,000 / 50,000 tasks queued behind a session's limit, a
-                  host's limit and the proxy cap (tinyproxy), beside aria2c with as many downloads waiting
+                  host's limit, the proxy cap (tinyproxy) and two users' limits (with a task.list of 50 queued),
+                  beside aria2c with as many downloads waiting (addUri + forceRemove, tellWaiting)
 and writes the summary table between the SUMMARY markers of docs/benchmarks.md (--doc), with the 1 GiB results
 read from bench.py's JSON (--one-gib). QUICK=1 in the environment runs each with fewer runs and smaller sizes
 (to check the pipeline, not to measure).
@@ -136,13 +137,15 @@ def callcost_rows(r):
 def heldqueue_rows(r):
     """One row per halftunesd step, beside aria2c's step with as many waiting (same queue length)."""
     d, a = r["results"]["halftunesd"], r["results"].get("aria2c") or []
-    peers = {m["queued"]: m for m in a}
+    peers = {(m["queued"], m.get("kind")): m for m in a}
     rows = []
     for m in d:
-        peer = peers.get(m["queued"])
-        rows.append((f"{m['method']}: daemon CPU per pair (p99 round trip)",
+        peer = peers.get((m["queued"], m.get("kind")))
+        per = "call" if m.get("kind") == "list" else "pair"
+        rows.append((f"{m['method']}: daemon CPU per {per} (p99 round trip)",
                      f"{m['cpuMicrosPerCall']:,.0f} µs ({m['p99ms']:.2f} ms)",
-                     f"aria2c {peer['cpuMicrosPerCall']:,.0f} µs ({peer['p99ms']:.2f} ms), {m['queued']:,} waiting"
+                     f"aria2c {peer['method'].rsplit(',', 1)[0]} {peer['cpuMicrosPerCall']:,.0f} µs ({peer['p99ms']:.2f} ms), "
+                     f"{m['queued']:,} waiting"
                      if peer else "–", ratio(m["cpuMicrosPerCall"], peer and peer["cpuMicrosPerCall"]),
                      "flat in the queue's length"))
     return rows

@@ -22,7 +22,7 @@ step: the daemon's CPU per create + cancel pair (its idle share taken off) and t
       two users) and cancels it; then a task.list of 50 queued tasks. Both name each task's place in the shared
       order.
   aria2c: -j 1 runs the paced download; the queued downloads wait in its queue; the probe is aria2.addUri
-      (paused) + aria2.forceRemove.
+      (paused) + aria2.forceRemove, then aria2.tellWaiting (0, 50) (beside the users scenario's task.list).
 
     Benchmarks/heldqueue.py --bin-dir .build-bench/release [--queued 0,10000,50000] [--calls 500]
         [--scenarios session,host,users,proxy] [--json out.json]
@@ -243,7 +243,7 @@ def run_users_hold(bin_dir, work, url, args):
                                   idle)
             if not any(places):
                 raise RuntimeError("no probe task was answered with its place in the queue")
-            row["queued"] = target
+            row["queued"] = target # beside aria2c's step of this length (the first step here holds one task each)
             rows.append(row)
 
             def listing(i):
@@ -254,7 +254,7 @@ def run_users_hold(bin_dir, work, url, args):
                                  idle)
             if not all(pages):
                 raise RuntimeError("a task.list page without queued tasks or without their places")
-            row["queued"] = target
+            row["queued"], row["kind"] = target, "list"
             rows.append(row)
         return rows
     finally:
@@ -352,6 +352,13 @@ def run_aria2(work, url, args):
 
             row, _ = measure(pid, f"addUri (paused) + forceRemove, {target} waiting", range(args.calls), pair, idle)
             row["queued"] = target
+            rows.append(row)
+
+            def listing(i):
+                c.call("aria2.tellWaiting", [0, 50])
+
+            row, _ = measure(pid, f"tellWaiting (0, 50), {target} waiting", range(args.calls), listing, idle)
+            row["queued"], row["kind"] = target, "list"
             rows.append(row)
     return rows
 
