@@ -119,6 +119,33 @@ import Testing
             == dir.path(".profile (1)"))
     }
 
+    /// 10,000 downloads of one name: the next free name costs a few dozen looks, not 10,000 — the first free one
+    /// when the taken names run without a gap (as they were handed out), and with a gap among the first 8 that gap;
+    /// a gap further on may be passed over, but the answer is always free.
+    @Test func availableNameSearchesPastManyTakenNames() throws {
+        let dir = try TempDir()
+        let name = dir.path("download")
+        try writeFile(name, [0])
+        var taken = Set((1...10_000).map { dir.path("download (\($0))") })
+        var looks = 0
+        func next() -> String {
+            looks = 0
+            return FilePublisher.availableName(for: name, isReserved: { looks += 1; return taken.contains($0) })
+        }
+        #expect(next() == dir.path("download (10001)"))
+        #expect(looks <= 40, "\(looks) names looked at")
+        taken.remove(dir.path("download (3)"))
+        #expect(next() == dir.path("download (3)"))
+        taken.insert(dir.path("download (3)"))
+        taken.remove(dir.path("download (5000)"))
+        let answer = next()
+        #expect(!taken.contains(answer) && answer != name && looks <= 40, "\(answer), \(looks) looks")
+        for n in [9, 16, 17, 10_001, 10_002] { // around the search's edges: the first free one
+            taken = Set((1..<n).map { dir.path("download (\($0))") })
+            #expect(next() == dir.path("download (\(n))"))
+        }
+    }
+
     /// The name a finished download is published at: the preferred one while nothing is there (a dangling link
     /// counts as something) and it is not to be avoided; else the next free one, past avoided and reserved names.
     @Test func publishNameKeepsThePreferredNameOnlyWhileItIsFree() throws {
