@@ -7,15 +7,26 @@ extension Journal {
     static let finishedStates = "('\(TaskState.completed.rawValue)', '\(TaskState.failed.rawValue)', '\(TaskState.canceled.rawValue)')"
 
     /// The ids of up to `limit` tasks with ids above `after`, ascending, of `sessions` (every session when nil), in
-    /// `state` when given: one page of `task.list`, read through the primary key (rows are read only for the
-    /// finished tasks on it, with `loadTask`).
+    /// `state` when given: one page of `task.list`, read through an index whose rows are in id order (rows are read
+    /// only for the finished tasks on it, with `loadTask`) — the primary key, or `tasks_by_state`,
+    /// `tasks_by_session`, `tasks_by_session_state`. Several sessions (a user's own, none named): one range per
+    /// session, merged in id order by SQLite (a `UNION ALL` of ranges in id order is merged, not sorted), about
+    /// `limit` + sessions index entries read, whatever the sessions hold.
     public func taskIDs(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> [Int64] {
+        if let sessions, sessions.count > 1 {
+            var ids: [Int64] = []
+            for start in stride(from: 0, to: sessions.count, by: Self.mergedRanges) {
+                let chunk = sessions[start..<min(start + Self.mergedRanges, sessions.count)]
+                ids += try taskIDs(after: after, eachOf: chunk, state: state, limit: limit)
+            }
+            return sessions.count > Self.mergedRanges ? Array(ids.sorted().prefix(limit)) : ids
+        }
         var conditions = ["id > ?"]
         var arguments: StatementArguments = [after]
         if let sessions {
-            if sessions.isEmpty { return [] }
-            conditions.append("session IN (" + Journal.placeholders(sessions.count) + ")")
-            arguments += StatementArguments(sessions)
+            guard let session = sessions.first else { return [] }
+            conditions.append("session = ?")
+            arguments += [session]
         }
         if let state {
             conditions.append("state = ?")
@@ -23,6 +34,22 @@ extension Journal {
         }
         arguments += [limit]
         let sql = "SELECT id FROM tasks WHERE " + conditions.joined(separator: " AND ") + " ORDER BY id LIMIT ?"
+        return try read { db in try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) }
+    }
+
+    /// At most this many sessions' ranges in one statement (SQLite allows 500 terms in a compound SELECT).
+    static let mergedRanges = 400
+
+    /// The first `limit` ids above `after` among `sessions`' tasks (in `state`), one range each, merged.
+    private func taskIDs(after: Int64, eachOf sessions: ArraySlice<String>, state: TaskState?, limit: Int) throws -> [Int64] {
+        let range = "SELECT id FROM tasks WHERE session = ? AND id > ?" + (state == nil ? "" : " AND state = ?")
+        let sql = Array(repeating: range, count: sessions.count).joined(separator: " UNION ALL ") + " ORDER BY id LIMIT ?"
+        var arguments: StatementArguments = []
+        for session in sessions {
+            arguments += [session, after]
+            if let state { arguments += [state.rawValue] }
+        }
+        arguments += [limit]
         return try read { db in try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) }
     }
 

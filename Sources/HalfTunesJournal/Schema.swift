@@ -16,6 +16,7 @@ enum JournalSchema {
         ("v10", v10),
         ("v11", v11),
         ("v12", v12),
+        ("v13", v13),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -210,5 +211,12 @@ enum JournalSchema {
     /// `{"user":…,"password":…}`; NULL: the session's, if any.
     static let v12 = """
         ALTER TABLE tasks ADD COLUMN credentials TEXT;
+        """
+
+    /// Issue 28: `task.list` with a state reads one index range (of every session: root; or of one session), not
+    /// every row after the cursor (or every row of the session) testing each one's state.
+    static let v13 = """
+        CREATE INDEX tasks_by_state ON tasks(state);
+        CREATE INDEX tasks_by_session_state ON tasks(session, state);
         """
 }
