@@ -98,15 +98,19 @@ extension Journal {
     /// data-task bodies; the oldest first (`tasks_finished` index: finished rows newer than the cutoff are not
     /// read). Returns how many went, per state (the `finished_counts` triggers follow on their own).
     /// `keeping`: ids never deleted (tasks the daemon still has in memory: a transfer still stopping, say).
+    ///
+    /// Only tasks finished before the session's first event left to acknowledge are read: one finished later has
+    /// that event's successors to acknowledge (its own last event among them), so a client away for a day with
+    /// 50,000 finished tasks it has not acknowledged costs each sweep nothing, where every sweep read them all
+    /// again. `NOT EXISTS` still decides (a clock set back may order a task's events before an older one's).
     public func deleteFinishedTasks(session: String, finishedBefore: Double, limit: Int,
                                     keeping: Set<Int64> = []) throws -> [TaskState: Int] {
         try write { db in
-            let rows = try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT id, state FROM tasks INDEXED BY tasks_finished
-                    WHERE session = ? AND state IN \(Self.finishedStates) AND updated_at <= ? AND phase != 'publishing'
-                    AND NOT EXISTS (SELECT 1 FROM events WHERE events.task = tasks.id)
-                    ORDER BY updated_at LIMIT ?
-                """), arguments: [session, finishedBefore, limit])
+            // One bound for the index range (SQLite ranges over one of two upper bounds and filters by the other).
+            let firstToAcknowledge = try Double.fetchOne(db.cachedStatement(
+                sql: "SELECT created_at FROM events WHERE session = ? ORDER BY seq LIMIT 1"), arguments: [session])
+            let cutoff = min(finishedBefore, firstToAcknowledge?.nextDown ?? .infinity)
+            let rows = try Row.fetchAll(db.cachedStatement(sql: Self.sweepSQL), arguments: [session, cutoff, limit])
             var deleted: [TaskState: Int] = [:]
             let delete = try db.cachedStatement(sql: "DELETE FROM tasks WHERE id = ?")
             for row in rows where !keeping.contains(row["id"]) {
@@ -116,6 +120,15 @@ extension Journal {
             return deleted
         }
     }
+
+    /// The tasks a sweep deletes (`deleteFinishedTasks`): arguments session, cutoff (the retention's, and before
+    /// the session's first event left to acknowledge), limit.
+    static let sweepSQL = """
+        SELECT id, state FROM tasks INDEXED BY tasks_finished
+            WHERE session = ? AND state IN \(finishedStates) AND updated_at <= ? AND phase != 'publishing'
+            AND NOT EXISTS (SELECT 1 FROM events WHERE events.task = tasks.id)
+            ORDER BY updated_at LIMIT ?
+        """
 
     /// Gives every page freed by deletions (finished tasks, acknowledged events) back to the file system
     /// (`auto_vacuum = INCREMENTAL`); the cost follows the pages freed since the last call.

@@ -2,6 +2,7 @@
 // loads, and finished tasks deleted once acknowledged and past their retention.
 import Foundation
 import GRDB
+import GRDBSQLite
 import HalfTunesProtocol
 import Testing
 @testable import HalfTunesJournal
@@ -100,5 +101,40 @@ import Testing
         #expect(try journal.deleteFinishedTasks(session: "a", finishedBefore: 1000, limit: 10) == [.completed: 1])
         #expect(try journal.read { try Journal.finishedCounts($0) } == ["b": [.completed: 1]])
         #expect(try journal.loadUnfinishedTasks().count == 1)
+    }
+
+    /// A client away with thousands of finished tasks it has not acknowledged: each sweep reads only the tasks
+    /// finished before the session's first event left to acknowledge, not those thousands again (counted in
+    /// SQLite's virtual machine steps of the sweep's statement), and still deletes the old acknowledged ones.
+    @Test func aSweepDoesNotReadTasksWhoseEventsAreNotAcknowledged() throws {
+        let journal = try Journal.openInMemory()
+        try journal.upsertSession(Sample.session("a"))
+        for i in 0..<5 { // finished and acknowledged long ago
+            var t = Sample.task(session: "a", name: "old\(i)", state: .completed)
+            t.updatedAt = 100
+            _ = try journal.insertTask(t, events: [])
+        }
+        for i in 0..<3_000 { // finished while the client was away: one event each, not acknowledged
+            var t = Sample.task(session: "a", name: "away\(i)", state: .completed)
+            t.updatedAt = Timestamp.now() // as the daemon stamps them: its events are written after
+            let (task, _) = try journal.insertTask(t, events: [])
+            _ = try journal.appendEvents([Sample.stateChanged(session: "a", task: task.id, to: .completed, from: .running)])
+        }
+        func sweep() throws -> (deleted: [TaskState: Int], steps: Int32) {
+            let deleted = try journal.deleteFinishedTasks(session: "a", finishedBefore: .infinity, limit: 10)
+            let steps = try journal.write { db in
+                sqlite3_stmt_status(try db.cachedStatement(sql: Journal.sweepSQL).sqliteStatement, SQLITE_STMTSTATUS_VM_STEP, 1)
+            }
+            return (deleted, steps)
+        }
+        let first = try sweep()
+        #expect(first.deleted == [.completed: 5])
+        #expect(first.steps < 1_000, "\(first.steps) steps")
+        let second = try sweep()
+        #expect(second.deleted.isEmpty)
+        #expect(second.steps < 1_000, "\(second.steps) steps: the tasks not acknowledged were read again")
+        // Acknowledged: they go, 10 a sweep.
+        _ = try journal.ack(session: "a", through: try journal.lastEventSeq(session: "a"))
+        #expect(try sweep().deleted == [.completed: 10])
     }
 }
