@@ -175,7 +175,7 @@ extension DaemonCore {
 
     /// The runner's subscribers of the session changed: the state counts them (none left may start its unit).
     func subscribersChanged(_ identifier: String) {
-        feedAndRun(.subscribersChanged(identifier, count: subscribers[identifier]?.count ?? 0))
+        feedAndRun(.subscribersChanged(identifier, count: subscribers.count(of: identifier)))
     }
 
     /// What `SessionInfo.launch` shows.

@@ -208,8 +208,7 @@ extension DaemonCore {
     /// (`didBecomeInvalid`) and let go, so none of them is left registered for an identifier opened again later.
     func letSubscribersGo(_ identifier: String) {
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
-        for outbox in (subscribers[identifier] ?? [:]).values { outbox.send(notification: event) }
-        subscribers[identifier] = nil
+        for outbox in subscribers.removeSession(identifier) { outbox.send(notification: event) }
     }
 
     /// Runs journal reads off the actor (`Journal.reading`): the actor serves other calls meanwhile. State read
@@ -309,7 +308,7 @@ extension DaemonCore {
     /// in order, before `didFinishEvents`.
     func subscribe(_ p: EventsSubscribeParams, caller: Caller, requestID: RPCID?, outbox: Outbox) async throws(RPCError) {
         let s = try session(p.session, for: caller)
-        let held = subscribers.reduce(0) { $0 + ($1.key != p.session && $1.value[outbox.connectionID] != nil ? 1 : 0) }
+        let held = subscribers.subscriptions(of: outbox.connectionID, besides: p.session)
         guard held < configuration.maxSubscriptionsPerConnection else {
             throw RPCError(.limitExceeded, "This connection already holds \(held) subscriptions (at most \(configuration.maxSubscriptionsPerConnection)); subscribe on another connection")
         }
@@ -318,7 +317,7 @@ extension DaemonCore {
         outbox.send(response: RPCResponse(id: requestID, result: (try? JSONValue(encoding: result)) ?? .null))
         let session = p.session
         let hold = outbox.holdEvents(of: session)
-        subscribers[session, default: [:]][outbox.connectionID] = outbox
+        subscribers.add(outbox, to: session)
         subscribersChanged(session)
         var cursor = after
         do throws(RPCError) {
@@ -337,8 +336,7 @@ extension DaemonCore {
         } catch {
             // Unregistered, unless a later subscription of this connection took over.
             if outbox.releaseEvents(of: session, after: cursor, hold: hold),
-               subscribers[session]?.removeValue(forKey: outbox.connectionID) != nil {
-                if subscribers[session]?.isEmpty == true { subscribers[session] = nil }
+               subscribers.remove(outbox.connectionID, from: session) {
                 subscribersChanged(session)
             }
             throw error
@@ -440,10 +438,8 @@ extension DaemonCore {
             logger.info("the user's agent left", metadata: ["uid": "\(uid)"])
             feedAndRun(.agentLeft(uid))
         }
-        for key in Array(subscribers.keys) {
-            guard subscribers[key]?.removeValue(forKey: connectionID) != nil else { continue }
-            if subscribers[key]?.isEmpty == true { subscribers[key] = nil }
-            subscribersChanged(key) // the last one leaving may start the session's unit
+        for session in subscribers.removeConnection(connectionID) {
+            subscribersChanged(session) // the last one leaving may start the session's unit
         }
     }
 }

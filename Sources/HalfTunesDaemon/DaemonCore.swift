@@ -18,8 +18,8 @@ actor DaemonCore {
     /// carries out (the runner reads it freely).
     private(set) var state = DaemonState()
     var transfers = LiveTransfers()
-    /// Each session's live subscribers, by connection.
-    var subscribers: [String: [UInt64: Outbox]] = [:]
+    /// Each session's live subscribers, by connection (and each connection's sessions).
+    var subscribers = Subscribers()
     var meters = Meters()
     var limitSources = LimitSources()
     var timers = CoreTimers()
