@@ -95,6 +95,23 @@ def probe_steps(pid, c, add_queued, args, label):
     return rows
 
 
+def queue_behind(c, url, count, first, prefix, expected_hold, open_session):
+    """Queues `count` started tasks (numbered from `first`) in sessions `<prefix>0`, `<prefix>1`… (PER_SESSION
+    each; `open_session(name)` opens each new one), then checks that `<prefix>0`'s queued tasks wait for
+    `expected_hold`."""
+    requests = []
+    for n in range(first, first + count):
+        session = f"{prefix}{n // PER_SESSION}"
+        if n % PER_SESSION == 0:
+            open_session(session)
+        requests.append(("task.create", {"session": session, "url": url, "destination": f"h{n}.bin", "start": True}))
+    pipelined(c, requests)
+    sample = c.call("task.list", {"session": f"{prefix}0", "state": "queued", "limit": 1})
+    hold = (sample.get("tasks") or [{}])[0].get("hold", {}).get("reason")
+    if count and hold != expected_hold:
+        raise RuntimeError(f"the queued tasks of {prefix}0 wait for {hold}, not {expected_hold}")
+
+
 def run_session_hold(bin_dir, work, url, args):
     daemon = Daemon(bin_dir, work, ["--max-concurrent", "40", "--max-connections-per-host", "1000"])
     try:
@@ -110,18 +127,9 @@ def run_session_hold(bin_dir, work, url, args):
             wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= index + 1, "the paced downloads")
             return name
 
-        def add(count, first):
-            requests = []
-            for n in range(first, first + count):
-                if n % PER_SESSION == 0 and n > 0:
-                    open_held(n // PER_SESSION)
-                requests.append(("task.create", {"session": f"held{n // PER_SESSION}", "url": url,
-                                                 "destination": f"h{n}.bin", "start": True}))
-            pipelined(c, requests)
-            sample = c.call("task.list", {"session": "held0", "state": "queued", "limit": 1})
-            hold = (sample.get("tasks") or [{}])[0].get("hold", {}).get("reason")
-            if count and hold != "sessionMaxConcurrent":
-                raise RuntimeError(f"the queued tasks are not held by their session's limit: {hold}")
+        def add(count, first): # held0 is open already
+            queue_behind(c, url, count, first, "held", "sessionMaxConcurrent",
+                         lambda name: name == "held0" or open_held(int(name[len("held"):])))
 
         open_held(0)
         args.url = url
@@ -142,18 +150,8 @@ def run_host_hold(bin_dir, work, url, args):
         wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= 1, "the paced download")
 
         def add(count, first):
-            requests = []
-            for n in range(first, first + count):
-                session = f"bulk{n // PER_SESSION}"
-                if n % PER_SESSION == 0:
-                    c.call("session.open", {"identifier": session})
-                requests.append(("task.create", {"session": session, "url": url, "destination": f"h{n}.bin",
-                                                 "start": True}))
-            pipelined(c, requests)
-            sample = c.call("task.list", {"session": "bulk0", "state": "queued", "limit": 1})
-            hold = (sample.get("tasks") or [{}])[0].get("hold", {}).get("reason")
-            if count and hold != "hostMaxConnections":
-                raise RuntimeError(f"the queued tasks are not held by their host's limit: {hold}")
+            queue_behind(c, url, count, first, "bulk", "hostMaxConnections",
+                         lambda name: c.call("session.open", {"identifier": name}))
 
         args.url = url
         return probe_steps(daemon.process.pid, c, add, args, "host limit")
@@ -293,19 +291,8 @@ def run_proxy_hold(bin_dir, work, url, args):
         wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= 16, "16 paced downloads")
 
         def add(count, first):
-            requests = []
-            for n in range(first, first + count):
-                session = f"p16-{n // PER_SESSION}"
-                if n % PER_SESSION == 0:
-                    c.call("session.open", {"identifier": session,
-                                            "configuration": {"proxy": f"http://u16:p@127.0.0.1:{port}"}})
-                requests.append(("task.create", {"session": session, "url": url, "destination": f"h{n}.bin",
-                                                 "start": True}))
-            pipelined(c, requests)
-            sample = c.call("task.list", {"session": "p16-0", "state": "queued", "limit": 1})
-            hold = (sample.get("tasks") or [{}])[0].get("hold", {}).get("reason")
-            if count and hold != "uidMaxProxies":
-                raise RuntimeError(f"the queued tasks are not held by the proxy cap: {hold}")
+            queue_behind(c, url, count, first, "p16-", "uidMaxProxies", lambda name: c.call("session.open", {
+                "identifier": name, "configuration": {"proxy": f"http://u16:p@127.0.0.1:{port}"}}))
 
         args.url = url
         return probe_steps(daemon.process.pid, c, add, args, "proxy cap")
