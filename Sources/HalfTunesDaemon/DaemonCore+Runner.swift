@@ -352,7 +352,7 @@ extension DaemonCore {
     }
 
     /// The name to publish at: the journaled location (or the destination) unless it exists or is in
-    /// `avoiding`, else the first free `name (n).ext` that no other unfinished task holds.
+    /// `avoiding`, else a free `name (n).ext` that no other unfinished task holds (`FilePublisher.publishName`).
     private func chooseName(_ id: Int64, avoiding: Set<String>) -> String {
         guard let t = state.tasks[id] else { return "" }
         let own = t.record.destination

@@ -173,17 +173,18 @@ public enum FilePublisher {
         }
     }
 
-    /// "name.ext" → the first of "name.ext", "name (1).ext", "name (2).ext", … that does not exist and is not in
-    /// `reserved`. Compound extensions stay together: "a.tar.gz" → "a (1).tar.gz".
     /// Where to publish: `preferred` unless something is there (a file, a directory, a link, even a dangling
-    /// one) or it is in `avoiding`; else the first free `name (n).ext` next to `destination` that is neither
-    /// in `avoiding` nor reserved.
+    /// one) or it is in `avoiding`; else a free `name (n).ext` next to `destination` (`availableName`) that is
+    /// neither in `avoiding` nor reserved.
     public static func publishName(preferred: String, destination: String, avoiding: Set<String>,
                                    isReserved: (String) -> Bool) -> String {
         if !avoiding.contains(preferred), !POSIX.exists(preferred) { return preferred }
         return availableName(for: destination, isReserved: { avoiding.contains($0) || isReserved($0) })
     }
 
+    /// "name.ext" if it does not exist and is not in `reserved`, else a free "name (n).ext" (the first free one
+    /// unless many are taken: `availableName(for:isReserved:)`). Compound extensions stay together: "a.tar.gz" →
+    /// "a (1).tar.gz".
     public static func availableName(for destination: String, reserved: Set<String>) -> String {
         availableName(for: destination, isReserved: reserved.contains)
     }

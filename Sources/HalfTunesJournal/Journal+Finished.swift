@@ -50,7 +50,8 @@ extension Journal {
             if let state { arguments += [state.rawValue] }
         }
         arguments += [limit]
-        return try read { db in try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) }
+        // Not cached: one statement per number of sessions would stay prepared for the daemon's life.
+        return try read { db in try Int64.fetchAll(db.makeStatement(sql: sql), arguments: arguments) }
     }
 
     /// One page of `task.list`: the ids `taskIDs` gives, and the rows of the finished tasks among them (one read
@@ -58,7 +59,8 @@ extension Journal {
     public func taskPage(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> TaskPage {
         let ids = try taskIDs(after: after, sessions: sessions, state: state, limit: limit)
         guard !ids.isEmpty else { return TaskPage(ids: [], finished: [:]) }
-        let sql = "SELECT * FROM tasks WHERE id IN (" + Journal.placeholders(ids.count) + ") AND state IN \(Journal.finishedStates)"
+        // By primary key (`+state`: not through `tasks_by_state`, which would look each id up once per state).
+        let sql = "SELECT * FROM tasks WHERE id IN (" + Journal.placeholders(ids.count) + ") AND +state IN \(Journal.finishedStates)"
         let records = try read { db in try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(ids)) }
         return TaskPage(ids: ids, finished: Journal.byID(records))
     }
@@ -99,17 +101,18 @@ extension Journal {
     /// read). Returns how many went, per state (the `finished_counts` triggers follow on their own).
     /// `keeping`: ids never deleted (tasks the daemon still has in memory: a transfer still stopping, say).
     ///
-    /// Only tasks finished before the session's first event left to acknowledge are read: one finished later has
-    /// that event's successors to acknowledge (its own last event among them), so a client away for a day with
-    /// 50,000 finished tasks it has not acknowledged costs each sweep nothing, where every sweep read them all
-    /// again. `NOT EXISTS` still decides (a clock set back may order a task's events before an older one's).
+    /// Only tasks finished at or before the session's first event left to acknowledge are read: one finished
+    /// later has that event's successors to acknowledge (its own last event among them), so a client away for a
+    /// day with 50,000 finished tasks it has not acknowledged costs each sweep nothing, where every sweep read
+    /// them all again. `NOT EXISTS` still decides. A wall clock set back can leave an acknowledged task stamped
+    /// after that event: it goes once that event is acknowledged.
     public func deleteFinishedTasks(session: String, finishedBefore: Double, limit: Int,
                                     keeping: Set<Int64> = []) throws -> [TaskState: Int] {
         try write { db in
             // One bound for the index range (SQLite ranges over one of two upper bounds and filters by the other).
             let firstToAcknowledge = try Double.fetchOne(db.cachedStatement(
                 sql: "SELECT created_at FROM events WHERE session = ? ORDER BY seq LIMIT 1"), arguments: [session])
-            let cutoff = min(finishedBefore, firstToAcknowledge?.nextDown ?? .infinity)
+            let cutoff = min(finishedBefore, firstToAcknowledge ?? .infinity)
             let rows = try Row.fetchAll(db.cachedStatement(sql: Self.sweepSQL), arguments: [session, cutoff, limit])
             var deleted: [TaskState: Int] = [:]
             let delete = try db.cachedStatement(sql: "DELETE FROM tasks WHERE id = ?")
