@@ -60,8 +60,6 @@ struct RunQueue: Sendable {
     var count: Int { members.count }
     var isEmpty: Bool { members.isEmpty }
     func contains(_ id: Int64) -> Bool { members[id] != nil }
-    /// Owners with queued tasks.
-    var owners: Dictionary<UInt32, Deque<Entry>>.Keys { byOwner.keys }
 
     /// Adds a task (replacing its earlier entry, if any). Appends are O(1): queue orders only grow, except a
     /// task moved to the front, which goes to the front.
