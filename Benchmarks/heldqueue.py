@@ -73,26 +73,35 @@ def steps(args):
     return [int(n) for n in args.queued.split(",")]
 
 
-def probe_steps(pid, c, add_queued, args, label):
-    """For each cumulative --queued step: queue tasks up to it (`add_queued(count, first)`), then measure."""
-    rows, queued = [], 0
+def probe_steps(pid, add_queued, args, probes, queued=0):
+    """For each cumulative --queued step: queue tasks up to it (`add_queued(count, first)`), then measure each of
+    `probes(target, queued)`, (label, call, check of the calls' results or None, kind or None), --calls times."""
+    rows = []
     for target in steps(args):
         if target > queued:
             add_queued(target - queued, queued)
             queued = target
             settle(pid)
         idle = idle_cpu_rate(pid)
-        made = []
-
-        def pair(i):
-            t = c.call("task.create", {"session": "cost", "url": args.url, "destination": f"probe-{target}-{i}.bin"})
-            c.call("task.cancel", {"id": t["id"]})
-            made.append(t["id"])
-
-        row, _ = measure(pid, f"{label}: create + cancel, {target} held", range(args.calls), pair, idle)
-        row["queued"] = target
-        rows.append(row)
+        for label, call, check, kind in probes(target, queued):
+            row, results = measure(pid, label, range(args.calls), call, idle)
+            if check:
+                check(results)
+            row["queued"] = target # beside aria2c's step of this length
+            if kind:
+                row["kind"] = kind
+            rows.append(row)
     return rows
+
+
+def create_cancel(c, url, label):
+    """The one-user scenarios' probe: a suspended task created in session `cost` and canceled."""
+    def probes(target, queued):
+        def pair(i):
+            t = c.call("task.create", {"session": "cost", "url": url, "destination": f"probe-{target}-{i}.bin"})
+            c.call("task.cancel", {"id": t["id"]})
+        return [(f"{label}: create + cancel, {target} held", pair, None, None)]
+    return probes
 
 
 def queue_behind(c, url, count, first, prefix, expected_hold, open_session):
@@ -132,8 +141,7 @@ def run_session_hold(bin_dir, work, url, args):
                          lambda name: name == "held0" or open_held(int(name[len("held"):])))
 
         open_held(0)
-        args.url = url
-        return probe_steps(daemon.process.pid, c, add, args, "session limit")
+        return probe_steps(daemon.process.pid, add, args, create_cancel(c, url, "session limit"))
     finally:
         daemon.stop()
 
@@ -153,8 +161,7 @@ def run_host_hold(bin_dir, work, url, args):
             queue_behind(c, url, count, first, "bulk", "hostMaxConnections",
                          lambda name: c.call("session.open", {"identifier": name}))
 
-        args.url = url
-        return probe_steps(daemon.process.pid, c, add, args, "host limit")
+        return probe_steps(daemon.process.pid, add, args, create_cancel(c, url, "host limit"))
     finally:
         daemon.stop()
 
@@ -220,41 +227,31 @@ def run_users_hold(bin_dir, work, url, args):
                     f"queue_as_other_user({daemon.socket!r}, {url!r}, {theirs}, {first - first // 2})")
             subprocess.run([other_python(), "-c", code], check=True, preexec_fn=as_other_user, cwd="/")
 
-        rows, queued = [], 0
         add(2, 0) # both users have a session held from the start: the probe's task always queues behind it
-        queued = 2
-        pid = daemon.process.pid
-        for target in steps(args):
-            if target > queued:
-                add(target - queued, queued)
-                queued = target
-                settle(pid)
-            idle = idle_cpu_rate(pid)
 
+        def probes(target, queued):
             def pair(i):
                 t = c.call("task.create", {"session": "held0", "url": url, "destination": f"probe-{target}-{i}.bin",
                                            "start": True})
                 c.call("task.cancel", {"id": t["id"]})
                 return t.get("queuePosition")
 
-            row, places = measure(pid, f"two users: create (queued) + cancel, {queued} held", range(args.calls), pair,
-                                  idle)
-            if not any(places):
-                raise RuntimeError("no probe task was answered with its place in the queue")
-            row["queued"] = target # beside aria2c's step of this length (the first step here holds one task each)
-            rows.append(row)
+            def placed(places):
+                if not any(places):
+                    raise RuntimeError("no probe task was answered with its place in the queue")
 
             def listing(i):
                 page = c.call("task.list", {"session": "held0", "state": "queued", "limit": 50})
                 return all(t.get("queuePosition") for t in page["tasks"]) and len(page["tasks"]) > 0
 
-            row, pages = measure(pid, f"two users: task.list (50 queued), {queued} held", range(args.calls), listing,
-                                 idle)
-            if not all(pages):
-                raise RuntimeError("a task.list page without queued tasks or without their places")
-            row["queued"], row["kind"] = target, "list"
-            rows.append(row)
-        return rows
+            def listed(pages):
+                if not all(pages):
+                    raise RuntimeError("a task.list page without queued tasks or without their places")
+
+            return [(f"two users: create (queued) + cancel, {queued} held", pair, placed, None),
+                    (f"two users: task.list (50 queued), {queued} held", listing, listed, "list")]
+
+        return probe_steps(daemon.process.pid, add, args, probes, queued=2)
     finally:
         daemon.stop()
 
@@ -294,8 +291,7 @@ def run_proxy_hold(bin_dir, work, url, args):
             queue_behind(c, url, count, first, "p16-", "uidMaxProxies", lambda name: c.call("session.open", {
                 "identifier": name, "configuration": {"proxy": f"http://u16:p@127.0.0.1:{port}"}}))
 
-        args.url = url
-        return probe_steps(daemon.process.pid, c, add, args, "proxy cap")
+        return probe_steps(daemon.process.pid, add, args, create_cancel(c, url, "proxy cap"))
     finally:
         try:
             daemon.stop()
