@@ -114,11 +114,18 @@ def queue_behind(c, url, count, first, prefix, expected_hold, open_session):
         if n % PER_SESSION == 0:
             open_session(session)
         requests.append(("task.create", {"session": session, "url": url, "destination": f"h{n}.bin", "start": True}))
-    pipelined(c, requests)
+    created = pipelined(c, requests)
     sample = c.call("task.list", {"session": f"{prefix}0", "state": "queued", "limit": 1})
     hold = (sample.get("tasks") or [{}])[0].get("hold", {}).get("reason")
     if count and hold != expected_hold:
         raise RuntimeError(f"the queued tasks of {prefix}0 wait for {hold}, not {expected_hold}")
+    return [t["id"] for t in created]
+
+
+def middle_ids(ids, calls):
+    """`calls` distinct ids from the middle of `ids` (one per probe: each goes to the back once resumed)."""
+    start = max(0, len(ids) // 2 - calls // 2)
+    return ids[start:start + calls]
 
 
 def run_session_hold(bin_dir, work, url, args):
@@ -136,12 +143,30 @@ def run_session_hold(bin_dir, work, url, args):
             wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= index + 1, "the paced downloads")
             return name
 
+        ids = []
+
         def add(count, first): # held0 is open already
-            queue_behind(c, url, count, first, "held", "sessionMaxConcurrent",
-                         lambda name: name == "held0" or open_held(int(name[len("held"):])))
+            ids.extend(queue_behind(c, url, count, first, "held", "sessionMaxConcurrent",
+                                    lambda name: name == "held0" or open_held(int(name[len("held"):]))))
+
+        def probes(target, queued):
+            rows = create_cancel(c, url, "session limit")(target, queued)
+            if target < args.calls:
+                return rows
+            middle = middle_ids(ids, args.calls)
+
+            def suspend_resume(i): # out of the middle of the owner's run and its lane's, then to their back
+                c.call("task.suspend", {"id": middle[i]})
+                return c.call("task.resume", {"id": middle[i]})
+
+            def queued_again(results):
+                if any(t["state"] != "queued" for t in results):
+                    raise RuntimeError("a resumed task is not queued")
+            return rows + [(f"session limit: suspend + resume of a task in the middle, {target} held",
+                            suspend_resume, queued_again, "middle")]
 
         open_held(0)
-        return probe_steps(daemon.process.pid, add, args, create_cancel(c, url, "session limit"))
+        return probe_steps(daemon.process.pid, add, args, probes)
     finally:
         daemon.stop()
 
@@ -321,11 +346,13 @@ def run_aria2(work, url, args):
         c = Aria2(port)
         c.call("aria2.addUri", [[url], {"out": "running.bin"}])
         wait_until(lambda: int(c.call("aria2.getGlobalStat")["numActive"]) >= 1, "the paced download")
+        gids = []
         for target in steps(args):
             while queued < target:
                 batch = min(500, target - queued)
-                c.call("system.multicall", [[{"methodName": "aria2.addUri", "params": [[url], {"out": f"h{queued + i}.bin"}]}
-                                             for i in range(batch)]])
+                added = c.call("system.multicall", [[{"methodName": "aria2.addUri", "params": [[url], {"out": f"h{queued + i}.bin"}]}
+                                                     for i in range(batch)]])
+                gids += [g[0] for g in added]
                 queued += batch
             idle = idle_cpu_rate(pid)
 
@@ -342,6 +369,17 @@ def run_aria2(work, url, args):
 
             row, _ = measure(pid, f"tellWaiting (0, 50), {target} waiting", range(args.calls), listing, idle)
             row["queued"], row["kind"] = target, "list"
+            rows.append(row)
+            if target < args.calls:
+                continue
+            middle = middle_ids(gids, args.calls)
+
+            def pause_unpause(i): # out of the middle of the waiting queue, then to its back
+                c.call("aria2.forcePause", [middle[i]])
+                c.call("aria2.unpause", [middle[i]])
+
+            row, _ = measure(pid, f"forcePause + unpause in the middle, {target} waiting", range(args.calls), pause_unpause, idle)
+            row["queued"], row["kind"] = target, "middle"
             rows.append(row)
     return rows
 

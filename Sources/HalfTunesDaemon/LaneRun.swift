@@ -1,5 +1,4 @@
 // One queue lane's tasks per host, the hosts ordered by their first task: a pass skips a held host whole.
-import DequeModule
 import HeapModule
 
 /// The queued tasks of one `RunQueue.Lane` (an owner's tasks of one session through one first proxy), grouped
@@ -10,10 +9,9 @@ import HeapModule
 /// again).
 struct LaneRun: Sendable {
     /// One host's tasks after its first (which is in `heads`), in start order, and where the host sits in
-    /// `heads`. A host that has only ever had one task allocates no run (an empty `Deque` has no storage; one
-    /// emptied keeps its buffer until the host leaves the lane).
+    /// `heads`. A host that has only ever had one task allocates no run (an empty `SortedRun` has no chunk).
     private struct HostRun: Sendable {
-        var rest: Deque<RunQueue.Key> = []
+        var rest = SortedRun<RunQueue.Key>()
         var slot: Int
     }
 
@@ -39,18 +37,18 @@ struct LaneRun: Sendable {
         }
         let slot = run.slot
         if key < heads[slot].key {
-            run.rest.prepend(heads[slot].key)
+            run.rest.insert(heads[slot].key)
             hosts[host] = run
             heads[slot].key = key
             siftUp(slot)
         } else {
-            RunQueue.insert(key, into: &run.rest)
+            run.rest.insert(key)
             hosts[host] = run
         }
     }
 
     /// Takes a task out (nothing when it is not in the lane). Its host's first: the host moves down the heap
-    /// (or leaves it), O(log hosts); elsewhere O(log n) to find it plus the shorter side's move.
+    /// (or leaves it), O(log hosts); elsewhere `SortedRun.remove`.
     mutating func remove(_ key: RunQueue.Key, host: String) {
         guard var run = hosts.removeValue(forKey: host) else { return }
         let slot = run.slot
@@ -64,8 +62,7 @@ struct LaneRun: Sendable {
             siftDown(slot)
             return
         }
-        let index = RunQueue.firstIndex(in: run.rest, notBelow: key)
-        if index < run.rest.count, run.rest[index] == key { run.rest.remove(at: index) }
+        run.rest.remove(key)
         hosts[host] = run
     }
 
@@ -80,34 +77,33 @@ struct LaneRun: Sendable {
         let rootHeld = hostHeld(root.host)
         if !rootHeld, !isHeld(root.key, root.host) { return (root.key, root.host) }
         var open = Heap<Visit>()
-        for child in 1..<min(3, heads.count) { open.insert(Visit(key: heads[child].key, slot: child, index: 0)) }
-        if !rootHeld { openNext(after: 0, slot: 0, into: &open) }
+        for child in 1..<min(3, heads.count) { open.insert(Visit(key: heads[child].key, slot: child, isHead: true)) }
+        if !rootHeld { openNext(after: root.key, slot: 0, into: &open) }
         while let visit = open.popMin(), bound.map({ visit.key < $0 }) ?? true {
             let host = heads[visit.slot].host
-            if visit.index == 0 { // a host's first task: open its children in the heap
+            if visit.isHead { // a host's first task: open its children in the heap
                 for child in Self.children(of: visit.slot, count: heads.count) {
-                    open.insert(Visit(key: heads[child].key, slot: child, index: 0))
+                    open.insert(Visit(key: heads[child].key, slot: child, isHead: true))
                 }
                 if hostHeld(host) { continue }
             }
             if !isHeld(visit.key, host) { return (visit.key, host) }
-            openNext(after: visit.index, slot: visit.slot, into: &open)
+            openNext(after: visit.key, slot: visit.slot, into: &open)
         }
         return nil
     }
 
-    /// Opens the task after `index` of the host at `slot` (0: its first; `n`: the `n`th of its `rest`), if it
-    /// has one.
-    private func openNext(after index: Int, slot: Int, into open: inout Heap<Visit>) {
-        guard let rest = hosts[heads[slot].host]?.rest, index < rest.count else { return }
-        open.insert(Visit(key: rest[index], slot: slot, index: index + 1))
+    /// Opens the task after `key` of the host at `slot` (its first's key, or one of its `rest`), if it has one.
+    private func openNext(after key: RunQueue.Key, slot: Int, into open: inout Heap<Visit>) {
+        guard let next = hosts[heads[slot].host]?.rest.first(after: key) else { return }
+        open.insert(Visit(key: next, slot: slot, isHead: false))
     }
 
-    /// A task to look at in `first`: the `index`th of the host at `slot` of the heap (0: its first, the head).
+    /// A task to look at in `first`: one of the host at `slot` of the heap (`isHead`: its first).
     private struct Visit: Comparable {
         var key: RunQueue.Key
         var slot: Int
-        var index: Int
+        var isHead: Bool
 
         static func < (a: Visit, b: Visit) -> Bool { a.key < b.key }
         static func == (a: Visit, b: Visit) -> Bool { a.key == b.key }

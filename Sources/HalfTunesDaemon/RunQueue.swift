@@ -1,5 +1,4 @@
 // The queue of tasks waiting for a transfer slot, kept in start order as tasks enter and leave it.
-import DequeModule
 import HalfTunesProtocol
 
 /// The queued tasks, one ordered run per owner uid (by priority, then queue order, then id), and the same per
@@ -48,7 +47,7 @@ struct RunQueue: Sendable {
     }
 
     /// Each owner's queued tasks in start order.
-    private var byOwner: [UInt32: Deque<Entry>] = [:]
+    private var byOwner: [UInt32: SortedRun<Entry>] = [:]
     /// The same tasks per owner and lane, each lane's per host in start order: a scheduler pass skips a held lane
     /// whole, and a held host in a lane not held.
     private var lanes: [UInt32: [Lane: LaneRun]] = [:]
@@ -62,36 +61,21 @@ struct RunQueue: Sendable {
     func contains(_ id: Int64) -> Bool { members[id] != nil }
 
     /// Adds a task (replacing its earlier entry, if any). Appends are O(1): queue orders only grow, except a
-    /// task moved to the front, which goes to the front.
+    /// task moved to the front, which goes to the front; elsewhere `SortedRun.insert`.
     mutating func insert(_ entry: Entry) {
         remove(entry.id)
-        var run = byOwner.removeValue(forKey: entry.owner) ?? []
-        Self.insert(entry, into: &run)
-        byOwner[entry.owner] = run
+        byOwner[entry.owner, default: SortedRun()].insert(entry)
         members[entry.id] = (entry.owner, entry.key)
         let lane = Lane(session: entry.session, proxy: entry.proxy)
         lanes[entry.owner, default: [:]][lane, default: LaneRun()].insert(entry.key, host: entry.host)
     }
 
-    /// Puts `item` in its place in a sorted run (moved out of its dictionary: no copy): appended unless it sorts
-    /// before the last one.
-    static func insert<Item: KeyedEntry>(_ item: Item, into run: inout Deque<Item>) {
-        if let last = run.last, item.key < last.key {
-            run.insert(item, at: firstIndex(in: run, notBelow: item.key))
-        } else {
-            run.append(item)
-        }
-    }
-
-    /// Takes a task out of the queue (nothing when it is not in it). The head is O(1), elsewhere O(log n)
-    /// to find it plus the shorter side's move.
+    /// Takes a task out of the queue (nothing when it is not in it): `SortedRun.remove` in its owner's run and
+    /// in its lane's host.
     mutating func remove(_ id: Int64) {
         guard let (owner, key) = members.removeValue(forKey: id), var run = byOwner.removeValue(forKey: owner) else { return }
-        let index = Self.firstIndex(in: run, notBelow: key)
-        if index < run.count, run[index].id == id {
-            let lane = Lane(session: run[index].session, proxy: run[index].proxy), host = run[index].host
-            run.remove(at: index)
-            removeFromLane(lane, owner: owner, key: key, host: host)
+        if let removed = run.remove(key) {
+            removeFromLane(Lane(session: removed.session, proxy: removed.proxy), owner: owner, key: key, host: removed.host)
         }
         if !run.isEmpty { byOwner[owner] = run }
     }
@@ -108,22 +92,20 @@ struct RunQueue: Sendable {
 
     /// The entry of a queued task.
     func entry(_ id: Int64) -> Entry? {
-        guard let (owner, key) = members[id], let run = byOwner[owner] else { return nil }
-        let index = Self.firstIndex(in: run, notBelow: key)
-        return index < run.count && run[index].id == id ? run[index] : nil
+        guard let (owner, key) = members[id] else { return nil }
+        return byOwner[owner]?.item(key)
     }
 
     /// The lowest queue order among queued tasks of `priority` (every owner's), for `task.move --front`.
     func lowestOrder(priority: TaskPriority, excluding id: Int64) -> Int64? {
         var lowest: Int64?
         for run in byOwner.values {
-            var index = Self.firstIndex(in: run, notBelow: Key(priority: priority, order: .min, id: .min))
-            while index < run.count, run[index].key.rank == priority.rank {
-                if run[index].id != id {
-                    lowest = min(lowest ?? .max, run[index].key.order)
+            for entry in run.items(from: Key(priority: priority, order: .min, id: .min)) {
+                guard entry.key.rank == priority.rank else { break }
+                if entry.id != id {
+                    lowest = min(lowest ?? .max, entry.key.order)
                     break
                 }
-                index += 1
             }
         }
         return lowest
@@ -156,7 +138,7 @@ struct RunQueue: Sendable {
     /// them, the earliest of each lane's first such task (`LaneRun.first`, each lane looked at only up to the
     /// earliest found so far) among the lanes `laneHeld` does not hold — the same task, since the lanes split the
     /// run and a held lane's tasks are all held.
-    private func first(of owner: UInt32, _ run: Deque<Entry>, isHeld: (Entry) -> Bool,
+    private func first(of owner: UInt32, _ run: SortedRun<Entry>, isHeld: (Entry) -> Bool,
                        laneHeld: (UInt32, Lane) -> Bool, hostHeld: (String) -> Bool) -> Entry? {
         for entry in run.prefix(Self.scanBeforeLanes) where !isHeld(entry) { return entry }
         guard run.count > Self.scanBeforeLanes, let ownLanes = lanes[owner] else { return nil }
@@ -172,7 +154,7 @@ struct RunQueue: Sendable {
     }
 
     /// The task's place in the shared order (1 = next), or nil when it is not queued: where the fair rule of
-    /// `next`, applied to every queued task, puts it. O(owners + log n), worked out rather than followed:
+    /// `next`, applied to every queued task, puts it. O(owners × log n + the run's chunks), worked out rather than followed:
     ///
     /// Each next place goes to the owner with the fewest transfers running or placed (its *level*), then the one
     /// served longest ago, then the earliest task. So places go level by level; an owner takes part in levels
@@ -184,29 +166,20 @@ struct RunQueue: Sendable {
     /// owner in that level.
     func position(of id: Int64, running: [UInt32: Int], lastServed: [UInt32: Int64]) -> Int? {
         guard let (owner, key) = members[id], let run = byOwner[owner] else { return nil }
-        let k = Self.firstIndex(in: run, notBelow: key)
+        let k = run.count(below: key)
         guard byOwner.count > 1 else { return k + 1 }
         let joined = running[owner, default: 0], level = joined + k
-        let mine = (-joined, lastServed[owner, default: 0], run[0].key)
+        let mine = (-joined, lastServed[owner, default: 0], run.first!.key)
         var position = k + 1
         for (other, otherRun) in byOwner where other != owner {
             let from = running[other, default: 0]
             position += min(max(level - from, 0), otherRun.count)
             if from <= level, level < from + otherRun.count,
-               (-from, lastServed[other, default: 0], otherRun[0].key) < mine { position += 1 }
+               (-from, lastServed[other, default: 0], otherRun.first!.key) < mine { position += 1 }
         }
         return position
     }
 
-    /// The index of the first entry whose key is not below `key` (binary search; the run is sorted).
-    static func firstIndex<Item: KeyedEntry>(in run: Deque<Item>, notBelow key: Key) -> Int {
-        var low = 0, high = run.count
-        while low < high {
-            let mid = (low + high) / 2
-            if run[mid].key < key { low = mid + 1 } else { high = mid }
-        }
-        return low
-    }
 }
 
 /// A queued task's entry in a run: an owner's (`RunQueue.Entry`) or a host's in a lane (its `RunQueue.Key`).

@@ -167,6 +167,38 @@ struct RunQueueTests {
         }
     }
 
+    /// Long runs (several `SortedRun` chunks per owner) with tasks taken out and put back in the middle: places
+    /// still follow the reference order.
+    @Test func positionsInLongRunsFollowTheReferenceFairOrder() {
+        var rng = SplitMix(seed: 51)
+        var q = RunQueue()
+        var entries: [Int64: RunQueue.Entry] = [:]
+        for id in Int64(1)...3_000 {
+            let e = Self.entry(id, owner: UInt32(rng.next() % 3), priority: [TaskPriority.low, .normal, .high][Int(rng.next() % 3)],
+                               order: Int64(rng.next() % 5_000))
+            entries[id] = e
+            q.insert(e)
+        }
+        for id in Int64(1)...3_000 where rng.next() % 3 == 0 {
+            if rng.next() % 2 == 0 {
+                q.remove(id)
+                entries[id] = nil
+            } else { // moved to another place in the middle
+                entries[id]!.key.order = Int64(rng.next() % 5_000)
+                q.insert(entries[id]!)
+            }
+        }
+        let running: [UInt32: Int] = [0: 2, 2: 1], served: [UInt32: Int64] = [1: 4, 2: 3]
+        let reference = QueuePlanner.fairOrder(entries.values.sorted { $0.key < $1.key }.map { ($0.id, $0.owner) },
+                                               running: running, lastServed: served)
+        #expect(q.count == reference.count)
+        for (index, id) in reference.enumerated() where index % 7 == 0 || index > reference.count - 5 {
+            #expect(q.position(of: id, running: running, lastServed: served) == index + 1, "task \(id)")
+            #expect(q.entry(id) == entries[id])
+        }
+        #expect(q.next(running: { running[$0, default: 0] }, lastServed: { served[$0, default: 0] }, isHeld: { _ in false })?.id == reference.first)
+    }
+
     /// TaskTable keeps the queue and the running counts in step with task states, whatever the write.
     @Test func taskTableKeepsQueueAndRunningCountsInStep() {
         func task(_ id: Int64, owner: UInt32, state: TaskState, priority: TaskPriority = .normal, order: Int64 = 0) -> ManagedTask {
