@@ -4,8 +4,8 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 /// One session's part of a sweep: its finished tasks that finished at or before `before` (its
-/// `finishedTaskRetention` ago) may go once their events are acknowledged, except `keeping` (tasks still in
-/// memory: a transfer still stopping, a publish).
+/// `finishedTaskRetention` ago) may go once their events are acknowledged, except `keeping` (finished tasks still
+/// in memory: a transfer still stopping, a publish, resume data being made).
 struct RetentionSweep: Equatable {
     let session: String
     let before: Double
@@ -35,15 +35,17 @@ extension DaemonState {
     }
 
     /// The sweeps due at `now`: every session with finished tasks in the journal (or only `session`), each with
-    /// its own cutoff, keeping the tasks in memory and those whose resume data is being made. Reads the sessions
-    /// that have finished tasks, never the tasks.
+    /// its own cutoff, keeping the finished tasks still in memory and those whose resume data is being made (a
+    /// task in memory that is not finished has no finished row: the sweep would not touch it). Reads the sessions
+    /// that have finished tasks, never the tasks, and copies no set of the session's ids (the sweep holds
+    /// `keeping` across its awaits: a copy shared with the table would make the next change to it copy it).
     func retentionSweeps(now: Double, only session: String? = nil) -> [RetentionSweep] {
         // In a fixed order (a replay of the inputs gives the same actions, whatever the hashing)
         let candidates = session.map { [$0] } ?? tasks.sessionsWithFinishedTasks.sorted()
         return candidates.compactMap { identifier in
             guard let s = sessions[identifier], !tasks.finishedCounts(session: identifier).isEmpty else { return nil }
             let keep = s.record.configuration.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
-            var keeping = tasks.ids(session: identifier)
+            var keeping = tasks.finishedInMemory(session: identifier)
             for (task, session) in resumeDataBeingMade where session == identifier { keeping.insert(task) }
             return RetentionSweep(session: identifier, before: now - keep, keeping: keeping)
         }

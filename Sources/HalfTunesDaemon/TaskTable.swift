@@ -24,6 +24,10 @@ struct TaskTable {
     /// The ids of the tasks in memory per session (unfinished ones, and finished ones still stopping a transfer
     /// or publishing): session operations read them instead of walking every task.
     private var idsBySession: [String: Set<Int64>] = [:]
+    /// The finished tasks still in memory per session (a transfer stopping, a publish). No state leads out of a
+    /// finished one, so a task in memory has a finished row only if it is one of these: what a retention sweep
+    /// must keep, without a copy of the session's every id.
+    private var finishedInMemoryBySession: [String: Set<Int64>] = [:]
     /// Tasks per session whose transfer has not ended yet.
     private var stoppingBySession: [String: Int] = [:]
     private var busy: Set<Int64> = []
@@ -155,6 +159,8 @@ struct TaskTable {
     /// The ids of the session's tasks in memory (unfinished, or finished with a transfer still stopping), in no
     /// order.
     func ids(session: String) -> Set<Int64> { idsBySession[session] ?? [] }
+    /// The session's finished tasks still in memory (a transfer stopping, a publish), in no order.
+    func finishedInMemory(session: String) -> Set<Int64> { finishedInMemoryBySession[session] ?? [] }
     /// How many of the session's tasks have a transfer that has not ended yet.
     func stopping(session: String) -> Int { stoppingBySession[session] ?? 0 }
     /// The tasks whose transfer has not ended yet (running, or stopping after a suspend or cancel), by id. Walks
@@ -227,7 +233,15 @@ struct TaskTable {
         if state.isPending || task.attemptInFlight || task.record.phase == .publishing {
             if delta > 0 { busy.insert(id) } else { busy.remove(id) }
         }
-        guard !state.isTerminal else { return }
+        guard !state.isTerminal else {
+            if delta > 0 {
+                finishedInMemoryBySession[task.record.session, default: []].insert(id)
+            } else {
+                finishedInMemoryBySession[task.record.session]?.remove(id)
+                if finishedInMemoryBySession[task.record.session]?.isEmpty == true { finishedInMemoryBySession[task.record.session] = nil }
+            }
+            return
+        }
         Self.add(delta, to: &unfinishedBySession, task.record.session)
         Self.add(delta, to: &unfinishedByOwner, task.owner)
         Self.add(delta, to: &reservedDestinations, HashedPath(task.record.destination))

@@ -284,7 +284,7 @@ struct DaemonStateProgressTests {
     }
 
     /// A sweep covers the sessions that have finished tasks in the journal, each with its own retention as the
-    /// cutoff, and keeps the tasks still in memory.
+    /// cutoff, and keeps the finished tasks still in memory (an unfinished one has no finished row to keep).
     @Test func retentionSweepsFollowEachSessionsRetention() throws {
         var state = DaemonState()
         for (name, keep) in [("day", nil), ("none", 0.0), ("idle", 60.0)] as [(String, Double?)] {
@@ -293,10 +293,17 @@ struct DaemonStateProgressTests {
             _ = state.handle(.sessionRestored(ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)), now: 0)
         }
         _ = state.handle(.taskRestored(T.task(7, session: "none", owner: 1)), now: 0)
+        _ = state.handle(.taskRestored(T.task(8, session: "none", owner: 1)), now: 0)
+        _ = state.handle(.limitsChanged(DaemonState.SlotLimits(maxConcurrent: 4, maxConnectionsPerHost: 4)), now: 0)
+        #expect(T.started(state.handle(.task(8, .resume), now: 0)) == [8])
+        _ = state.handle(.task(8, .cancel(keepPartial: false)), now: 0) // canceled, its transfer still stopping
+        #expect(state.tasks[8]?.machine.state == .canceled && state.tasks[8]?.attemptInFlight == true)
         _ = state.handle(.finishedTasksCounted(["day": [.completed: 2], "none": [.failed: 1]]), now: 0)
         let sweeps = state.retentionSweeps(now: 100_000).sorted { $0.session < $1.session }
         #expect(sweeps == [RetentionSweep(session: "day", before: 100_000 - 86_400, keeping: []),
-                           RetentionSweep(session: "none", before: 100_000, keeping: [7])])
+                           RetentionSweep(session: "none", before: 100_000, keeping: [8])])
+        _ = state.handle(.attemptEnded(8, .stopped(durableBytes: 0), jitterSample: 0), now: 1) // its transfer stopped: it leaves memory
+        #expect(state.tasks[8] == nil && state.retentionSweeps(now: 100_000, only: "none").first?.keeping == [])
         #expect(state.retentionSweeps(now: 5, only: "idle").isEmpty, "no finished task: nothing to sweep")
         _ = state.handle(.finishedTasksDeleted("day", [.completed: 2]), now: 1)
         #expect(state.retentionSweeps(now: 5).map(\.session) == ["none"])
