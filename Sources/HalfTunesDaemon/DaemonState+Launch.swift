@@ -78,10 +78,12 @@ extension DaemonState {
         }
     }
 
-    /// Once a second: starts that are due (O(sessions with a launch machine)).
+    /// Once a second: starts that are due (a look at each session with a launch machine; only those backing off
+    /// or starting are sorted, usually none).
     mutating func launchesDue(now: Double, into actions: inout [Action]) {
         // In a fixed order here and below: the same inputs give the same actions (InputLog).
-        for (identifier, machine) in launches.sorted(by: { $0.key < $1.key }) {
+        let waiting = launches.filter { $0.value.phase == .backoff || $0.value.phase == .starting }
+        for (identifier, machine) in waiting.sorted(by: { $0.key < $1.key }) {
             switch machine.phase {
             case .backoff:
                 guard let at = machine.record.nextAttemptAt, at <= now else { continue }

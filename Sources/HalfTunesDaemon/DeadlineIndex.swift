@@ -11,6 +11,8 @@ struct DeadlineIndex {
     private(set) var heap: [Entry] = []
 
     var count: Int { heap.count }
+    /// Where the heap's storage is (tests: a change made in place keeps it).
+    var storageAddress: UnsafeRawPointer? { heap.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) } }
 
     mutating func insert(_ id: Int64, at deadline: Double) {
         heap.append(Entry(deadline: deadline, id: id))

@@ -175,7 +175,10 @@ struct TaskTable {
 
     /// The pending tasks whose resource deadline is at or before `now`, earliest first; each is returned once
     /// for each time it became pending.
+    /// (The closures here read `self.storage` only: a method reference such as `isLive` would take a copy of the
+    /// whole table, whose share of the heap being taken from would make its first change copy all of it.)
     mutating func dueDeadlines(now: Double) -> [Int64] {
+        let isLive = { (entry: DeadlineIndex.Entry) in self.storage[entry.id].flatMap { Self.pendingDeadline($0.task) } == entry.deadline }
         let due = deadlines.takeDue(now: now, isLive: isLive)
         if deadlines.count > 2 * pendingWithDeadline + 1024 { deadlines.compact(isLive: isLive) }
         return due
@@ -183,8 +186,9 @@ struct TaskTable {
 
     /// The waiting tasks whose retry time is at or before `now`, earliest first.
     mutating func dueRetries(now: Double) -> [Int64] {
-        let due = retries.takeDue(now: now, isLive: isLiveRetry)
-        if retries.count > 2 * (byState[.waiting] ?? 0) + 1024 { retries.compact(isLive: isLiveRetry) }
+        let isLive = { (entry: DeadlineIndex.Entry) in self.storage[entry.id].flatMap { Self.retryAt($0.task) } == entry.deadline }
+        let due = retries.takeDue(now: now, isLive: isLive)
+        if retries.count > 2 * (byState[.waiting] ?? 0) + 1024 { retries.compact(isLive: isLive) }
         return due
     }
 
@@ -199,15 +203,8 @@ struct TaskTable {
 
     /// The earliest retry time held (it may be stale: the timer then finds nothing due and waits for the next).
     var earliestRetry: Double? { retries.earliest }
-
-    private func isLiveRetry(_ entry: DeadlineIndex.Entry) -> Bool {
-        storage[entry.id].flatMap { Self.retryAt($0.task) } == entry.deadline
-    }
-
-    /// Whether a deadline entry still stands for its task (pending, with that deadline).
-    private func isLive(_ entry: DeadlineIndex.Entry) -> Bool {
-        storage[entry.id].flatMap { Self.pendingDeadline($0.task) } == entry.deadline
-    }
+    /// Where the deadline, retry and begin heaps keep their entries (tests: taking what is due copies none).
+    var dueIndexAddresses: [UnsafeRawPointer?] { [deadlines.storageAddress, retries.storageAddress, begins.storageAddress] }
 
     private mutating func index(_ task: ManagedTask, id: Int64, by delta: Int) {
         let state = task.machine.state

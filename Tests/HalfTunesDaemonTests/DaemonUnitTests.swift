@@ -129,6 +129,21 @@ struct RateMeterTests {
         #expect(m.rate(now: 12.5) == 500)
         #expect(m.rate(now: 20) == 0)
     }
+
+    /// Many reports within one resolution step are one sample: the window holds at most window / resolution + 1
+    /// of them whatever reports, and the rate is the same.
+    @Test func reportsCloseTogetherAreOneSample() {
+        var m = ThroughputMeter(window: 3, resolution: 0.1)
+        var t = 100.0
+        for _ in 0..<30_000 { // 10,000 reports a second for 3 s
+            m.add(10, at: t)
+            t += 0.0001
+        }
+        // Within one resolution step of the window (a joined sample counts from its first report's time): 3.4 %.
+        #expect(abs(m.rate(now: t) - 100_000) < 3_400)
+        #expect(m.sampleCount <= 31)
+        #expect(m.rate(now: t + 3.2) == 0 && m.sampleCount == 0)
+    }
 }
 
 @Suite("Parameter errors")

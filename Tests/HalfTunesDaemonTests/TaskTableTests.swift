@@ -222,4 +222,30 @@ struct TaskTableTests {
         table[1]?.completing = false
         #expect(table.running == [1, 2] && table.runningByOwner[7] == 2)
     }
+
+    /// Taking what is due from the retry, deadline and begin heaps changes them in place: none is copied (a copy
+    /// of the table taken for the liveness check made each timer firing copy the whole heap, O(waiting tasks)).
+    @Test func takingWhatIsDueCopiesNoHeap() {
+        var table = TaskTable()
+        for id in Int64(1)...3_000 {
+            var t = task(id, session: "a", owner: 1, state: .waiting)
+            t.record.resourceDeadline = Double(id)
+            t.machine = TaskStateMachine(state: .waiting, nextAttemptAt: Double(id), resourceDeadline: Double(id))
+            if id % 2 == 0 {
+                t.machine = TaskStateMachine(state: .queued, resourceDeadline: Double(id))
+                t.deferredUntil = Double(id)
+            }
+            table[id] = t
+        }
+        let before = table.dueIndexAddresses
+        #expect(before.allSatisfy { $0 != nil })
+        var taken = (deadlines: 0, retries: 0, begins: 0)
+        for now in stride(from: 1.0, through: 100, by: 1) {
+            taken.deadlines += table.dueDeadlines(now: now).count
+            taken.retries += table.dueRetries(now: now).count
+            taken.begins += table.dueBegins(now: now).count
+            #expect(table.dueIndexAddresses == before, "at \(now)")
+        }
+        #expect(taken == (100, 50, 50))
+    }
 }
