@@ -46,7 +46,7 @@ extension DaemonCore {
                 + "expires after 7 days")
         }
         let canKeep = decision == .keep
-        let making = (task: id, session: before.record.session)
+        let making = DaemonState.ResumeDataMaking(task: id, session: before.record.session)
         if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: 1, making: making)) }
         defer { if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: -1, making: making)) } }
         let after = try await apply(.cancel(keepPartial: canKeep), to: id)

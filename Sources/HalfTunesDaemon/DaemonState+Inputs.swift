@@ -4,7 +4,7 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonState {
-    enum Input {
+    enum Input: Equatable {
         /// Tasks were created (suspended, or queued with their place) and their rows submitted to the journal:
         /// they join the state, taking their destinations, places and counts at once. Those still `inserting`
         /// start nothing until `createsJournaled`; the others may start.
@@ -97,7 +97,7 @@ extension DaemonState {
         /// session; at start, what the journal holds) and the cancels making some by `inFlight`. `making`: the
         /// canceled task whose resume data is being made (inFlight 1) or was (inFlight -1): its journal row is kept
         /// from retention sweeps meanwhile, since the resume data is made from it.
-        case resumeDataChanged(uid: UInt32, kept: Int, inFlight: Int, making: (task: Int64, session: String)? = nil)
+        case resumeDataChanged(uid: UInt32, kept: Int, inFlight: Int, making: ResumeDataMaking? = nil)
         /// A sweep (`sweepRetention`) ended; `backlog`: it stopped at its budget with finished tasks left to delete
         /// (the next tick sweeps again).
         case retentionSwept(backlog: Bool)
@@ -106,7 +106,7 @@ extension DaemonState {
     }
 
     /// What an attempt in flight reports, in order.
-    enum Progress: Sendable {
+    enum Progress: Sendable, Equatable {
         /// A download's response was accepted.
         case started(ResponseStart)
         /// Response body bytes (a download's totals are positions in the file).
@@ -121,6 +121,12 @@ extension DaemonState {
         /// redirect hop or a segment may go through another proxy than its first request's, and until the attempt
         /// ends it counts against its owner's proxies as the engine counts it.
         case proxyLeased(ProxyServer)
+    }
+
+    /// The canceled task whose resume data is being made, and its session (`resumeDataChanged`).
+    struct ResumeDataMaking: Equatable, Sendable {
+        var task: Int64
+        var session: String
     }
 
     enum Action: Equatable {

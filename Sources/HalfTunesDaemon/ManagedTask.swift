@@ -4,7 +4,7 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 /// One task as the daemon holds it: the journaled row, its lifecycle, and the transfer when running.
-struct ManagedTask {
+struct ManagedTask: Equatable {
     var record: TaskRecord
     /// The uid of the session's owner (fixed: a session never changes hands).
     let owner: UInt32
@@ -76,7 +76,7 @@ struct LiveAttempt {
     var reports: Task<Void, Never>? = nil
 }
 
-struct ManagedSession {
+struct ManagedSession: Equatable {
     var record: SessionRecord
     var lastEventSeq: Int64
     /// Journaled events not acknowledged yet (kept as events are journaled and acknowledged; the caps read it).
@@ -84,5 +84,10 @@ struct ManagedSession {
     /// Connections subscribed to its events now (the runner holds their outboxes).
     var subscribers = 0
     /// Reconfigurations handed out (`sessionReconfiguring`) and the latest one taken (`sessionConfigured`).
-    var configTickets = (issued: UInt64(0), applied: UInt64(0))
+    var configTickets = ConfigTickets()
+
+    struct ConfigTickets: Equatable {
+        var issued: UInt64 = 0
+        var applied: UInt64 = 0
+    }
 }

@@ -2,10 +2,11 @@ import GRDB
 import HalfTunesProtocol
 
 extension Journal {
-    /// Appends the events in one transaction and returns them with `seq` assigned (ascending, in order).
+    /// Appends the events in one transaction and returns them with `seq` assigned (ascending, in order). For tests
+    /// (the daemon journals events with their task's row: `updateTask`, `submitTasks`).
     /// Only journaled payload types are accepted; every event's session (and task, if set) must exist.
     @discardableResult
-    public func appendEvents(_ events: [Event]) throws -> [Event] {
+    func appendEvents(_ events: [Event]) throws -> [Event] {
         try Journal.checkJournaled(events, session: nil)
         if events.isEmpty { return [] }
         return try write(numbering: events) { db, numbered in try Journal.append(numbered, db) }

@@ -24,8 +24,9 @@ extension Journal {
         return scan
     }
 
-    /// The tasks the daemon keeps in memory, ordered by id (the scan, all at once).
-    public func loadUnfinishedTasks() throws -> [TaskRecord] {
+    /// The tasks the daemon keeps in memory, ordered by id (the scan, all at once). For tests (the daemon reads
+    /// them in batches: `scanTasks`).
+    func loadUnfinishedTasks() throws -> [TaskRecord] {
         try read { db in
             var tasks: [TaskRecord] = []
             _ = try Self.scanTasks(db, batchSize: 1024) { tasks.append(contentsOf: $0) }

@@ -56,8 +56,9 @@ extension Journal {
         }
     }
 
-    /// Deletes the token; deleting an unknown token does nothing.
-    public func deleteResumeToken(_ token: String) throws {
+    /// Deletes the token; deleting an unknown token does nothing. For tests (the daemon takes one as it is redeemed,
+    /// and as it expires: `takeResumeToken`).
+    func deleteResumeToken(_ token: String) throws {
         try write { db in
             try db.execute(sql: "DELETE FROM resume_tokens WHERE token = ?", arguments: [token])
         }

@@ -52,7 +52,7 @@ struct DaemonStateHousekeepingTests {
     /// which the resume data is made from, is kept from every sweep until the resume data is made.
     @Test func aTaskWhoseResumeDataIsBeingMadeIsKeptFromSweeps() {
         var state = Self.withFinishedTasks()
-        _ = state.handle(.resumeDataChanged(uid: 2, kept: 0, inFlight: 1, making: (task: 77, session: "none")), now: 1)
+        _ = state.handle(.resumeDataChanged(uid: 2, kept: 0, inFlight: 1, making: .init(task: 77, session: "none")), now: 1)
         let keeping = { (actions: [DaemonState.Action]) -> [String: Set<Int64>] in
             var result: [String: Set<Int64>] = [:]
             for case .sweepRetention(let sweeps) in actions { for s in sweeps { result[s.session] = s.keeping } }
@@ -60,7 +60,7 @@ struct DaemonStateHousekeepingTests {
         }
         let during = keeping(state.handle(.clockTick, now: 60))
         #expect(during["none"] == [77] && during["a"] == [])
-        _ = state.handle(.resumeDataChanged(uid: 2, kept: 1, inFlight: -1, making: (task: 77, session: "none")), now: 61)
+        _ = state.handle(.resumeDataChanged(uid: 2, kept: 1, inFlight: -1, making: .init(task: 77, session: "none")), now: 61)
         #expect(state.resumeDataBeingMade.isEmpty && state.resumeDataHeld(by: 2) == 1)
         #expect(keeping(state.handle(.clockTick, now: 121))["none"] == [])
     }
