@@ -236,8 +236,7 @@ extension DaemonCore {
         configuration.maxConnectionsPerHost = limitSources.overrides.maxConnectionsPerHost ?? configured.maxConnectionsPerHost
         configuration.bandwidthLimit = limitSources.overrides.bandwidthLimit ?? configured.bandwidthLimit
         services.globalBandwidth.setRate(configuration.bandwidthLimit)
-        feedAndRun(.limitsChanged(slotLimits))
-        updateAllHostAllowances()
+        feedAndRun(.limitsChanged(slotLimits)) // each host's allowance follows (`updateHostAllowances`)
     }
 
     static let limitRange = 1...1000

@@ -42,12 +42,14 @@ extension DaemonCore {
         for action in actions {
             switch action {
             case .refused(let refusal):
-                // Only `apply` feeds task inputs, and it answers a refusal before running anything.
+                // `apply` and the edits answer a refusal before running anything.
                 logger.debug("task input refused", metadata: ["task": "\(refusal.task)", "input": "\(refusal.transition.input)"])
             case let .journal(record, payloads):
                 commit(record, payloads)
             case .startAttempt(let id):
                 startTransfer(id)
+            case let .setBandwidth(id, rate):
+                attempts[id]?.bandwidth.setRate(rate)
             case .stopAttempt(let id):
                 attempts[id]?.runtime.stop()
             case let .checkpoint(id, durable, head):

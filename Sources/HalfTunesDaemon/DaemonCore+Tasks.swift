@@ -432,18 +432,25 @@ extension DaemonCore {
 // MARK: - task.update: a task's priority and its own bandwidth limit, changed at any time without restarting it.
 
 extension DaemonCore {
-    func updateTask(_ p: TaskUpdateParams, caller: Caller) async throws(RPCError) -> TaskInfo {
-        let t = try await task(p.id, for: caller)
-        guard !t.machine.state.isTerminal else {
-            throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "update")
+    /// Feeds an edit of `t` (`task.update`, `task.move`) and returns its actions to run; a refusal is the
+    /// caller's answer (`illegalStateChange`), as is an edit of a finished task, which the journal alone holds.
+    func edit(_ t: ManagedTask, _ edit: DaemonState.TaskEdit) throws(RPCError) -> [DaemonState.Action] {
+        let action = edit.move == nil ? "update" : "move"
+        guard state.tasks[t.id] != nil else { throw RPCError.illegalStateChange(task: t.id, from: t.machine.state, action: action) }
+        let actions = feed(.edited(t.id, edit))
+        if case .refused(let refusal)? = actions.first {
+            throw RPCError.illegalStateChange(task: t.id, from: refusal.transition.state, action: refusal.transition.input)
         }
+        return actions
+    }
+
+    func updateTask(_ p: TaskUpdateParams, caller: Caller) async throws(RPCError) -> TaskInfo {
         if let limit = p.bandwidthLimit, let problem = ByteRate.problem(with: limit) {
             throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
         }
-        let actions = feed(.edited(p.id, DaemonState.TaskEdit(priority: p.priority, bandwidthLimit: p.bandwidthLimit)))
+        let t = try await task(p.id, for: caller)
+        let actions = try edit(t, DaemonState.TaskEdit(priority: p.priority, bandwidthLimit: p.bandwidthLimit))
         let limit = state.tasks[p.id]?.record.bandwidthLimit
-        // A running transfer follows its new limit within RateLimiter.maximumWaitSlice.
-        if p.bandwidthLimit != nil { attempts[p.id]?.bandwidth.setRate(limit ?? 0) }
         logger.info("task updated", metadata: ["task": "\(p.id)", "priority": "\((p.priority ?? t.record.priority).rawValue)",
                                                "bandwidthLimit": "\(limit ?? 0)"])
         run(actions)

@@ -77,10 +77,10 @@ actor DaemonCore {
         return actions
     }
 
-    /// Gives every host whose running or queued tasks changed its new allowance of extra connections (after
-    /// each input: O(hosts changed), never all hosts; below).
+    /// Gives every host whose running or queued tasks the last input changed its new allowance of extra
+    /// connections (after each input: O(hosts changed), never all hosts; below).
     private func updateHostAllowances() {
-        let changed = state.tasks.takeChangedHosts()
+        let changed = state.tasks.changedHosts
         guard !changed.isEmpty else { return }
         let limits = state.limits
         for host in changed {
@@ -252,10 +252,7 @@ extension DaemonCore {
     /// waiting one gets that place when it is queued again.
     func moveTask(_ p: TaskMoveParams, caller: Caller) async throws(RPCError) -> TaskInfo {
         let t = try await task(p.id, for: caller)
-        guard [.queued, .suspended, .waiting].contains(t.machine.state) else {
-            throw RPCError.illegalStateChange(task: p.id, from: t.machine.state, action: "move")
-        }
-        let actions = feed(.edited(p.id, DaemonState.TaskEdit(move: p.to)))
+        let actions = try edit(t, DaemonState.TaskEdit(move: p.to))
         logger.info("task moved", metadata: ["task": "\(p.id)", "to": "\(p.to.rawValue)"])
         run(actions)
         return info(try await task(p.id, for: caller))
@@ -265,14 +262,6 @@ extension DaemonCore {
 // MARK: - Split downloads' extra connections in the core: each host's allowance follows its tasks, and what is in use goes back to the state's per-host limit.
 
 extension DaemonCore {
-    /// Every host's allowance again (the per-host limit changed).
-    func updateAllHostAllowances() {
-        let limits = state.limits
-        for host in state.tasks.runningByHost.keys {
-            hostConnections.setAllowance(state.extraAllowance(host: host, limits: limits), host: host)
-        }
-    }
-
     /// The extra connections in use to `host` changed (reported by `HostConnections`, off the core): the
     /// state's per-host limit counts them.
     func connectionsChanged(_ host: String) {

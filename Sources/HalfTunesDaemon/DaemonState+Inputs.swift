@@ -142,6 +142,9 @@ extension DaemonState {
         case deliver(session: String, task: Int64, EventPayload)
         /// Start an attempt of the task (it is `running` and holds a slot).
         case startAttempt(Int64)
+        /// The task's own bandwidth limit changed while its attempt is in flight: the attempt follows `rate`
+        /// (bytes per second, 0: none) within `RateLimiter.maximumWaitSlice`.
+        case setBandwidth(Int64, rate: Int64)
         /// Stop the task's attempt in flight (its outcome comes back as an input).
         case stopAttempt(Int64)
         /// Remove the task's partial file (nothing is writing it).

@@ -71,10 +71,11 @@ struct DaemonState {
         _ = proxies.setDaemonRules(proxyRules) // no session yet
     }
 
-    /// Feeds an input; returns what the runner must do, in order. A refused task input changes nothing and
-    /// returns `refused` alone.
+    /// Feeds an input; returns what the runner must do, in order. A refused task input or edit changes nothing
+    /// and returns `refused` alone.
     mutating func handle(_ input: Input, now: Double) -> [Action] {
         var actions: [Action] = []
+        tasks.clearChangedHosts() // from here on, the hosts this input changes (`TaskTable.changedHosts`)
         switch input {
         case let .created(created):
             for var t in created {
@@ -107,6 +108,7 @@ struct DaemonState {
         case .grantSlots:
             grantSlots(limits, now: now, into: &actions)
         case .limitsChanged(let new):
+            if new.maxConnectionsPerHost != limits.maxConnectionsPerHost { tasks.markRunningHostsChanged() }
             limits = new
             grantSlots(limits, now: now, into: &actions)
         case .retryTimerFired:
@@ -145,6 +147,11 @@ struct DaemonState {
             sent(id, delta: delta, total: total, expected: expected, into: &actions)
         case let .edited(id, edit):
             guard var t = tasks[id] else { break }
+            // `task.move` takes a task not running (its place is for its next turn); `task.update` any unfinished one.
+            let state = t.machine.state
+            guard edit.move == nil ? !state.isTerminal : [.queued, .suspended, .waiting].contains(state) else {
+                return [.refused(Refused(task: id, transition: .init(state: state, input: edit.move == nil ? "update" : "move")))]
+            }
             if let priority = edit.priority { t.record.priority = priority }
             if let limit = edit.bandwidthLimit { t.record.bandwidthLimit = limit > 0 ? limit : nil }
             switch edit.move {
@@ -160,6 +167,7 @@ struct DaemonState {
             Self.deferIfEarly(&t, now: now)
             tasks[id] = t // one write: the table re-indexes the task once
             actions.append(.journal(t.record, []))
+            if edit.bandwidthLimit != nil, t.attemptInFlight { actions.append(.setBandwidth(id, rate: t.record.bandwidthLimit ?? 0)) }
             if !mayTransfer(session: t.record.session) { regate(id, now: now, into: &actions) }
             grantSlots(limits, now: now, into: &actions)
         case .sessionOpened(let s):

@@ -40,8 +40,9 @@ struct TaskTable {
     /// The queued tasks per host, those waiting for their begin date left out (`HostConnections` gives a host no
     /// extra connections while one is queued).
     private(set) var queuedByHost: [String: Int] = [:]
-    /// Hosts whose running or queued tasks changed since `takeChangedHosts`.
-    private var changedHosts: Set<String> = []
+    /// Hosts whose running or queued tasks changed since `clearChangedHosts` (`DaemonState.handle` clears them
+    /// before each input, so after it they are that input's: the runner gives each its allowance again).
+    private(set) var changedHosts: Set<String> = []
     /// The tasks in state `queued`, in start order.
     private(set) var queue = RunQueue()
     /// Resource deadlines of pending tasks (lazily pruned; see `dueDeadlines`), and how many tasks they hold.
@@ -111,10 +112,20 @@ struct TaskTable {
     var count: Int { storage.count }
     var isEmpty: Bool { storage.isEmpty }
 
-    /// The hosts whose running or queued tasks changed since the last call (each once).
+    /// The hosts whose running or queued tasks changed since the last call (each once; tests).
     mutating func takeChangedHosts() -> Set<String> {
         defer { changedHosts = [] }
         return changedHosts
+    }
+
+    /// Every host with a transfer running counts as changed (the per-host limit changed: each has another
+    /// allowance). O(hosts running).
+    mutating func markRunningHostsChanged() {
+        changedHosts.formUnion(runningByHost.keys)
+    }
+
+    mutating func clearChangedHosts() {
+        if !changedHosts.isEmpty { changedHosts.removeAll(keepingCapacity: true) }
     }
 
     /// Tasks of `session` that are not completed, failed or canceled.

@@ -68,6 +68,11 @@ public struct TaskStateMachine: Sendable, Equatable {
     public struct IllegalTransition: Error, Equatable, Sendable {
         public var state: TaskState
         public var input: String
+
+        public init(state: TaskState, input: String) {
+            self.state = state
+            self.input = input
+        }
     }
 
     public init(state: TaskState, waitingReason: TaskError? = nil, nextAttemptAt: Double? = nil, error: TaskError? = nil,

@@ -246,6 +246,48 @@ struct DaemonStateProgressTests {
         #expect([3, 2, 1].map { state.tasks.queue.position(of: $0, running: [:], lastServed: [:]) } == [1, 2, 3])
     }
 
+    /// What an edit may change is the state's: a running task is not moved, a finished one (still stopping) is
+    /// neither moved nor updated, and a refusal changes nothing; a new bandwidth limit reaches an attempt in flight
+    /// as an action, and none goes to a task without one.
+    @Test func editsAreRefusedOrCarriedOutByTheState() throws {
+        var state = T.state()
+        let limits = DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)
+        #expect(try T.resumeAll(&state, [T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1)], limits: limits) == [1])
+        let before = state
+        let refused = DaemonState.Refused(task: 1, transition: .init(state: .running, input: "move"))
+        #expect(state.handle(.edited(1, DaemonState.TaskEdit(move: .front)), now: 1) == [.refused(refused)])
+        #expect(state.tasks[1] == before.tasks[1] && state.tasks.queue.position(of: 2, running: [:], lastServed: [:]) == 1)
+
+        let updated = state.handle(.edited(1, DaemonState.TaskEdit(bandwidthLimit: 65_536)), now: 2)
+        #expect(updated == [.journal(state.tasks[1]!.record, []), .setBandwidth(1, rate: 65_536)], "its attempt follows")
+        #expect(state.handle(.edited(1, DaemonState.TaskEdit(bandwidthLimit: 0)), now: 3).last == .setBandwidth(1, rate: 0))
+        let queued = state.handle(.edited(2, DaemonState.TaskEdit(bandwidthLimit: 65_536)), now: 4)
+        #expect(queued == [.journal(state.tasks[2]!.record, [])], "no attempt: the limit is in its row for the next")
+
+        _ = state.handle(.task(1, .cancel(keepPartial: false)), now: 5) // canceled, its transfer still stopping
+        #expect(state.tasks[1]?.machine.state == .canceled)
+        #expect(state.handle(.edited(1, DaemonState.TaskEdit(priority: .high)), now: 6)
+                == [.refused(.init(task: 1, transition: .init(state: .canceled, input: "update")))])
+        #expect(state.tasks[1]?.record.priority == .normal)
+    }
+
+    /// The hosts whose allowance of extra connections may have changed are the last input's: a start changes
+    /// its host, the next input starts afresh, and a new per-host limit changes every host with a transfer.
+    @Test func eachInputLeavesTheHostsItChanged() throws {
+        var state = T.state()
+        let limits = DaemonState.SlotLimits(maxConcurrent: 4, maxConnectionsPerHost: 8)
+        _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1, host: "h1"), T.task(2, session: "a", owner: 1, host: "h2")],
+                            limits: limits)
+        _ = state.handle(.task(2, .suspend), now: 1)
+        #expect(state.tasks.changedHosts == [state.tasks[2]!.hostKey])
+        _ = state.handle(.grantSlots, now: 2)
+        #expect(state.tasks.changedHosts.isEmpty)
+        _ = state.handle(.limitsChanged(limits), now: 3)
+        #expect(state.tasks.changedHosts.isEmpty, "the same limits: no host has another allowance")
+        _ = state.handle(.limitsChanged(DaemonState.SlotLimits(maxConcurrent: 4, maxConnectionsPerHost: 2)), now: 4)
+        #expect(state.tasks.changedHosts == [state.tasks[1]!.hostKey])
+    }
+
     /// Recovery puts tasks back in the queue at their journaled places, whatever order they are fed in, and
     /// tasks queued afterwards go behind every one of them; a suspended one and one being published wait for
     /// nothing; finished tasks are counted per session.
