@@ -1,12 +1,13 @@
-// Test support: every input the state was fed, replayed at shutdown into the state as it began (HALFTUNES_REPLAY_LOG).
+// Test support: every input the state was fed, replayed into the state as it began, as it comes and at shutdown (HALFTUNES_REPLAY_LOG).
 import Foundation
 
 /// With `HALFTUNES_REPLAY_LOG=<path>`, the runner records every input it feeds `DaemonState` with its time and
-/// the actions it returned, and keeps a copy of the state as it was before the first. At shutdown it replays
-/// the inputs into that copy and appends one JSON line to `<path>`: how many inputs, how many of each kind,
-/// and the first input whose actions differed (nil: the same actions, in the same order, for every input).
-/// A daemon killed with SIGKILL writes nothing; the one started after it records its recovery from the
-/// journal like any other input. Unset: nothing is recorded.
+/// the actions it returned, and keeps a copy of the state as it was before the first. Each input is replayed at
+/// once into that copy (`shadow`, fed in step with the live state), and the result so far is written over
+/// `<path>.live.<pid>` after every input, so a daemon killed with SIGKILL leaves the report of every input it was
+/// fed. At a graceful shutdown the inputs are replayed again from the start, one JSON line is appended to
+/// `<path>` (how many inputs, how many of each kind, the first input whose actions differed: nil when every
+/// input gave the same actions, in the same order) and the live report is removed. Unset: nothing is recorded.
 struct InputLog {
     static let path: String? = ProcessInfo.processInfo.environment["HALFTUNES_REPLAY_LOG"].flatMap { $0.isEmpty ? nil : $0 }
 
@@ -18,13 +19,43 @@ struct InputLog {
 
     let initial: DaemonState
     private(set) var entries: [Entry] = []
+    /// `initial` fed every input so far as it was recorded.
+    private var shadow: DaemonState
+    /// Inputs replayed in step whose actions were the live ones, and the first that differed.
+    private(set) var checkedInStep = 0
+    private(set) var mismatchInStep: String?
+    private var kinds: [String: Int] = [:]
+    /// `<path>.live.<pid>`, open for writing (nil: no live report).
+    private let live: (path: String, fd: Int32)?
 
-    init(initial: DaemonState) {
+    init(initial: DaemonState, livePath: String? = nil) {
         self.initial = initial
+        self.shadow = initial
+        live = livePath.flatMap { path in
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            return fd >= 0 ? (path, fd) : nil
+        }
     }
 
+    /// The live report's path for this process (`path` given).
+    static func livePath(for path: String) -> String { "\(path).live.\(getpid())" }
+
+    /// Records an input and replays it into the shadow state at once; then rewrites the live report.
     mutating func record(_ input: DaemonState.Input, now: Double, actions: [DaemonState.Action]) {
         entries.append(Entry(input: input, now: now, actions: actions))
+        kinds[Self.kind(input), default: 0] += 1
+        if mismatchInStep == nil {
+            let replayed = shadow.handle(input, now: now)
+            if replayed == actions {
+                checkedInStep += 1
+            } else {
+                mismatchInStep = Self.mismatch(at: entries.count - 1, entries[entries.count - 1], replayed: replayed)
+            }
+        }
+        if let live, let line = report(checked: checkedInStep, mismatch: mismatchInStep) {
+            _ = line.withUnsafeBytes { pwrite(live.fd, $0.baseAddress, $0.count, 0) }
+            _ = ftruncate(live.fd, off_t(line.count))
+        }
     }
 
     /// Feeds every input into a copy of the initial state, as the runner did (`DaemonCore.feed`), and compares
@@ -33,28 +64,37 @@ struct InputLog {
         var state = initial
         for (index, entry) in entries.enumerated() {
             let actions = state.handle(entry.input, now: entry.now)
-            guard actions == entry.actions else {
-                let mismatch = "input \(index) \(Self.clip(entry.input)): recorded \(Self.clip(entry.actions)), "
-                    + "replayed \(Self.clip(actions))"
-                return (index, mismatch)
-            }
+            guard actions == entry.actions else { return (index, Self.mismatch(at: index, entry, replayed: actions)) }
         }
         return (entries.count, nil)
     }
 
-    /// Replays and appends the report line to `path`.
+    /// Replays from the start and appends the report line to `path`; the live report goes.
     func writeReport(to path: String) {
         let (checked, mismatch) = replay()
-        var kinds: [String: Int] = [:]
-        for entry in entries { kinds[Self.kind(entry.input), default: 0] += 1 }
-        var report: [String: Any] = ["pid": Int(getpid()), "inputs": entries.count, "checked": checked, "kinds": kinds]
-        report["mismatch"] = mismatch ?? NSNull()
-        guard var line = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return }
-        line.append(0x0A)
+        if let live {
+            close(live.fd)
+            unlink(live.path)
+        }
+        guard let line = report(checked: checked, mismatch: mismatch ?? mismatchInStep) else { return }
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
         defer { close(fd) }
         _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+
+    /// One JSON line: this process, its inputs and their kinds, how many replayed to the same actions, the first
+    /// that did not.
+    private func report(checked: Int, mismatch: String?) -> Data? {
+        var report: [String: Any] = ["pid": Int(getpid()), "inputs": entries.count, "checked": checked, "kinds": kinds]
+        report["mismatch"] = mismatch ?? NSNull()
+        guard var line = try? JSONSerialization.data(withJSONObject: report, options: [.sortedKeys]) else { return nil }
+        line.append(0x0A)
+        return line
+    }
+
+    private static func mismatch(at index: Int, _ entry: Entry, replayed: [DaemonState.Action]) -> String {
+        "input \(index) \(clip(entry.input)): recorded \(clip(entry.actions)), replayed \(clip(replayed))"
     }
 
     /// The input's case name.

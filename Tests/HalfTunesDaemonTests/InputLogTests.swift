@@ -41,5 +41,12 @@ struct InputLogTests {
         #expect(checked == index)
         #expect(mismatch?.hasPrefix("input \(index) task(3") == true, "\(mismatch ?? "none")")
         #expect(InputLog.kind(log.entries[index].input) == "task")
+        // Found in step too, as it was recorded (what a killed process's live report holds).
+        #expect(log.checkedInStep == index && log.mismatchInStep?.hasPrefix("input \(index) task(3") == true)
+    }
+
+    @Test func inputsAreReplayedInStepAsTheyAreRecorded() {
+        let log = Self.recorded()
+        #expect(log.checkedInStep == log.entries.count && log.mismatchInStep == nil)
     }
 }

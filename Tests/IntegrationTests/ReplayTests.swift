@@ -7,8 +7,8 @@ import Testing
 
 /// Every integration test that ends normally stops its daemon gracefully and checks its replay report
 /// (`running` in Harness.swift). This one makes sure the reports cover what matters: a split download, a failed
-/// one, pause and resume, a cancel, a graceful restart, and a kill -9 in the middle of a transfer followed by the
-/// recovery from the journal.
+/// one, pause and resume, a cancel, a graceful restart, and a kill -9 in the middle of a transfer (the killed
+/// process's inputs, replayed in step as they came) followed by the recovery from the journal.
 @Suite("Replaying the state's inputs", .serialized)
 struct ReplayTests {
     @Test func theInputsOfARunWithAKillNineReplayToTheSameActions() async throws {
@@ -34,7 +34,7 @@ struct ReplayTests {
             _ = try client.cancel(canceled.id)
             try daemon.terminate()
 
-            // The second process: recovery, the transfer goes on, kill -9 in the middle of it (no report).
+            // The second process: recovery, the transfer goes on, kill -9 in the middle of it (its live report stays).
             try daemon.restart()
             client = try daemon.client()
             try eventually("3 MiB durable") { try client.task(transfer.id).bytesDurable >= Int64(3 * MiB) ? true : nil }
@@ -61,6 +61,18 @@ struct ReplayTests {
             }
             for report in reports {
                 #expect(report["checked"] as? Int == report["inputs"] as? Int)
+            }
+
+            // The killed process left the replay of every input it was fed, made in step with it.
+            let killed = try daemon.killedReplayReports()
+            #expect(killed.count == 1, "one live report, the killed process's: \(killed)")
+            let report = try #require(killed.first)
+            let inputs = try #require(report["inputs"] as? Int)
+            #expect(inputs > 0 && report["checked"] as? Int == inputs)
+            #expect(!reports.contains { $0["pid"] as? Int == report["pid"] as? Int }, "not one of the graceful ones")
+            let killedKinds = (report["kinds"] as? [String: Int]) ?? [:]
+            for kind in ["sessionRestored", "taskRestored", "restoreFinished", "attemptProgress"] {
+                #expect(killedKinds[kind, default: 0] > 0, "the killed process's inputs include \(kind): \(killedKinds)")
             }
         }
     }

@@ -153,6 +153,26 @@ final class DaemonProcess: @unchecked Sendable {
         return reports
     }
 
+    /// The reports left by daemon processes that did not shut down gracefully (kill -9): each the replay, in step
+    /// with the live state, of every input that process was fed (`<replay log>.live.<pid>`, rewritten after each
+    /// input). Throws when any input's replayed actions differed from the live ones.
+    @discardableResult
+    func killedReplayReports() throws -> [[String: Any]] {
+        let directory = (replayLogPath as NSString).deletingLastPathComponent
+        let prefix = (replayLogPath as NSString).lastPathComponent + ".live."
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix(prefix) }.sorted()
+        return try names.map { name -> [String: Any] in
+            let data = try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+            guard let report = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+                throw TestFailure("a live replay report is not a JSON object: \(String(decoding: data, as: UTF8.self))")
+            }
+            if let mismatch = report["mismatch"] as? String {
+                throw TestFailure("replaying a killed daemon's inputs gave other actions: \(mismatch)")
+            }
+            return report
+        }
+    }
+
     func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     deinit {

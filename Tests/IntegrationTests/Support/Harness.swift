@@ -36,6 +36,7 @@ func running(_ daemon: DaemonProcess, _ origin: TestOrigin, _ body: () async thr
     let replayed = Result { () throws -> Void in
         try daemon.terminate()
         try daemon.replayReports()
+        try daemon.killedReplayReports() // processes the test killed
     }
     daemon.kill9()
     try await origin.shutdown()
