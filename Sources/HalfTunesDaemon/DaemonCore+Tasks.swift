@@ -445,10 +445,10 @@ extension DaemonCore {
     }
 
     func updateTask(_ p: TaskUpdateParams, caller: Caller) async throws(RPCError) -> TaskInfo {
+        let t = try await task(p.id, for: caller)
         if let limit = p.bandwidthLimit, let problem = ByteRate.problem(with: limit) {
             throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
         }
-        let t = try await task(p.id, for: caller)
         let actions = try edit(t, DaemonState.TaskEdit(priority: p.priority, bandwidthLimit: p.bandwidthLimit))
         let limit = state.tasks[p.id]?.record.bandwidthLimit
         logger.info("task updated", metadata: ["task": "\(p.id)", "priority": "\((p.priority ?? t.record.priority).rawValue)",

@@ -243,7 +243,7 @@ extension DaemonCore {
     }
 
     /// A queued task's place in the shared order (1 = next); nil for any other state. O(users with queued tasks
-    /// + log n): worked out, not walked (`RunQueue.position`).
+    /// × log n, plus a count per `SortedRun` chunk before it): worked out, not walked (`RunQueue.position`).
     func queuePosition(_ id: Int64) -> Int? {
         state.tasks.queue.position(of: id, running: state.tasks.runningByOwner, lastServed: state.lastServed)
     }

@@ -26,7 +26,7 @@ struct InputLog {
     private(set) var mismatchInStep: String?
     private var kinds: [String: Int] = [:]
     /// `<path>.live.<pid>`, open for writing (nil: no live report).
-    private let live: (path: String, fd: Int32)?
+    private var live: (path: String, fd: Int32)?
 
     init(initial: DaemonState, livePath: String? = nil) {
         self.initial = initial
@@ -35,6 +35,7 @@ struct InputLog {
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             return fd >= 0 ? (path, fd) : nil
         }
+        writeLive() // a process killed before its first input leaves a report of none
     }
 
     /// The live report's path for this process (`path` given).
@@ -52,10 +53,14 @@ struct InputLog {
                 mismatchInStep = Self.mismatch(at: entries.count - 1, entries[entries.count - 1], replayed: replayed)
             }
         }
-        if let live, let line = report(checked: checkedInStep, mismatch: mismatchInStep) {
-            _ = line.withUnsafeBytes { pwrite(live.fd, $0.baseAddress, $0.count, 0) }
-            _ = ftruncate(live.fd, off_t(line.count))
-        }
+        writeLive()
+    }
+
+    /// Rewrites the live report with the replay so far (its length never shrinks: the counts only grow).
+    private func writeLive() {
+        guard let live, let line = report(checked: checkedInStep, mismatch: mismatchInStep) else { return }
+        _ = line.withUnsafeBytes { pwrite(live.fd, $0.baseAddress, $0.count, 0) }
+        _ = ftruncate(live.fd, off_t(line.count))
     }
 
     /// Feeds every input into a copy of the initial state, as the runner did (`DaemonCore.feed`), and compares
@@ -69,12 +74,14 @@ struct InputLog {
         return (entries.count, nil)
     }
 
-    /// Replays from the start and appends the report line to `path`; the live report goes.
-    func writeReport(to path: String) {
+    /// Replays from the start and appends the report line to `path`; the live report goes (the runner records
+    /// nothing more: `DaemonCore.shutdown` lets go of the log).
+    mutating func writeReport(to path: String) {
         let (checked, mismatch) = replay()
         if let live {
             close(live.fd)
             unlink(live.path)
+            self.live = nil
         }
         guard let line = report(checked: checked, mismatch: mismatch ?? mismatchInStep) else { return }
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
