@@ -14,14 +14,11 @@ extension DaemonCore {
     @discardableResult
     func apply(_ input: TaskStateMachine.Input, to id: Int64) async throws(RPCError) -> ManagedTask? {
         if state.tasks[id] == nil {
-            // A finished task lives in the journal only: it refuses every input as its state machine would.
+            // A finished task lives in the journal only: the state answers for it as its state machine would.
             guard let read = try await finishedTask(id) else { throw RPCError.unknownTask(id) }
             guard state.tasks[id] == nil else { return try await apply(input, to: id) } // back in memory meanwhile
-            var finished = read.machine
-            do {
-                _ = try finished.handle(input, now: clock())
-            } catch {
-                throw RPCError.illegalStateChange(task: id, from: error.state, action: error.input)
+            if case .refused(let refusal)? = feed(.finishedTask(id, read.machine, input)).first {
+                throw RPCError.illegalStateChange(task: id, from: refusal.transition.state, action: refusal.transition.input)
             }
             return nil // an input a finished task ignores
         }

@@ -17,6 +17,9 @@ extension DaemonState {
         /// A lifecycle input for one task (`task.resume`, `task.suspend`, `task.cancel`). `extra` events go just
         /// before `didComplete`. Its state machine may refuse it: then the only action is `refused`.
         case task(Int64, TaskStateMachine.Input, extra: [EventPayload] = [])
+        /// A lifecycle input for a finished task the journal alone holds (read back in `state`): its state machine
+        /// answers as it would (a refusal is the only action), and nothing changes.
+        case finishedTask(Int64, TaskStateMachine, TaskStateMachine.Input)
         /// Slots may be free: start queued tasks while the limits allow, fairly between users.
         case grantSlots
         /// The daemon-wide limits changed (and at start): kept, and slots granted within them.

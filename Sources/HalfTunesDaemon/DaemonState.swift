@@ -105,6 +105,13 @@ struct DaemonState {
                 return [.refused(error)]
             }
             grantSlots(limits, now: now, into: &actions) // a resumed task may start, a stopped one frees nothing yet
+        case let .finishedTask(id, machine, taskInput):
+            var finished = machine
+            do {
+                _ = try finished.handle(taskInput, now: now)
+            } catch {
+                return [.refused(Refused(task: id, transition: error))]
+            }
         case .grantSlots:
             grantSlots(limits, now: now, into: &actions)
         case .limitsChanged(let new):

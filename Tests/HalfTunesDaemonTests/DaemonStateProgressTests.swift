@@ -271,6 +271,21 @@ struct DaemonStateProgressTests {
         #expect(state.tasks[1]?.record.priority == .normal)
     }
 
+    /// A finished task the journal alone holds: the state answers an input as its machine would (refused, or
+    /// ignored), and nothing changes.
+    @Test func aFinishedTaskInTheJournalOnlyIsAnsweredByTheState() throws {
+        var state = T.state()
+        _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1)], limits: DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8))
+        let before = state
+        let completed = TaskStateMachine(state: .completed)
+        #expect(state.handle(.finishedTask(9, completed, .resume), now: 1)
+                == [.refused(.init(task: 9, transition: .init(state: .completed, input: "resume")))])
+        #expect(state.handle(.finishedTask(9, TaskStateMachine(state: .canceled), .cancel(keepPartial: false)), now: 1).first
+                == .refused(.init(task: 9, transition: .init(state: .canceled, input: "cancel"))))
+        #expect(state.handle(.finishedTask(9, completed, .retryDue), now: 1).isEmpty, "a stale timer: ignored")
+        #expect(state.tasks[9] == nil && state.tasks[1] == before.tasks[1] && state.tasks.count == before.tasks.count)
+    }
+
     /// The hosts whose allowance of extra connections may have changed are the last input's: a start changes
     /// its host, the next input starts afresh, and a new per-host limit changes every host with a transfer.
     @Test func eachInputLeavesTheHostsItChanged() throws {
