@@ -28,6 +28,7 @@ step: the daemon's CPU per create + cancel pair (its idle share taken off) and t
         [--scenarios session,host,users,proxy] [--json out.json]
 """
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -128,13 +129,22 @@ def middle_ids(ids, calls):
     return ids[start:start + calls]
 
 
-def run_session_hold(bin_dir, work, url, args):
-    daemon = Daemon(bin_dir, work, ["--max-concurrent", "40", "--max-connections-per-host", "1000"])
+@contextlib.contextmanager
+def probe_daemon(bin_dir, work, per_host=1000):
+    """A daemon with 40 transfer slots and `per_host` connections per host, and a connection to it with the probe's
+    session `cost` open; yields (daemon, connection) and stops the daemon afterwards."""
+    daemon = Daemon(bin_dir, work, ["--max-concurrent", "40", "--max-connections-per-host", str(per_host)])
     try:
         daemon.start()
         c = Connection(daemon.socket)
         c.call("session.open", {"identifier": "cost"})
+        yield daemon, c
+    finally:
+        daemon.stop()
 
+
+def run_session_hold(bin_dir, work, url, args):
+    with probe_daemon(bin_dir, work) as (daemon, c):
         def open_held(index):
             name = f"held{index}"
             c.call("session.open", {"identifier": name, "configuration": {"maxConcurrent": 1}})
@@ -167,16 +177,10 @@ def run_session_hold(bin_dir, work, url, args):
 
         open_held(0)
         return probe_steps(daemon.process.pid, add, args, probes)
-    finally:
-        daemon.stop()
 
 
 def run_host_hold(bin_dir, work, url, args):
-    daemon = Daemon(bin_dir, work, ["--max-concurrent", "40", "--max-connections-per-host", "1"])
-    try:
-        daemon.start()
-        c = Connection(daemon.socket)
-        c.call("session.open", {"identifier": "cost"})
+    with probe_daemon(bin_dir, work, per_host=1) as (daemon, c):
         c.call("session.open", {"identifier": "running"})
         c.call("task.create", {"session": "running", "url": url, "destination": "running.bin", "start": True,
                                "maxConnections": 1})
@@ -187,8 +191,6 @@ def run_host_hold(bin_dir, work, url, args):
                          lambda name: c.call("session.open", {"identifier": name}))
 
         return probe_steps(daemon.process.pid, add, args, create_cancel(c, url, "host limit"))
-    finally:
-        daemon.stop()
 
 
 OTHER_UID = 65534
@@ -300,29 +302,29 @@ def start_tinyproxy(work):
 def run_proxy_hold(bin_dir, work, url, args):
     os.makedirs(work, exist_ok=True)
     proxy, port = start_tinyproxy(work)
-    daemon = Daemon(bin_dir, os.path.join(work, "daemon"), ["--max-concurrent", "40", "--max-connections-per-host", "1000"])
     try:
-        daemon.start()
-        c = Connection(daemon.socket)
-        for i in range(16):
-            c.call("session.open", {"identifier": f"p{i}", "configuration": {"proxy": f"http://u{i}:p@127.0.0.1:{port}"}})
-        c.call("session.open", {"identifier": "cost"})
-        for i in range(16):
-            c.call("task.create", {"session": f"p{i}", "url": url, "destination": f"running-{i}.bin", "start": True,
-                                   "maxConnections": 1})
-        wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= 16, "16 paced downloads")
-
-        def add(count, first):
-            queue_behind(c, url, count, first, "p16-", "uidMaxProxies", lambda name: c.call("session.open", {
-                "identifier": name, "configuration": {"proxy": f"http://u16:p@127.0.0.1:{port}"}}))
-
-        return probe_steps(daemon.process.pid, add, args, create_cancel(c, url, "proxy cap"))
+        with probe_daemon(bin_dir, os.path.join(work, "daemon")) as (daemon, c):
+            return run_behind_proxies(daemon, c, url, port, args)
     finally:
-        try:
-            daemon.stop()
-        finally:
-            proxy.kill()
-            proxy.wait(timeout=30)
+        proxy.kill()
+        proxy.wait(timeout=30)
+
+
+def run_behind_proxies(daemon, c, url, port, args):
+    """The proxy scenario once tinyproxy and the daemon run: 16 paced downloads through 16 proxies, the queued
+    tasks through a 17th."""
+    for i in range(16):
+        c.call("session.open", {"identifier": f"p{i}", "configuration": {"proxy": f"http://u{i}:p@127.0.0.1:{port}"}})
+    for i in range(16):
+        c.call("task.create", {"session": f"p{i}", "url": url, "destination": f"running-{i}.bin", "start": True,
+                               "maxConnections": 1})
+    wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= 16, "16 paced downloads")
+
+    def add(count, first):
+        queue_behind(c, url, count, first, "p16-", "uidMaxProxies", lambda name: c.call("session.open", {
+            "identifier": name, "configuration": {"proxy": f"http://u16:p@127.0.0.1:{port}"}}))
+
+    return probe_steps(daemon.process.pid, add, args, create_cancel(c, url, "proxy cap"))
 
 
 def run_halftunesd(bin_dir, work, url, args):
