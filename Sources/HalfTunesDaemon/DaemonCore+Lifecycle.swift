@@ -111,10 +111,8 @@ extension DaemonCore {
         // A file being moved into place finishes moving, and the journal says so.
         for id in Array(state.completions.keys) { await waitUntilMoved(id) }
         feedAndRun(.shutdownGraceEnded) // the rows of attempts still in flight carry their durable ranges
-        if let path = InputLog.path {
-            inputLog?.writeReport(to: path)
-            inputLog = nil // the inputs of the last moments (an attempt that outlived the grace) are not replayed
-        }
+        inputLog?.writeReport()
+        inputLog = nil // the inputs of the last moments (an attempt that outlived the grace) are not replayed
         let unfinished = attempts.count
         let written = journal.writeCounts
         logger.info("transfers checkpointed", metadata: ["stopped": "\(runtimes.count - unfinished)",

@@ -54,7 +54,7 @@ actor DaemonCore {
                                                                 maxConnectionsPerHost: configuration.maxConnectionsPerHost),
                                  proxyRules: configuration.proxyRules)
         self.state.daemonUID = geteuid()
-        if let path = InputLog.path { self.inputLog = InputLog(initial: state, livePath: InputLog.livePath(for: path)) }
+        if let path = InputLog.path { self.inputLog = InputLog(initial: state, reportPath: path) }
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")
         }

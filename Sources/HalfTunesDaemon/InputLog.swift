@@ -5,9 +5,9 @@ import Foundation
 /// the actions it returned, and keeps a copy of the state as it was before the first. Each input is replayed at
 /// once into that copy (`shadow`, fed in step with the live state), and the result so far is written over
 /// `<path>.live.<pid>` after every input, so a daemon killed with SIGKILL leaves the report of every input it was
-/// fed. At a graceful shutdown the inputs are replayed again from the start, one JSON line is appended to
-/// `<path>` (how many inputs, how many of each kind, the first input whose actions differed: nil when every
-/// input gave the same actions, in the same order) and the live report is removed. Unset: nothing is recorded.
+/// fed. At a graceful shutdown one JSON line is appended to `<path>` (how many inputs, how many of each kind, the
+/// first input whose actions differed: nil when every input gave the same actions, in the same order) and the
+/// live report is removed. Unset: nothing is recorded.
 struct InputLog {
     static let path: String? = ProcessInfo.processInfo.environment["HALFTUNES_REPLAY_LOG"].flatMap { $0.isEmpty ? nil : $0 }
 
@@ -25,21 +25,28 @@ struct InputLog {
     private(set) var checkedInStep = 0
     private(set) var mismatchInStep: String?
     private var kinds: [String: Int] = [:]
+    /// The reports' directory, opened once: every file in it is opened and removed through this descriptor, a
+    /// name at a time, never following a symbolic link (nil: no reports).
+    private var directory: (fd: Int32, report: String, live: String)?
     /// `<path>.live.<pid>`, open for writing (nil: no live report).
-    private var live: (path: String, fd: Int32)?
+    private var live: Int32?
 
-    init(initial: DaemonState, livePath: String? = nil) {
+    /// `reportPath`: where the graceful reports go (`HALFTUNES_REPLAY_LOG`); nil: the inputs are replayed in step
+    /// but no report is written.
+    init(initial: DaemonState, reportPath: String? = nil) {
         self.initial = initial
         self.shadow = initial
-        live = livePath.flatMap { path in
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            return fd >= 0 ? (path, fd) : nil
+        directory = reportPath.flatMap { path in
+            let url = URL(fileURLWithPath: path)
+            let fd = open(url.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            return fd >= 0 ? (fd, url.lastPathComponent, "\(url.lastPathComponent).live.\(getpid())") : nil
+        }
+        live = directory.flatMap { d in
+            let fd = openat(d.fd, d.live, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            return fd >= 0 ? fd : nil
         }
         writeLive() // a process killed before its first input leaves a report of none
     }
-
-    /// The live report's path for this process (`path` given).
-    static func livePath(for path: String) -> String { "\(path).live.\(getpid())" }
 
     /// Records an input and replays it into the shadow state at once; then rewrites the live report.
     mutating func record(_ input: DaemonState.Input, now: Double, actions: [DaemonState.Action]) {
@@ -59,12 +66,12 @@ struct InputLog {
     /// Rewrites the live report with the replay so far (its length never shrinks: the counts only grow).
     private func writeLive() {
         guard let live, let line = report(checked: checkedInStep, mismatch: mismatchInStep) else { return }
-        _ = line.withUnsafeBytes { pwrite(live.fd, $0.baseAddress, $0.count, 0) }
-        _ = ftruncate(live.fd, off_t(line.count))
+        _ = line.withUnsafeBytes { pwrite(live, $0.baseAddress, $0.count, 0) }
+        _ = ftruncate(live, off_t(line.count))
     }
 
     /// Feeds every input into a copy of the initial state, as the runner did (`DaemonCore.feed`), and compares
-    /// the actions.
+    /// the actions: what `record` did in step, again from the start (tests).
     func replay() -> (checked: Int, mismatch: String?) {
         var state = initial
         for (index, entry) in entries.enumerated() {
@@ -74,17 +81,19 @@ struct InputLog {
         return (entries.count, nil)
     }
 
-    /// Replays from the start and appends the report line to `path`; the live report goes (the runner records
-    /// nothing more: `DaemonCore.shutdown` lets go of the log).
-    mutating func writeReport(to path: String) {
-        let (checked, mismatch) = replay()
+    /// Appends the report line of the replay made in step to the report file; the live report goes (the runner
+    /// records nothing more: `DaemonCore.shutdown` lets go of the log).
+    mutating func writeReport() {
+        guard let directory else { return }
+        self.directory = nil // written once
+        defer { close(directory.fd) }
         if let live {
-            close(live.fd)
-            unlink(live.path)
+            close(live)
+            unlinkat(directory.fd, directory.live, 0)
             self.live = nil
         }
-        guard let line = report(checked: checked, mismatch: mismatch ?? mismatchInStep) else { return }
-        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard let line = report(checked: checkedInStep, mismatch: mismatchInStep) else { return }
+        let fd = openat(directory.fd, directory.report, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
         defer { close(fd) }
         _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
