@@ -41,6 +41,8 @@ extension DaemonCore {
             case .refused(let refusal):
                 // `apply` and the edits answer a refusal before running anything.
                 logger.debug("task input refused", metadata: ["task": "\(refusal.task)", "input": "\(refusal.transition.input)"])
+            case .admitted, .createRefused:
+                break // `admitting`'s answer, read by task.create before anything runs
             case let .journal(record, payloads):
                 commit(record, payloads)
             case .startAttempt(let id):

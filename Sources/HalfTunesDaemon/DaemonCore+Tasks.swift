@@ -151,27 +151,6 @@ struct PendingCreate {
     var bytesExpectedToSend: Int64?
 }
 
-/// What the earlier creates of one batch will hold once journaled, which the later ones' checks must see.
-struct CreateBatch {
-    var destinations: Set<String> = []
-    var tasksBySession: [String: Int] = [:]
-    var tasksByUID: [UInt32: Int] = [:]
-    var eventsBySession: [String: Int] = [:]
-    var eventsByUID: [UInt32: Int] = [:]
-    /// Creates that take a place at the back of the queue.
-    var queued: Int64 = 0
-
-    mutating func add(_ create: PendingCreate, owner: UInt32) {
-        if create.machine.state == .queued { queued += 1 }
-        let session = create.record.session
-        if create.record.kind == TaskKind.download.rawValue { destinations.insert(create.record.destination) }
-        tasksBySession[session, default: 0] += 1
-        tasksByUID[owner, default: 0] += 1
-        eventsBySession[session, default: 0] += create.events.count
-        eventsByUID[owner, default: 0] += create.events.count
-    }
-}
-
 extension DaemonCore {
     func createTask(_ p: TaskCreateParams, caller: Caller) async throws(RPCError) -> TaskInfo {
         try await createTasks([(p, caller)])[0].get()
@@ -208,15 +187,13 @@ extension DaemonCore {
                 results[index] = .failure(error)
             }
         }
-        var batch = CreateBatch()
         var pending: [(index: Int, create: PendingCreate)] = []
         var putBack: [ResumeTokenRecord] = []
         for (index, (p, caller)) in requests.enumerated()
         where !refused.contains(index) && (p.resumeData == nil || redeemed[index] != nil) {
             var consumed = false
             do throws(RPCError) {
-                let create = try prepareCreate(p, caller: caller, batch: batch, resume: redeemed[index], consumed: &consumed)
-                batch.add(create, owner: state.sessions[create.record.session]?.record.uid ?? 0)
+                let create = try prepareCreate(p, caller: caller, resume: redeemed[index], consumed: &consumed)
                 pending.append((index, create))
             } catch {
                 results[index] = .failure(error)
@@ -234,6 +211,7 @@ extension DaemonCore {
         do throws(RPCError) {
             (stored, written) = try journaled { try journal.submitTasks(pending.map { ($0.create.record, $0.create.events) }) }
         } catch {
+            feedAndRun(.admissionsWithdrawn)
             for (index, create) in pending {
                 results[index] = .failure(error)
                 // Resume data already used up and its partial moved here: no task or token will ever name it.
@@ -289,18 +267,14 @@ extension DaemonCore {
         return results
     }
 
-    /// Checks one task.create and builds its row, first events and lifecycle. Changes nothing but what a
-    /// resume data token needs (the token is used up, its partial data moved next to the new destination).
-    /// `resume`: the token of the request's resume data, redeemed already (`redeem`); `consumed` is set when a
-    /// refusal used it up (its partial is removed), else the caller keeps it again (`keep`).
-    func prepareCreate(_ p: TaskCreateParams, caller: Caller, batch: CreateBatch, resume: ResumeTokenRecord?,
+    /// Checks one task.create and builds its row, then asks the state to admit it (`admitting`: the caps, the
+    /// session taking tasks, its lifecycle and queue place). Changes nothing but what a resume data token needs
+    /// (the token is used up, its partial data moved next to the new destination). `resume`: the token of the
+    /// request's resume data, redeemed already (`redeem`); `consumed` is set when a refusal used it up (its
+    /// partial is removed), else the caller keeps it again (`keep`).
+    func prepareCreate(_ p: TaskCreateParams, caller: Caller, resume: ResumeTokenRecord?,
                        consumed: inout Bool) throws(RPCError) -> PendingCreate {
-        guard !state.shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
         let s = try session(p.session, for: caller)
-        try checkCapsForNewTask(in: s, batch: batch)
-        guard s.record.state == .active else {
-            throw RPCError(.sessionInvalidated, "Session '\(p.session)' is being invalidated and accepts no new tasks")
-        }
         try validateHeaders(p.headers ?? [:])
         try validateControls(p)
         let exchange = try validateExchange(p, caller: caller)
@@ -323,10 +297,10 @@ extension DaemonCore {
         if let exchange {
             var record = exchangeTask(p, exchange, url: urlString, in: s)
             record.credentials = p.credentials
-            return pendingCreate(record, start: p.start == true, batch: batch, bytesExpectedToSend: exchange.fileBytes)
+            return try admit(record, start: p.start == true, bytesExpectedToSend: exchange.fileBytes)
         }
         if resume == nil { try checkDiskBudget(owner: s.record.uid) } // resume data brings bytes already counted
-        let isReserved = { (path: String) in self.state.tasks.isReserved(path) || batch.destinations.contains(path) }
+        let isReserved = { (path: String) in self.state.isReserved(path) } // the batch's admitted creates included
         let directory = s.record.configuration.destinationDirectory ?? downloadRoots.defaultDirectory(for: s.record.uid)
         var explicit = p.destination
         if explicit == nil, let resume, !FileManager.default.fileExists(atPath: resume.destination),
@@ -357,10 +331,35 @@ extension DaemonCore {
         record.credentials = p.credentials
         // No file named by the client: the first response may name it (Content-Disposition, a redirect).
         record.nameFromResponse = explicit?.isEmpty != false
-        if let resume {
-            adoptResumeData(resume, into: &record, owner: s.record.uid)
+        var create = try admit(record, start: p.start == true)
+        if let resume { // admitted: the token is used up now
+            adoptResumeData(resume, into: &create.record, owner: s.record.uid)
         }
-        return pendingCreate(record, start: p.start == true, batch: batch)
+        return create
+    }
+
+    /// Feeds `admitting` for a new task's row: the state's answer is its lifecycle, first events and queue
+    /// place, or a refusal (this request's answer).
+    private func admit(_ record: TaskRecord, start: Bool, bytesExpectedToSend: Int64? = nil) throws(RPCError) -> PendingCreate {
+        let new = DaemonState.NewTask(session: record.session,
+                                      destination: record.kind == TaskKind.download.rawValue ? record.destination : nil,
+                                      start: start, resourceDeadline: record.resourceDeadline)
+        let answer = feed(.admitting(new))
+        run(Array(answer.dropFirst())) // nothing else today
+        switch answer.first {
+        case .admitted(let admission)?:
+            var record = record
+            record.state = admission.machine.state
+            if let place = admission.queueOrder { record.queueOrder = place }
+            let time = Timestamp.format(record.createdAt)
+            let events = admission.events.map { Event(seq: nil, session: record.session, task: nil, time: time, payload: $0) }
+            return PendingCreate(record: record, machine: admission.machine, events: events,
+                                 bytesExpectedToSend: bytesExpectedToSend)
+        case .createRefused(let refusal)?:
+            throw RPCError(refusal)
+        default:
+            throw RPCError(.internalError, "task.create was neither admitted nor refused")
+        }
     }
 
     /// Takes the token of a request's resume data out of the journal (once: a second use finds nothing), after
@@ -394,23 +393,6 @@ extension DaemonCore {
         }
     }
 
-    /// The new task's lifecycle and first events (its place in the queue when it starts at once).
-    /// A queued one takes the next free place behind the queue and the batch's earlier creates (the state moves
-    /// past it when `created` takes it in).
-    private func pendingCreate(_ record: TaskRecord, start: Bool, batch: CreateBatch,
-                               bytesExpectedToSend: Int64? = nil) -> PendingCreate {
-        var record = record
-        let (machine, actions) = TaskStateMachine.created(start: start, resourceDeadline: record.resourceDeadline)
-        record.state = machine.state
-        if actions.contains(.enqueue) {
-            record.queueOrder = state.nextQueueOrder + batch.queued
-        }
-        let time = Timestamp.format(record.createdAt)
-        let events = actions.compactMap(DaemonState.payload(for:))
-            .map { Event(seq: nil, session: record.session, task: nil, time: time, payload: $0) }
-        return PendingCreate(record: record, machine: machine, events: events, bytesExpectedToSend: bytesExpectedToSend)
-    }
-
     /// Moves kept partial data into place for a task created from resume data; on any problem the task
     /// simply starts from zero (like URLSession when resume data cannot be used).
     private func adoptResumeData(_ token: ResumeTokenRecord, into record: inout TaskRecord, owner: UInt32) {
@@ -426,6 +408,26 @@ extension DaemonCore {
         record.bytesExpected = token.bytesExpected
         record.etag = token.etag
         record.lastModified = token.lastModified
+    }
+}
+
+extension RPCError {
+    /// The answer to a task.create the state did not admit.
+    init(_ refusal: DaemonState.CreateRefusal) {
+        switch refusal {
+        case .shuttingDown:
+            self.init(.shuttingDown, "halftunesd is shutting down")
+        case .sessionInvalidated(let session):
+            self.init(.sessionInvalidated, "Session '\(session)' is being invalidated and accepts no new tasks")
+        case let .sessionTasks(session, held, max):
+            self.init(.limitExceeded, "Session '\(session)' already has \(held) unfinished tasks (at most \(max)); wait for some to finish or cancel them")
+        case let .ownerTasks(uid, held, max):
+            self.init(.limitExceeded, "uid \(uid) already has \(held) unfinished tasks across its sessions (at most \(max)); wait for some to finish or cancel them")
+        case let .sessionEvents(session, held, max):
+            self.init(.limitExceeded, "Session '\(session)' has \(held) unacknowledged events (at most \(max)); acknowledge delivered events with events.ack to create more tasks")
+        case let .ownerEvents(uid, held, max):
+            self.init(.limitExceeded, "uid \(uid) has \(held) unacknowledged events across its sessions (at most \(max)); acknowledge delivered events with events.ack to create more tasks")
+        }
     }
 }
 

@@ -5,6 +5,12 @@ import HalfTunesProtocol
 
 extension DaemonState {
     enum Input: Equatable {
+        /// A `task.create` that passed the runner's checks (DaemonState+Admission.swift): answered `admitted`
+        /// (its lifecycle, first events and queue place; counted against the caps until `created`) or
+        /// `createRefused`. The runner journals the admitted ones of a batch in one write, then feeds `created`.
+        case admitting(NewTask)
+        /// The batch's admitted creates will not be created (their journal write could not be submitted).
+        case admissionsWithdrawn
         /// Tasks were created (suspended, or queued with their place) and their rows submitted to the journal:
         /// they join the state, taking their destinations, places and counts at once. Those still `inserting`
         /// start nothing until `createsJournaled`; the others may start.
@@ -133,6 +139,10 @@ extension DaemonState {
     }
 
     enum Action: Equatable {
+        /// `admitting`'s answer: the new task may be created so (the caller journals it and feeds `created`).
+        case admitted(Admission)
+        /// `admitting`'s answer: the new task is refused (the caller answers with it); nothing changed.
+        case createRefused(CreateRefusal)
         /// The task's state machine refused the `task` input: nothing changed (the caller answers with it).
         case refused(Refused)
         /// Journal the task's row with these events in one transaction, then deliver them live (the row's durable

@@ -12,9 +12,11 @@ struct DaemonState {
     var sessions = SessionTable()
     /// The unfinished tasks (and finished ones still stopping a transfer or publishing) with their indexes.
     var tasks = TaskTable()
-    /// The next queue order given to a task that enters the back of the queue (a create reads it and `created`
-    /// moves past the places its tasks took).
+    /// The next queue order given to a task that enters the back of the queue (`admitting` takes one for a
+    /// create that starts at once; `created` and recovery move past the places their tasks hold).
     var nextQueueOrder: Int64 = 1
+    /// The creates admitted and not yet `created` (DaemonState+Admission.swift).
+    var admitted = Admitted()
     /// When each uid was last given a transfer slot (a serial number): between users with as many transfers
     /// running, the one served longest ago goes first (`RunQueue.next`).
     var lastServed: [UInt32: Int64] = [:]
@@ -64,10 +66,14 @@ struct DaemonState {
     }
     /// The limits slots are granted within (`limitsChanged`; the runner feeds its configuration's at start).
     private(set) var limits: SlotLimits
+    /// What a session and a uid may hold before a new task is refused (`admitting`).
+    let caps: TaskCaps
 
     /// `proxyRules`: the daemon's, until `proxyRulesChanged` says otherwise.
-    init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6), proxyRules: ProxyRules = .none) {
+    init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6), caps: TaskCaps = TaskCaps(),
+         proxyRules: ProxyRules = .none) {
         self.limits = limits
+        self.caps = caps
         _ = proxies.setDaemonRules(proxyRules) // no session yet
     }
 
@@ -77,7 +83,12 @@ struct DaemonState {
         var actions: [Action] = []
         tasks.clearChangedHosts() // from here on, the hosts this input changes (`TaskTable.changedHosts`)
         switch input {
+        case let .admitting(new):
+            actions.append(admit(new))
+        case .admissionsWithdrawn:
+            admitted = Admitted() // their places stay taken: a place is never handed out twice
         case let .created(created):
+            admitted = Admitted() // the batch's admitted creates, now counted as tasks
             for var t in created {
                 t = withFirstProxy(t)
                 if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 } // its place is taken

@@ -1,0 +1,104 @@
+// task.create's admission: the state's checks of a new task (shutting down, the caps, its session taking tasks), its lifecycle, first events and queue place.
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+
+extension DaemonState {
+    /// What one session and one uid may hold before `task.create` is refused (the configuration's).
+    struct TaskCaps: Equatable, Sendable {
+        var maxTasksPerSession = 10_000
+        var maxTasksPerUID = 100_000
+        var maxPendingEventsPerSession = 100_000
+        var maxPendingEventsPerUID = 1_000_000
+    }
+
+    /// A new task that passed the runner's checks (its parameters, URL and destination), asking to be admitted
+    /// (`admitting`).
+    struct NewTask: Equatable, Sendable {
+        var session: String
+        /// A download's destination: reserved from its admission on, so a later create of the batch avoids it.
+        var destination: String?
+        /// `start`: queued at once (else suspended, as a `URLSessionTask` is created).
+        var start: Bool
+        var resourceDeadline: Double?
+    }
+
+    /// A new task admitted (`admitted`): its lifecycle, its queue place (nil: not queued), and its first events,
+    /// to be journaled with its row. `created` takes it into the state.
+    struct Admission: Equatable, Sendable {
+        var machine: TaskStateMachine
+        var queueOrder: Int64?
+        var events: [EventPayload]
+    }
+
+    /// Why a new task was not admitted (`createRefused`; the runner answers it as `shuttingDown`,
+    /// `sessionInvalidated` or `limitExceeded`).
+    enum CreateRefusal: Equatable, Sendable {
+        case shuttingDown
+        case sessionInvalidated(String)
+        /// The session holds `held` unfinished tasks, the most `max-tasks-per-session` allows.
+        case sessionTasks(String, held: Int, max: Int)
+        /// The uid holds `held` unfinished tasks across its sessions (`max-tasks-per-uid`).
+        case ownerTasks(UInt32, held: Int, max: Int)
+        /// The session holds `held` unacknowledged events (`max-pending-events`).
+        case sessionEvents(String, held: Int, max: Int)
+        /// The uid holds `held` unacknowledged events across its sessions (`max-pending-events-per-uid`).
+        case ownerEvents(UInt32, held: Int, max: Int)
+    }
+
+    /// The creates admitted and not yet `created` (or withdrawn): the later creates of the same batch are
+    /// checked as if they were created already.
+    struct Admitted: Equatable, Sendable {
+        var destinations: Set<String> = []
+        var tasksBySession: [String: Int] = [:]
+        var tasksByUID: [UInt32: Int] = [:]
+        var eventsBySession: [String: Int] = [:]
+        var eventsByUID: [UInt32: Int] = [:]
+
+        var isEmpty: Bool { tasksBySession.isEmpty }
+    }
+
+    /// A path a task holds, or a create admitted in this batch (a new download's name avoids both).
+    func isReserved(_ path: String) -> Bool {
+        tasks.isReserved(path) || admitted.destinations.contains(path)
+    }
+
+    /// `admitting`: the caps count the creates admitted before it in the batch. An admitted task takes the next
+    /// place at the back of the queue when it starts at once (the state moves past it now: a place is never
+    /// handed out twice, even when its insert fails).
+    mutating func admit(_ new: NewTask) -> Action {
+        if let refusal = refusal(of: new) { return .createRefused(refusal) }
+        let (machine, lifecycle) = TaskStateMachine.created(start: new.start, resourceDeadline: new.resourceDeadline)
+        let events = lifecycle.compactMap(Self.payload(for:))
+        let queueOrder = lifecycle.contains(.enqueue) ? takeQueueOrder() : nil
+        let owner = sessions[new.session]?.record.uid ?? 0
+        if let destination = new.destination { admitted.destinations.insert(destination) }
+        admitted.tasksBySession[new.session, default: 0] += 1
+        admitted.tasksByUID[owner, default: 0] += 1
+        admitted.eventsBySession[new.session, default: 0] += events.count
+        admitted.eventsByUID[owner, default: 0] += events.count
+        return .admitted(Admission(machine: machine, queueOrder: queueOrder, events: events))
+    }
+
+    private func refusal(of new: NewTask) -> CreateRefusal? {
+        guard !shuttingDown else { return .shuttingDown }
+        guard let s = sessions[new.session] else { return .sessionInvalidated(new.session) } // gone meanwhile
+        let (identifier, uid) = (s.record.identifier, s.record.uid)
+        let unfinished = tasks.unfinished(session: identifier) + admitted.tasksBySession[identifier, default: 0]
+        guard unfinished < caps.maxTasksPerSession else {
+            return .sessionTasks(identifier, held: unfinished, max: caps.maxTasksPerSession)
+        }
+        let owned = tasks.unfinished(owner: uid) + admitted.tasksByUID[uid, default: 0]
+        guard owned < caps.maxTasksPerUID else { return .ownerTasks(uid, held: owned, max: caps.maxTasksPerUID) }
+        let pending = s.pendingEvents + admitted.eventsBySession[identifier, default: 0]
+        guard pending < caps.maxPendingEventsPerSession else {
+            return .sessionEvents(identifier, held: pending, max: caps.maxPendingEventsPerSession)
+        }
+        let ownerPending = (pendingEventsByUID[uid] ?? 0) + admitted.eventsByUID[uid, default: 0]
+        guard ownerPending < caps.maxPendingEventsPerUID else {
+            return .ownerEvents(uid, held: ownerPending, max: caps.maxPendingEventsPerUID)
+        }
+        guard s.record.state == .active else { return .sessionInvalidated(identifier) }
+        return nil
+    }
+}

@@ -1,0 +1,119 @@
+import HalfTunesEngine
+import HalfTunesJournal
+import HalfTunesProtocol
+import Testing
+@testable import HalfTunesDaemon
+
+/// task.create's admission is the state's: shutting down, the caps (counting the batch's earlier creates), the
+/// session taking tasks, then the new task's lifecycle, first events and queue place.
+@Suite("DaemonState: admitting new tasks")
+struct DaemonStateAdmissionTests {
+    typealias T = DaemonStateTests
+
+    static func state(caps: DaemonState.TaskCaps = DaemonState.TaskCaps()) -> DaemonState {
+        var state = DaemonState(limits: T.limits, caps: caps)
+        for (name, uid) in [("a", UInt32(1)), ("b", 1), ("c", 2)] {
+            _ = state.handle(.sessionOpened(ManagedSession(
+                record: SessionRecord(identifier: name, uid: uid, configuration: .init(), state: .active, createdAt: 0),
+                lastEventSeq: 0, pendingEvents: 0)), now: 0)
+        }
+        return state
+    }
+
+    static func new(_ session: String = "a", _ destination: String? = nil, start: Bool = false) -> DaemonState.NewTask {
+        DaemonState.NewTask(session: session, destination: destination, start: start, resourceDeadline: 100)
+    }
+
+    static func admission(_ actions: [DaemonState.Action]) -> DaemonState.Admission? {
+        guard actions.count == 1, case .admitted(let admission) = actions[0] else { return nil }
+        return admission
+    }
+
+    static func refusal(_ actions: [DaemonState.Action]) -> DaemonState.CreateRefusal? {
+        guard actions.count == 1, case .createRefused(let refusal) = actions[0] else { return nil }
+        return refusal
+    }
+
+    /// The admitted task as `task.create` hands it to `created` (the journal gave it `id`).
+    static func created(_ id: Int64, _ admission: DaemonState.Admission, session: String = "a", owner: UInt32 = 1) -> ManagedTask {
+        var t = T.task(id, session: session, owner: owner)
+        t.machine = admission.machine
+        t.record.state = admission.machine.state
+        if let place = admission.queueOrder { t.record.queueOrder = place }
+        t.inserting = true
+        return t
+    }
+
+    @Test func aNewTaskIsSuspendedOrQueuedAtTheBackWithItsEvents() throws {
+        var state = Self.state()
+        let suspended = try #require(Self.admission(state.handle(.admitting(Self.new()), now: 0)))
+        #expect(suspended.machine.state == .suspended && suspended.queueOrder == nil)
+        #expect(suspended.events == [.stateChanged(state: .suspended, previous: nil, reason: nil)])
+        let before = state.nextQueueOrder
+        let queued = try #require(Self.admission(state.handle(.admitting(Self.new(start: true)), now: 0)))
+        #expect(queued.machine.state == .queued && queued.queueOrder == before)
+        #expect(queued.events == [.stateChanged(state: .suspended, previous: nil, reason: nil),
+                                  .stateChanged(state: .queued, previous: .suspended, reason: nil)])
+        #expect(queued.machine.resourceDeadline == 100)
+        // The next one queued takes the next place, although the first is not created yet.
+        let next = try #require(Self.admission(state.handle(.admitting(Self.new(start: true)), now: 0)))
+        #expect(next.queueOrder == before + 1 && state.nextQueueOrder == before + 2)
+    }
+
+    @Test func theCapsCountTheBatchsEarlierCreatesUntilTheyAreCreated() throws {
+        var state = Self.state(caps: DaemonState.TaskCaps(maxTasksPerSession: 2, maxTasksPerUID: 3))
+        _ = state.handle(.created([T.task(1, session: "a", owner: 1)]), now: 0)
+        let second = try #require(Self.admission(state.handle(.admitting(Self.new("a")), now: 0)))
+        #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionTasks("a", held: 2, max: 2))
+        // uid 1's other session: the uid's cap counts the admitted one too.
+        _ = try #require(Self.admission(state.handle(.admitting(Self.new("b")), now: 0)))
+        #expect(Self.refusal(state.handle(.admitting(Self.new("b")), now: 0)) == .ownerTasks(1, held: 3, max: 3))
+        #expect(Self.admission(state.handle(.admitting(Self.new("c")), now: 0)) != nil) // uid 2 holds nothing
+        // Created: the tasks count them now, the batch no longer does (not twice).
+        _ = state.handle(.created([Self.created(2, second)]), now: 0)
+        #expect(state.admitted.isEmpty && state.tasks.unfinished(session: "a") == 2)
+        #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionTasks("a", held: 2, max: 2))
+        #expect(Self.admission(state.handle(.admitting(Self.new("b")), now: 0)) != nil)
+    }
+
+    @Test func withdrawnAdmissionsFreeTheirCountsAndNamesButNotTheirPlaces() throws {
+        var state = Self.state(caps: DaemonState.TaskCaps(maxTasksPerSession: 1))
+        let first = try #require(Self.admission(state.handle(.admitting(Self.new("a", "/d/x", start: true)), now: 0)))
+        #expect(state.isReserved("/d/x") && !state.tasks.isReserved("/d/x"))
+        #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionTasks("a", held: 1, max: 1))
+        _ = state.handle(.admissionsWithdrawn, now: 0) // the journal write could not be submitted
+        #expect(!state.isReserved("/d/x") && state.admitted.isEmpty)
+        let again = try #require(Self.admission(state.handle(.admitting(Self.new("a", start: true)), now: 0)))
+        #expect(again.queueOrder == first.queueOrder.map { $0 + 1 }) // a place is never handed out twice
+    }
+
+    @Test func theUnacknowledgedEventsCapCountsTheBatchsFirstEvents() throws {
+        var state = Self.state(caps: DaemonState.TaskCaps(maxPendingEventsPerSession: 4, maxPendingEventsPerUID: 6))
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 2, count: 2), now: 0)
+        _ = try #require(Self.admission(state.handle(.admitting(Self.new("a", start: true)), now: 0))) // two events
+        #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionEvents("a", held: 4, max: 4))
+        _ = try #require(Self.admission(state.handle(.admitting(Self.new("b")), now: 0))) // one event
+        _ = try #require(Self.admission(state.handle(.admitting(Self.new("b")), now: 0)))
+        #expect(Self.refusal(state.handle(.admitting(Self.new("b")), now: 0)) == .ownerEvents(1, held: 6, max: 6))
+        #expect(Self.admission(state.handle(.admitting(Self.new("c")), now: 0)) != nil) // uid 2's own count
+        _ = state.handle(.admissionsWithdrawn, now: 0)
+        #expect(Self.admission(state.handle(.admitting(Self.new("b")), now: 0)) != nil)
+    }
+
+    @Test func nothingIsAdmittedWhileShuttingDownOrIntoASessionBeingInvalidated() throws {
+        var state = Self.state(caps: DaemonState.TaskCaps(maxTasksPerSession: 1))
+        _ = state.handle(.created([T.task(1, session: "a", owner: 1)]), now: 0)
+        _ = state.handle(.task(1, .resume), now: 0) // running: an invalidation lets it finish
+        _ = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)
+        #expect(state.tasks.unfinished(session: "a") == 1)
+        // The caps are answered first, as task.create always did; then the session's state.
+        #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionTasks("a", held: 1, max: 1))
+        _ = state.handle(.sessionInvalidating("b", cancelTasks: false), now: 0)
+        #expect(Self.refusal(state.handle(.admitting(Self.new("b")), now: 0)) == .sessionInvalidated("b"))
+        #expect(Self.refusal(state.handle(.admitting(Self.new("nobody")), now: 0)) == .sessionInvalidated("nobody"))
+        let order = state.nextQueueOrder
+        _ = state.handle(.shutdownBegan, now: 0)
+        #expect(Self.refusal(state.handle(.admitting(Self.new("c", start: true)), now: 0)) == .shuttingDown)
+        #expect(state.admitted.isEmpty && state.nextQueueOrder == order) // a refusal changes nothing
+    }
+}
