@@ -34,8 +34,11 @@ extension DaemonCore {
         return nil
     }
 
-    /// Carries out the state's actions, in order.
-    func run(_ actions: [DaemonState.Action]) {
+    /// Carries out the state's actions, in order. Returns the outcome of the session row it submitted
+    /// (`writeSession`), for the caller that fed the input to answer with.
+    @discardableResult
+    func run(_ actions: [DaemonState.Action]) -> WriteOutcome? {
+        var sessionWritten: WriteOutcome?
         for action in actions {
             switch action {
             case .refused(let refusal):
@@ -73,6 +76,12 @@ extension DaemonCore {
                 move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable)
             case let .completionEnded(id, location, error):
                 completionEnded(id, location: location, error: error)
+            case .sessionOpen:
+                break // `sessionOpening`'s answer, read by session.open
+            case .writeSession(let record):
+                sessionWritten = journal.submitting { try $0.upsertSession(record) }
+            case .releaseSubscribers(let session):
+                letSubscribersGo(session)
             case .finishInvalidation(let session):
                 finishInvalidation(session)
             case let .recordLaunch(session, record):
@@ -89,6 +98,7 @@ extension DaemonCore {
                 pruneResumeData(now: now)
             }
         }
+        return sessionWritten
     }
 
     /// Makes the retry timer wake at `at`, the earliest retry time of any waiting task (one timer for all of

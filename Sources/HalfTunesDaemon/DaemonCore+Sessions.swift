@@ -1,4 +1,4 @@
-// Sessions and their events in the core: open, invalidate, subscribe, acknowledge, and the per-user caps.
+// Sessions and their events in the core: open, invalidate, subscribe, acknowledge.
 import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
@@ -21,41 +21,38 @@ extension DaemonCore {
             throw RPCError.invalidParams("configuration.launchUnit: '\(unit)' with this session's escaped identifier as its "
                 + "instance is longer than \(UnitName.maxLength) bytes; use a shorter identifier or a unit that is not a template")
         }
-        if var existing = state.sessions[id] {
-            guard existing.record.state == .active else {
-                throw RPCError(.sessionInvalidated,
-                               "Session '\(id)' is being invalidated; its identifier can be reused once its tasks end")
-            }
-            if p.configuration != nil, config != existing.record.configuration {
-                existing.record.configuration = config
-                let record = existing.record
-                feedAndRun(.sessionReconfiguring(id))
-                let ticket = state.sessions[id]?.configTickets.issued
-                try await journaling { try $0.upsertSession(record) }
-                // Written in ticket order: the state takes the configuration written last, whatever order the
-                // calls resume in.
-                if state.sessions[id]?.record.state == .active { feedAndRun(.sessionConfigured(id, config, ticket: ticket)) }
-                existing = state.sessions[id] ?? existing // a new launch unit may have started at once
-            }
-            return SessionOpenResult(session: sessionInfo(existing), reattached: true)
-        }
-        try checkCapsForNewSession(owner: owner)
         let record = SessionRecord(identifier: id, uid: owner, configuration: config, state: .active, createdAt: clock())
-        // A session not in the state has no row (the state holds every journaled session), nor events.
-        let s = ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)
-        feedAndRun(.sessionOpened(s))
-        do throws(RPCError) {
-            try await journaling { try $0.upsertSession(record) }
-        } catch {
-            // Whatever was created in it meanwhile was submitted after the row and fails with it.
-            if state.sessions[id]?.record.createdAt == record.createdAt {
-                feedAndRun(.sessionRemoved(id))
-                letSubscribersGo(id) // a client that subscribed meanwhile
-            }
-            throw error
+        let actions = feed(.sessionOpening(record, reconfigure: p.configuration != nil))
+        let written = run(actions)
+        let before = state.sessions[id]
+        guard case .sessionOpen(let answer)? = actions.first else {
+            throw RPCError(.internalError, "session.open was neither answered nor refused")
         }
-        logger.info("session opened", metadata: ["session": "\(id)"])
-        return SessionOpenResult(session: sessionInfo(state.sessions[id] ?? s), reattached: false)
+        let failure = await written?.failure
+        let reattached: Bool
+        switch answer {
+        case .refused(let refusal):
+            throw RPCError(refusal)
+        case .reattached:
+            reattached = true
+        case .reconfiguring(let ticket):
+            if let failure { throw journalWriteFailed(failure) }
+            // Written in ticket order: the state takes the configuration written last, whatever order the calls
+            // resume in.
+            feedAndRun(.sessionConfigured(id, config, ticket: ticket))
+            reattached = true
+        case .opened:
+            if let failure {
+                // Whatever was created in it meanwhile was submitted after the row and fails with it.
+                feedAndRun(.sessionRemoved(id, createdAt: record.createdAt))
+                throw journalWriteFailed(failure)
+            }
+            logger.info("session opened", metadata: ["session": "\(id)"])
+            reattached = false
+        }
+        // A new launch unit may have started at once; a session invalidated and gone meanwhile is shown as it was.
+        guard let s = state.sessions[id] ?? before else { throw RPCError.unknownSession(id) }
+        return SessionOpenResult(session: sessionInfo(s), reattached: reattached)
     }
 
     /// Why `name` cannot be a session identifier, or nil: 1–255 bytes of letters, digits and
@@ -162,14 +159,8 @@ extension DaemonCore {
         _ = try session(p.identifier, for: caller)
         // finishTasksAndInvalidate (no cancelTasks): pending tasks finish; suspended ones would never end, so
         // they are canceled. The session's new state is journaled before anything may delete it.
-        let actions = feed(.sessionInvalidating(p.identifier, cancelTasks: p.cancelTasks == true))
-        // Submitted before anything the actions submit (the deletion included), awaited after them.
-        var written: WriteOutcome?
-        if let s = state.sessions[p.identifier] {
-            let record = s.record
-            written = journal.submitting { try $0.upsertSession(record) }
-        }
-        run(actions)
+        // Its row is submitted before anything the other actions submit (the deletion included), awaited after them.
+        let written = run(feed(.sessionInvalidating(p.identifier, cancelTasks: p.cancelTasks == true)))
         await settled() // the invalidation's end, if it ended at once
         if let failure = await written?.failure {
             throw RPCError(.ioError, "The journal could not be written (\(failure)); the session is invalidated until the "
@@ -199,13 +190,13 @@ extension DaemonCore {
         if let uid = state.sessions[identifier]?.record.uid, !deleted.isEmpty { // deleted with the session
             feedAndRun(.resumeDataChanged(uid: uid, kept: -deleted.count, inFlight: 0))
         }
-        feedAndRun(.sessionRemoved(identifier)) // with its tasks and unacknowledged events
-        letSubscribersGo(identifier)
+        feedAndRun(.sessionRemoved(identifier)) // with its tasks and unacknowledged events; its subscribers let go
         logger.info("session invalidated", metadata: ["session": "\(identifier)"])
     }
 
-    /// The session left the state (invalidated, or its row was never written): its subscribers are told
-    /// (`didBecomeInvalid`) and let go, so none of them is left registered for an identifier opened again later.
+    /// `releaseSubscribers`: the session left the state (invalidated, or its row was never written): its
+    /// subscribers are told (`didBecomeInvalid`) and let go, so none of them is left registered for an identifier
+    /// opened again later.
     func letSubscribersGo(_ identifier: String) {
         let event = Event(seq: nil, session: identifier, task: nil, time: Timestamp.format(clock()), payload: .didBecomeInvalid)
         for outbox in subscribers.removeSession(identifier) { outbox.send(notification: event) }
@@ -229,9 +220,14 @@ extension DaemonCore {
         do {
             return try await journal.writing(operation)
         } catch {
-            logger.error("journal write failed: \(error)")
-            throw RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed")
+            throw journalWriteFailed("\(error)")
         }
+    }
+
+    /// A journal write failed: logged, and answered `ioError`.
+    func journalWriteFailed(_ error: String) -> RPCError {
+        logger.error("journal write failed: \(error)")
+        return RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed")
     }
 
     func journaled<T>(_ body: () throws -> T) throws(RPCError) -> T {
@@ -444,15 +440,14 @@ extension DaemonCore {
     }
 }
 
-// MARK: - Caps
-
-extension DaemonCore {
-    /// Refuses a new session when its owner already holds `maxSessionsPerUID` (each session may hold its
-    /// own tasks and events, so the per-session caps would otherwise multiply without bound).
-    func checkCapsForNewSession(owner: UInt32) throws(RPCError) {
-        let held = state.sessions.identifiers(of: owner).count
-        guard held < configuration.maxSessionsPerUID else {
-            throw RPCError(.limitExceeded, "uid \(owner) already has \(held) sessions (at most \(configuration.maxSessionsPerUID)); "
+extension RPCError {
+    /// The answer to a session.open the state refused.
+    init(_ refusal: DaemonState.SessionRefusal) {
+        switch refusal {
+        case .invalidating(let id):
+            self.init(.sessionInvalidated, "Session '\(id)' is being invalidated; its identifier can be reused once its tasks end")
+        case let .tooMany(uid, held, max):
+            self.init(.limitExceeded, "uid \(uid) already has \(held) sessions (at most \(max)); "
                 + "invalidate sessions you no longer use (halftunesctl session invalidate ID)")
         }
     }

@@ -52,10 +52,11 @@ actor DaemonCore {
                                      notifications: NotificationPoster(log: { [logger] in logger.notice("\($0)") }))
         self.state = DaemonState(limits: DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
                                                                 maxConnectionsPerHost: configuration.maxConnectionsPerHost),
-                                 caps: DaemonState.TaskCaps(maxTasksPerSession: configuration.maxTasksPerSession,
-                                                            maxTasksPerUID: configuration.maxTasksPerUID,
-                                                            maxPendingEventsPerSession: configuration.maxPendingEventsPerSession,
-                                                            maxPendingEventsPerUID: configuration.maxPendingEventsPerUID),
+                                 caps: DaemonState.Caps(maxSessionsPerUID: configuration.maxSessionsPerUID,
+                                                        maxTasksPerSession: configuration.maxTasksPerSession,
+                                                        maxTasksPerUID: configuration.maxTasksPerUID,
+                                                        maxPendingEventsPerSession: configuration.maxPendingEventsPerSession,
+                                                        maxPendingEventsPerUID: configuration.maxPendingEventsPerUID),
                                  proxyRules: configuration.proxyRules)
         self.state.daemonUID = geteuid()
         if let path = InputLog.path { self.inputLog = InputLog(initial: state, reportPath: path) }

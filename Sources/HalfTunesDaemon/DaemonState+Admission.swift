@@ -4,8 +4,10 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonState {
-    /// What one session and one uid may hold before `task.create` is refused (the configuration's).
-    struct TaskCaps: Equatable, Sendable {
+    /// What one session and one uid may hold before `task.create` (or a new session) is refused (the
+    /// configuration's).
+    struct Caps: Equatable, Sendable {
+        var maxSessionsPerUID = 1000
         var maxTasksPerSession = 10_000
         var maxTasksPerUID = 100_000
         var maxPendingEventsPerSession = 100_000

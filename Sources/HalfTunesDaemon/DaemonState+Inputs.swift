@@ -45,20 +45,20 @@ extension DaemonState {
         case attemptProgress(Int64, Progress)
         /// A task's row changed outside its lifecycle (`task.move`, `task.update`): journaled, and slots granted.
         case edited(Int64, TaskEdit)
-        /// A new session was journaled.
-        case sessionOpened(ManagedSession)
-        /// A session's configuration changed (journaled): a new `maxConcurrent` applies at once.
+        /// `session.open` (DaemonState+Sessions.swift, `opening`): answered `sessionOpen` (reattached,
+        /// reconfiguring with a ticket, opened, or refused), then `writeSession` when a row must be written.
+        case sessionOpening(SessionRecord, reconfigure: Bool)
+        /// A session's new configuration was journaled (`ticket`: the one `sessionOpen(.reconfiguring)` gave): a
+        /// new `maxConcurrent` applies at once. A configuration is taken only if no later ticket's was, so two
+        /// reconfigurations that resume out of order leave the one the journal wrote last (nil: taken as it
+        /// comes); a session no longer active keeps its own.
         case sessionConfigured(String, SessionConfiguration, ticket: UInt64? = nil)
-        /// A reconfiguration of the session is about to be written: it takes the session's next ticket
-        /// (`ManagedSession.configTickets.issued`), which `sessionConfigured` brings back once written. A
-        /// configuration is taken only if no later ticket's was, so two reconfigurations that resume out of order
-        /// leave the one the journal wrote last (nil: taken as it comes).
-        case sessionReconfiguring(String)
         /// `session.invalidate` (DaemonState+Sessions.swift): its tasks are canceled as asked, and it takes
         /// nothing new.
         case sessionInvalidating(String, cancelTasks: Bool)
-        /// An invalidated session's rows were deleted: it leaves the state with its tasks.
-        case sessionRemoved(String)
+        /// An invalidated session's rows were deleted, or a new session's row could not be written (`createdAt`:
+        /// only if it is still that session): it leaves the state with its tasks; its subscribers are let go.
+        case sessionRemoved(String, createdAt: Double? = nil)
         /// The session's journaled events through `lastSeq` (`count` of them) were stored.
         case eventsJournaled(session: String, lastSeq: Int64, count: Int)
         /// The session's events through `through` were acknowledged and `pruned` from the journal.
@@ -174,6 +174,14 @@ extension DaemonState {
         case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool)
         /// The task's completion ended (published at `location`, or failed): whoever waits for its move goes on.
         case completionEnded(Int64, location: String?, error: TaskError?)
+        /// `sessionOpening`'s answer: the caller answers with it (and carries out the `writeSession` after it).
+        case sessionOpen(SessionOpening)
+        /// Journal the session's row (submitted: in the journal's order before anything later actions submit); the
+        /// runner hands the write's outcome back to the caller that fed the input (`run`'s result).
+        case writeSession(SessionRecord)
+        /// The session left the state: tell its subscribers (`didBecomeInvalid`) and let them go, so none of them
+        /// is left registered for an identifier opened again later.
+        case releaseSubscribers(session: String)
         /// Delete this invalidated session (its tasks have finished and no transfer of it is stopping): its
         /// resume data, its journal rows; then feed `sessionRemoved` and tell its subscribers.
         case finishInvalidation(session: String)

@@ -4,10 +4,61 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonState {
+    /// `session.open`'s answer (`sessionOpen`).
+    enum SessionOpening: Equatable, Sendable {
+        /// An active session of that identifier exists and its configuration stays.
+        case reattached
+        /// It exists and takes the new configuration once its row (`writeSession`, next) is written: the caller
+        /// feeds `sessionConfigured` with this ticket then.
+        case reconfiguring(ticket: UInt64)
+        /// A new session, in the state from now on; its row (`writeSession`, next) is being written: if that fails
+        /// the caller feeds `sessionRemoved` with its `createdAt`.
+        case opened
+        case refused(SessionRefusal)
+    }
+
+    enum SessionRefusal: Equatable, Sendable {
+        /// Its identifier is being invalidated (reusable once its tasks end).
+        case invalidating(String)
+        /// The uid holds `held` sessions, the most `max-sessions-per-uid` allows.
+        case tooMany(UInt32, held: Int, max: Int)
+    }
+
+    /// `session.open` of `record` (its configuration resolved and checked by the runner): reattaches, takes a new
+    /// configuration (a ticket: `sessionConfigured` takes only the one written last), or opens a new session
+    /// within the uid's cap. Its answer first; then the row to write, if any.
+    mutating func opening(_ record: SessionRecord, reconfigure: Bool, into actions: inout [Action]) {
+        let id = record.identifier
+        if var existing = sessions[id] {
+            guard existing.record.state == .active else { return actions.append(.sessionOpen(.refused(.invalidating(id)))) }
+            guard reconfigure, record.configuration != existing.record.configuration else {
+                return actions.append(.sessionOpen(.reattached))
+            }
+            existing.configTickets.issued += 1
+            sessions[id] = existing
+            existing.record.configuration = record.configuration
+            actions.append(.sessionOpen(.reconfiguring(ticket: existing.configTickets.issued)))
+            actions.append(.writeSession(existing.record))
+            return
+        }
+        let held = sessions.identifiers(of: record.uid).count
+        guard held < caps.maxSessionsPerUID else {
+            return actions.append(.sessionOpen(.refused(.tooMany(record.uid, held: held, max: caps.maxSessionsPerUID))))
+        }
+        // A session not in the state has no row (the state holds every journaled session), nor events.
+        sessions[id] = ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)
+        proxySettings(session: id, record.configuration)
+        actions.append(.sessionOpen(.opened))
+        actions.append(.writeSession(record))
+    }
+
     /// Invalidation begins: with `cancelTasks` every unfinished task is canceled, else only the suspended ones
     /// (pending tasks finish; suspended ones would never end). The session accepts nothing new from now on.
+    /// Its row (`invalidating`) is written first, before anything its tasks' ends or its deletion write.
     mutating func invalidating(_ identifier: String, cancelTasks: Bool, now: Double, into actions: inout [Action]) {
-        guard sessions[identifier] != nil else { return }
+        guard var s = sessions[identifier] else { return }
+        s.record.state = .invalidating
+        actions.append(.writeSession(s.record))
         for id in tasks.ids(session: identifier).sorted() {
             guard let state = tasks[id]?.machine.state else { continue }
             if cancelTasks ? !state.isTerminal : state == .suspended {
@@ -28,8 +79,9 @@ extension DaemonState {
 
     /// The session is gone (invalidated, its tasks ended and its journal rows deleted): its tasks, counts and
     /// unacknowledged events go with it.
-    mutating func removeSession(_ identifier: String) {
+    mutating func removeSession(_ identifier: String, into actions: inout [Action]) {
         guard let s = sessions[identifier] else { return }
+        actions.append(.releaseSubscribers(session: identifier))
         countPendingEvents(s, -s.pendingEvents)
         for id in tasks.ids(session: identifier) { tasks[id] = nil }
         tasks.forgetFinished(session: identifier)

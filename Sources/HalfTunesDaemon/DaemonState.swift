@@ -67,10 +67,10 @@ struct DaemonState {
     /// The limits slots are granted within (`limitsChanged`; the runner feeds its configuration's at start).
     private(set) var limits: SlotLimits
     /// What a session and a uid may hold before a new task is refused (`admitting`).
-    let caps: TaskCaps
+    let caps: Caps
 
     /// `proxyRules`: the daemon's, until `proxyRulesChanged` says otherwise.
-    init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6), caps: TaskCaps = TaskCaps(),
+    init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6), caps: Caps = Caps(),
          proxyRules: ProxyRules = .none) {
         self.limits = limits
         self.caps = caps
@@ -188,12 +188,10 @@ struct DaemonState {
             if edit.bandwidthLimit != nil, t.attemptInFlight { actions.append(.setBandwidth(id, rate: t.record.bandwidthLimit ?? 0)) }
             if !mayTransfer(session: t.record.session) { regate(id, now: now, into: &actions) }
             grantSlots(limits, now: now, into: &actions)
-        case .sessionOpened(let s):
-            sessions[s.record.identifier] = s
-            proxySettings(session: s.record.identifier, s.record.configuration)
-        case .sessionReconfiguring(let identifier):
-            sessions[identifier]?.configTickets.issued += 1
+        case let .sessionOpening(record, reconfigure):
+            opening(record, reconfigure: reconfigure, into: &actions)
         case let .sessionConfigured(identifier, configuration, ticket):
+            guard sessions[identifier]?.record.state == .active else { break } // invalidated meanwhile: it keeps its own
             if let ticket {
                 guard let s = sessions[identifier], ticket > s.configTickets.applied else { break }
                 sessions[identifier]?.configTickets.applied = ticket
@@ -209,8 +207,10 @@ struct DaemonState {
         case let .sessionInvalidating(identifier, cancelTasks):
             invalidating(identifier, cancelTasks: cancelTasks, now: now, into: &actions)
             grantSlots(limits, now: now, into: &actions)
-        case .sessionRemoved(let identifier):
-            removeSession(identifier)
+        case let .sessionRemoved(identifier, createdAt):
+            // A new session whose row failed goes only if it is still that one (not one opened again since).
+            guard createdAt == nil || sessions[identifier]?.record.createdAt == createdAt else { break }
+            removeSession(identifier, into: &actions)
             launches[identifier] = nil
             proxies.remove(session: identifier)
         case let .eventsJournaled(session, lastSeq, count):

@@ -10,12 +10,11 @@ import Testing
 struct DaemonStateAdmissionTests {
     typealias T = DaemonStateTests
 
-    static func state(caps: DaemonState.TaskCaps = DaemonState.TaskCaps()) -> DaemonState {
+    static func state(caps: DaemonState.Caps = DaemonState.Caps()) -> DaemonState {
         var state = DaemonState(limits: T.limits, caps: caps)
         for (name, uid) in [("a", UInt32(1)), ("b", 1), ("c", 2)] {
-            _ = state.handle(.sessionOpened(ManagedSession(
-                record: SessionRecord(identifier: name, uid: uid, configuration: .init(), state: .active, createdAt: 0),
-                lastEventSeq: 0, pendingEvents: 0)), now: 0)
+            _ = state.handle(.sessionOpening(SessionRecord(identifier: name, uid: uid, configuration: .init(), state: .active,
+                                                           createdAt: 0), reconfigure: false), now: 0)
         }
         return state
     }
@@ -61,7 +60,7 @@ struct DaemonStateAdmissionTests {
     }
 
     @Test func theCapsCountTheBatchsEarlierCreatesUntilTheyAreCreated() throws {
-        var state = Self.state(caps: DaemonState.TaskCaps(maxTasksPerSession: 2, maxTasksPerUID: 3))
+        var state = Self.state(caps: DaemonState.Caps(maxTasksPerSession: 2, maxTasksPerUID: 3))
         _ = state.handle(.created([T.task(1, session: "a", owner: 1)]), now: 0)
         let second = try #require(Self.admission(state.handle(.admitting(Self.new("a")), now: 0)))
         #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionTasks("a", held: 2, max: 2))
@@ -77,7 +76,7 @@ struct DaemonStateAdmissionTests {
     }
 
     @Test func withdrawnAdmissionsFreeTheirCountsAndNamesButNotTheirPlaces() throws {
-        var state = Self.state(caps: DaemonState.TaskCaps(maxTasksPerSession: 1))
+        var state = Self.state(caps: DaemonState.Caps(maxTasksPerSession: 1))
         let first = try #require(Self.admission(state.handle(.admitting(Self.new("a", "/d/x", start: true)), now: 0)))
         #expect(state.isReserved("/d/x") && !state.tasks.isReserved("/d/x"))
         #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionTasks("a", held: 1, max: 1))
@@ -88,7 +87,7 @@ struct DaemonStateAdmissionTests {
     }
 
     @Test func theUnacknowledgedEventsCapCountsTheBatchsFirstEvents() throws {
-        var state = Self.state(caps: DaemonState.TaskCaps(maxPendingEventsPerSession: 4, maxPendingEventsPerUID: 6))
+        var state = Self.state(caps: DaemonState.Caps(maxPendingEventsPerSession: 4, maxPendingEventsPerUID: 6))
         _ = state.handle(.eventsJournaled(session: "a", lastSeq: 2, count: 2), now: 0)
         _ = try #require(Self.admission(state.handle(.admitting(Self.new("a", start: true)), now: 0))) // two events
         #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionEvents("a", held: 4, max: 4))
@@ -101,7 +100,7 @@ struct DaemonStateAdmissionTests {
     }
 
     @Test func nothingIsAdmittedWhileShuttingDownOrIntoASessionBeingInvalidated() throws {
-        var state = Self.state(caps: DaemonState.TaskCaps(maxTasksPerSession: 1))
+        var state = Self.state(caps: DaemonState.Caps(maxTasksPerSession: 1))
         _ = state.handle(.created([T.task(1, session: "a", owner: 1)]), now: 0)
         _ = state.handle(.task(1, .resume), now: 0) // running: an invalidation lets it finish
         _ = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)

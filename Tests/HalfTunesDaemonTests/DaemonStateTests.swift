@@ -15,9 +15,8 @@ struct DaemonStateTests {
                       limits: DaemonState.SlotLimits = limits) -> DaemonState {
         var state = DaemonState(limits: limits)
         for (name, uid, config) in sessions {
-            _ = state.handle(.sessionOpened(ManagedSession(
-                record: SessionRecord(identifier: name, uid: uid, configuration: config, state: .active, createdAt: 0),
-                lastEventSeq: 0, pendingEvents: 0)), now: 0)
+            _ = state.handle(.sessionOpening(SessionRecord(identifier: name, uid: uid, configuration: config, state: .active,
+                                                           createdAt: 0), reconfigure: false), now: 0)
         }
         return state
     }
@@ -313,7 +312,10 @@ struct DaemonStateTests {
         var restarted = Self.state()
         restarted.sessions["b"]?.record.state = .invalidating
         #expect(restarted.handle(.restoreFinished, now: 0) == [.finishInvalidation(session: "b"), .pruneResumeData(now: 0)])
-        #expect(restarted.handle(.sessionInvalidating("a", cancelTasks: false), now: 0) == [.finishInvalidation(session: "a")],
-                "a session with no task is done at once")
+        var row = try #require(restarted.sessions["a"]).record
+        row.state = .invalidating
+        #expect(restarted.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)
+                == [.writeSession(row), .finishInvalidation(session: "a")],
+                "a session with no task is done at once (its row written first)")
     }
 }
