@@ -49,40 +49,6 @@ struct Meters {
     var sent = ThroughputMeter()
 }
 
-/// Where the daemon-wide limits come from: the configuration file and flags (nil until `loadLimits()`; reloads
-/// change them), and `daemon.setLimits` (journaled), which wins.
-struct LimitSources {
-    var configured: DaemonLimits?
-    var overrides = DaemonSetLimitsParams()
-    /// `daemon.setLimits` calls in the order their writes were submitted (the journal writes them in that order).
-    private var issued: UInt64 = 0
-    /// Per limit, the latest call whose value is in `overrides`.
-    private var appliedBy = (maxConcurrent: UInt64(0), maxConnectionsPerHost: UInt64(0), bandwidthLimit: UInt64(0))
-
-    /// A `daemon.setLimits` call's place, taken before its write is submitted.
-    mutating func ticket() -> UInt64 {
-        issued += 1
-        return issued
-    }
-
-    /// The call with `ticket` was written: each of its values replaces the one in memory unless a later call's
-    /// already did, so memory ends with what the journal ends with, whatever order the calls resume in.
-    mutating func written(_ p: DaemonSetLimitsParams, ticket: UInt64) {
-        if let v = p.maxConcurrent, ticket > appliedBy.maxConcurrent {
-            overrides.maxConcurrent = v
-            appliedBy.maxConcurrent = ticket
-        }
-        if let v = p.maxConnectionsPerHost, ticket > appliedBy.maxConnectionsPerHost {
-            overrides.maxConnectionsPerHost = v
-            appliedBy.maxConnectionsPerHost = ticket
-        }
-        if let v = p.bandwidthLimit, ticket > appliedBy.bandwidthLimit {
-            overrides.bandwidthLimit = v
-            appliedBy.bandwidthLimit = ticket
-        }
-    }
-}
-
 /// The runner's timers and background work: the housekeeping loop, the one timer for every retry, which wakes at
 /// the earliest retry time `TaskTable` holds (`armRetryTimer`), and the latest of the journal work the runner
 /// carries out in the background, one piece after another (`DaemonCore.inBackground`, `settled`).

@@ -3,6 +3,7 @@ import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
+import Logging
 import NIOConcurrencyHelpers
 
 extension DaemonCore {
@@ -141,58 +142,39 @@ extension DaemonCore {
 // MARK: - Daemon-wide limits: configured (file, flags, reloads), overridden by daemon.setLimits (journaled), applied live.
 
 extension DaemonCore {
-    /// Journal `settings` keys (the configuration file's names).
-    enum LimitKey {
-        static let maxConcurrent = "max-concurrent"
-        static let maxConnectionsPerHost = "max-connections-per-host"
-        static let bandwidthLimit = "bandwidth-limit"
-    }
-
-    /// The limits in effect.
-    var limits: DaemonLimits {
-        DaemonLimits(maxConcurrent: configuration.maxConcurrent,
-                     maxConnectionsPerHost: configuration.maxConnectionsPerHost,
-                     bandwidthLimit: configuration.bandwidthLimit)
-    }
+    /// The limits in effect (the state's: DaemonState+Limits.swift).
+    var limits: DaemonLimits { state.effectiveLimits }
 
     /// At start: the configured limits, then the journaled `daemon.setLimits` values over them.
     func loadLimits() {
-        limitSources.configured = limits
+        feedAndRun(.limitsConfigured(DaemonLimits(maxConcurrent: configuration.maxConcurrent,
+                                                  maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+                                                  bandwidthLimit: configuration.bandwidthLimit)))
         let stored = (try? journal.settings()) ?? [:]
         var overrides = DaemonSetLimitsParams()
-        if let text = stored[LimitKey.maxConcurrent], let v = Int(text), Self.limitRange.contains(v) {
+        if let text = stored[DaemonState.Limit.maxConcurrent.rawValue], let v = Int(text), Self.limitRange.contains(v) {
             overrides.maxConcurrent = v
         }
-        if let text = stored[LimitKey.maxConnectionsPerHost], let v = Int(text), Self.limitRange.contains(v) {
+        if let text = stored[DaemonState.Limit.maxConnectionsPerHost.rawValue], let v = Int(text), Self.limitRange.contains(v) {
             overrides.maxConnectionsPerHost = v
         }
-        if let text = stored[LimitKey.bandwidthLimit], let v = Int64(text), ByteRate.problem(with: v) == nil {
+        if let text = stored[DaemonState.Limit.bandwidthLimit.rawValue], let v = Int64(text), ByteRate.problem(with: v) == nil {
             overrides.bandwidthLimit = v
         }
-        limitSources.overrides = overrides
-        applyLimits()
-        if overrides.maxConcurrent != nil || overrides.maxConnectionsPerHost != nil || overrides.bandwidthLimit != nil {
-            logger.info("limits set with daemon.setLimits are in effect (they win over the configuration file)",
-                        metadata: ["maxConcurrent": "\(configuration.maxConcurrent)",
-                                   "maxConnectionsPerHost": "\(configuration.maxConnectionsPerHost)",
-                                   "bandwidthLimit": "\(configuration.bandwidthLimit)"])
-        }
+        guard overrides != DaemonSetLimitsParams() else { return }
+        feedAndRun(.limitsRestored(overrides))
+        logger.info("limits set with daemon.setLimits are in effect (they win over the configuration file)",
+                    metadata: limitsMetadata)
     }
 
     /// A reload read new configured limits; values set with `daemon.setLimits` still win.
     func setConfiguredLimits(_ configured: DaemonLimits) {
-        limitSources.configured = configured
-        let o = limitSources.overrides
-        let masked = [
-            o.maxConcurrent.flatMap { $0 != configured.maxConcurrent ? LimitKey.maxConcurrent : nil },
-            o.maxConnectionsPerHost.flatMap { $0 != configured.maxConnectionsPerHost ? LimitKey.maxConnectionsPerHost : nil },
-            o.bandwidthLimit.flatMap { $0 != configured.bandwidthLimit ? LimitKey.bandwidthLimit : nil },
-        ].compactMap { $0 }
+        feedAndRun(.limitsConfigured(configured))
+        let masked = state.limitSources.masked
         if !masked.isEmpty {
-            let keys = masked.joined(separator: ", ")
+            let keys = masked.map(\.rawValue).joined(separator: ", ")
             logger.notice("\(keys) keep the value set with daemon.setLimits (`halftunesctl limits` changes it); the configuration file's value is not used")
         }
-        applyLimits()
     }
 
     /// `daemon.setLimits`: checks every given value, journals them, applies them to running transfers.
@@ -214,30 +196,25 @@ extension DaemonCore {
             throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
         }
         var values: [String: String?] = [:]
-        if let v = p.maxConcurrent { values[LimitKey.maxConcurrent] = String(v) }
-        if let v = p.maxConnectionsPerHost { values[LimitKey.maxConnectionsPerHost] = String(v) }
-        if let v = p.bandwidthLimit { values[LimitKey.bandwidthLimit] = String(v) }
+        if let v = p.maxConcurrent { values[DaemonState.Limit.maxConcurrent.rawValue] = String(v) }
+        if let v = p.maxConnectionsPerHost { values[DaemonState.Limit.maxConnectionsPerHost.rawValue] = String(v) }
+        if let v = p.bandwidthLimit { values[DaemonState.Limit.bandwidthLimit.rawValue] = String(v) }
         guard !values.isEmpty else { return limits }
         let settings = values
-        let ticket = limitSources.ticket()
+        let answer = feed(.limitsSetting)
+        guard case .limitsTicket(let ticket)? = answer.first else {
+            throw RPCError(.internalError, "daemon.setLimits was given no place among the writes")
+        }
+        run(Array(answer.dropFirst())) // nothing else today
         try await journaling { try $0.setSettings(settings) } // written in the order of the tickets
-        limitSources.written(p, ticket: ticket) // so two calls resuming out of order still end as written
-        applyLimits()
-        logger.notice("limits changed", metadata: ["maxConcurrent": "\(configuration.maxConcurrent)",
-                                                   "maxConnectionsPerHost": "\(configuration.maxConnectionsPerHost)",
-                                                   "bandwidthLimit": "\(configuration.bandwidthLimit)"])
+        feedAndRun(.limitsWritten(p, ticket: ticket)) // so two calls resuming out of order still end as written
+        logger.notice("limits changed", metadata: limitsMetadata)
         return limits
     }
 
-    /// Puts the effective limits in place: more slots start queued tasks at once; fewer let running
-    /// transfers finish (none is stopped); a bandwidth change reaches running transfers within 1/4 s.
-    private func applyLimits() {
-        let configured = limitSources.configured ?? limits
-        configuration.maxConcurrent = limitSources.overrides.maxConcurrent ?? configured.maxConcurrent
-        configuration.maxConnectionsPerHost = limitSources.overrides.maxConnectionsPerHost ?? configured.maxConnectionsPerHost
-        configuration.bandwidthLimit = limitSources.overrides.bandwidthLimit ?? configured.bandwidthLimit
-        services.globalBandwidth.setRate(configuration.bandwidthLimit)
-        feedAndRun(.limitsChanged(slotLimits)) // each host's allowance follows (`updateHostAllowances`)
+    private var limitsMetadata: Logger.Metadata {
+        ["maxConcurrent": "\(limits.maxConcurrent)", "maxConnectionsPerHost": "\(limits.maxConnectionsPerHost)",
+         "bandwidthLimit": "\(limits.bandwidthLimit)"]
     }
 
     static let limitRange = 1...1000

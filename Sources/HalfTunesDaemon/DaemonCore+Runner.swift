@@ -76,8 +76,10 @@ extension DaemonCore {
                 move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable)
             case let .completionEnded(id, location, error):
                 completionEnded(id, location: location, error: error)
-            case .sessionOpen:
-                break // `sessionOpening`'s answer, read by session.open
+            case .sessionOpen, .limitsTicket:
+                break // answers, read by session.open and daemon.setLimits
+            case .setGlobalBandwidth(let rate):
+                services.globalBandwidth.setRate(rate)
             case .writeSession(let record):
                 sessionWritten = journal.submitting { try $0.upsertSession(record) }
             case .releaseSubscribers(let session):
@@ -119,12 +121,6 @@ extension DaemonCore {
     private func retriesDue() {
         timers.retryWake = nil
         feedAndRun(.retryTimerFired)
-    }
-
-    /// The configuration's daemon-wide limits (the state keeps them: `limitsChanged` at start and on every change).
-    var slotLimits: DaemonState.SlotLimits {
-        DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
-                               maxConnectionsPerHost: configuration.maxConnectionsPerHost)
     }
 
     // MARK: - Launch units (the state decides; these start, watch and journal)

@@ -21,7 +21,6 @@ actor DaemonCore {
     /// Each session's live subscribers, by connection (and each connection's sessions).
     var subscribers = Subscribers()
     var meters = Meters()
-    var limitSources = LimitSources()
     var timers = CoreTimers()
     /// Authenticates resume data (`<state>/resume-data.key`).
     let resumeKey: SymmetricKey
@@ -185,7 +184,7 @@ actor DaemonCore {
         let now = clock()
         return DaemonStatus(version: HalfTunes.version, pid: getpid(), uptimeSeconds: (now - services.startedAt),
                             tasks: counts, sessions: state.sessions.count, downloadRate: meters.received.rate(now: now),
-                            maxConcurrent: configuration.maxConcurrent, socketPath: configuration.socketPath,
+                            maxConcurrent: limits.maxConcurrent, socketPath: configuration.socketPath,
                             stateDirectory: configuration.stateDirectory, limits: limits,
                             uploadRate: meters.sent.rate(now: now), transfers: state.tasks.running.count,
                             connections: state.tasks.running.count + hostConnections.totalExtras,

@@ -28,8 +28,16 @@ extension DaemonState {
         case finishedTask(Int64, TaskStateMachine, TaskStateMachine.Input)
         /// Slots may be free: start queued tasks while the limits allow, fairly between users.
         case grantSlots
-        /// The daemon-wide limits changed (and at start): kept, and slots granted within them.
-        case limitsChanged(SlotLimits)
+        /// The configured daemon-wide limits (file and flags: at start and on every reload); `daemon.setLimits`'s
+        /// win over them (DaemonState+Limits.swift). Slots are granted within the limits in effect.
+        case limitsConfigured(DaemonLimits)
+        /// At start: the `daemon.setLimits` values the journal holds.
+        case limitsRestored(DaemonSetLimitsParams)
+        /// A `daemon.setLimits` call is about to write its values: answered `limitsTicket`, its place among such
+        /// writes, which `limitsWritten` brings back.
+        case limitsSetting
+        /// The call's values were journaled: each takes effect unless a later call's already did.
+        case limitsWritten(DaemonSetLimitsParams, ticket: UInt64)
         /// The retry timer fired: every waiting task whose time has come retries.
         case retryTimerFired
         /// The once-a-second tick: pending tasks whose resource deadline has passed fail (read from the
@@ -174,6 +182,10 @@ extension DaemonState {
         case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool)
         /// The task's completion ended (published at `location`, or failed): whoever waits for its move goes on.
         case completionEnded(Int64, location: String?, error: TaskError?)
+        /// `limitsSetting`'s answer: the caller writes its values, then feeds `limitsWritten` with this ticket.
+        case limitsTicket(UInt64)
+        /// The daemon-wide bandwidth in effect changed (bytes per second, 0: none): running transfers follow it.
+        case setGlobalBandwidth(rate: Int64)
         /// `sessionOpening`'s answer: the caller answers with it (and carries out the `writeSession` after it).
         case sessionOpen(SessionOpening)
         /// Journal the session's row (submitted: in the journal's order before anything later actions submit); the

@@ -64,8 +64,12 @@ struct DaemonState {
         var maxConcurrent: Int
         var maxConnectionsPerHost: Int
     }
-    /// The limits slots are granted within (`limitsChanged`; the runner feeds its configuration's at start).
-    private(set) var limits: SlotLimits
+    /// The limits slots are granted within: the ones in effect (DaemonState+Limits.swift).
+    var limits: SlotLimits
+    /// Where the daemon-wide limits come from, and the daemon-wide bandwidth the runner was last told
+    /// (`setGlobalBandwidth`; 0: none, as its bucket starts).
+    var limitSources: LimitSources
+    var globalBandwidth: Int64 = 0
     /// What a session and a uid may hold before a new task is refused (`admitting`).
     let caps: Caps
 
@@ -73,6 +77,9 @@ struct DaemonState {
     init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6), caps: Caps = Caps(),
          proxyRules: ProxyRules = .none) {
         self.limits = limits
+        self.limitSources = LimitSources(configured: DaemonLimits(maxConcurrent: limits.maxConcurrent,
+                                                                  maxConnectionsPerHost: limits.maxConnectionsPerHost,
+                                                                  bandwidthLimit: 0))
         self.caps = caps
         _ = proxies.setDaemonRules(proxyRules) // no session yet
     }
@@ -125,10 +132,18 @@ struct DaemonState {
             }
         case .grantSlots:
             grantSlots(limits, now: now, into: &actions)
-        case .limitsChanged(let new):
-            if new.maxConnectionsPerHost != limits.maxConnectionsPerHost { tasks.markRunningHostsChanged() }
-            limits = new
-            grantSlots(limits, now: now, into: &actions)
+        case .limitsConfigured(let configured):
+            limitSources.configured = configured
+            limitSourcesChanged(now: now, into: &actions)
+        case .limitsRestored(let overrides):
+            limitSources.overrides = overrides
+            limitSourcesChanged(now: now, into: &actions)
+        case .limitsSetting:
+            limitSources.issued += 1
+            actions.append(.limitsTicket(limitSources.issued))
+        case let .limitsWritten(values, ticket):
+            limitSources.written(values, ticket: ticket)
+            limitSourcesChanged(now: now, into: &actions)
         case .retryTimerFired:
             for id in tasks.dueRetries(now: now) where !shuttingDown && tasks[id]?.machine.state == .waiting {
                 _ = try? apply(.retryDue, to: id, now: now, into: &actions)

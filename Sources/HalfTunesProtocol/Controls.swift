@@ -141,7 +141,7 @@ public struct DaemonLimits: Codable, Sendable, Equatable {
 /// `daemon.setLimits`: every field is optional; the ones given replace the current values at once,
 /// without restarting running transfers, and are kept in the journal across restarts (they win over
 /// the configuration file until set again).
-public struct DaemonSetLimitsParams: Codable, Sendable {
+public struct DaemonSetLimitsParams: Codable, Sendable, Equatable {
     public var maxConcurrent: Int?
     public var maxConnectionsPerHost: Int?
     public var bandwidthLimit: Int64?

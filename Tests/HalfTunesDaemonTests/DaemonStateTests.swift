@@ -319,3 +319,11 @@ struct DaemonStateTests {
                 "a session with no task is done at once (its row written first)")
     }
 }
+
+extension DaemonState.Input {
+    /// The configured slot limits with no daemon-wide bandwidth (the tests' shorthand for `limitsConfigured`).
+    static func limitsChanged(_ limits: DaemonState.SlotLimits) -> Self {
+        .limitsConfigured(DaemonLimits(maxConcurrent: limits.maxConcurrent, maxConnectionsPerHost: limits.maxConnectionsPerHost,
+                                       bandwidthLimit: 0))
+    }
+}
