@@ -54,6 +54,6 @@ struct Meters {
 /// carries out in the background, one piece after another (`DaemonCore.inBackground`, `settled`).
 struct CoreTimers {
     var housekeeping: Task<Void, Never>?
-    var retryWake: (at: Double, task: Task<Void, Never>)?
+    var retryWake: Task<Void, Never>?
     var background: Task<Void, Never>?
 }

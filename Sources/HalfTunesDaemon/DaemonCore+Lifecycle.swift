@@ -99,7 +99,7 @@ extension DaemonCore {
         services.launcher.close()
         services.notifications.close()
         timers.housekeeping?.cancel()
-        timers.retryWake?.task.cancel()
+        timers.retryWake?.cancel()
         timers.retryWake = nil
         let grace = configuration.shutdownGrace
         // Each attempt's end, and every report before it (its last checkpoint) handled by the state, within the

@@ -103,18 +103,16 @@ extension DaemonCore {
         return sessionWritten
     }
 
-    /// Makes the retry timer wake at `at`, the earliest retry time of any waiting task (one timer for all of
-    /// them, however many wait). A timer already set for that time or earlier stays: it re-arms when it fires.
+    /// Makes the retry timer wake at `at` instead of when it was set for (one timer for every waiting task; the
+    /// state decides when: `DaemonState.armRetryTimer`).
     func armRetryTimer(at: Double) {
-        guard !state.shuttingDown else { return }
-        if let wake = timers.retryWake, wake.at <= at { return }
-        timers.retryWake?.task.cancel()
+        timers.retryWake?.cancel()
         let delay = max(0, at - clock())
-        timers.retryWake = (at, Task { [weak self] in
+        timers.retryWake = Task { [weak self] in
             try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
             guard !Task.isCancelled else { return }
             await self?.retriesDue()
-        })
+        }
     }
 
     /// The retry timer fired: every waiting task whose time has come retries, then the timer waits for the next.
@@ -196,46 +194,33 @@ extension DaemonCore {
 
     // MARK: - Housekeeping (retention sweeps, expired resume data)
 
-    /// Rows deleted per transaction, and transactions per sweep: a sweep holds the actor for a bounded time;
-    /// what is left goes on at the next tick.
-    static let retentionBatch = 2_000
-    static let retentionBatchesPerSweep = 5
     /// Events acknowledged at once past which the WAL is truncated right after (`Journal.truncateWAL`).
     static let largeAcknowledgement = 10_000
 
     /// `sweepRetention`: deletes the finished tasks the sweeps allow (acknowledged, their session's
-    /// `finishedTaskRetention` passed, not in memory), with their data-task bodies, in batches within a budget
-    /// (what is left goes on at the next tick: `retentionSwept(backlog: true)`), and gives the freed pages back to
-    /// the file system. The cost follows the sessions with finished tasks and the rows deleted, not how many tasks
-    /// there are.
+    /// `finishedTaskRetention` passed, not in memory), with their data-task bodies, in the batches
+    /// `RetentionSweepPlan` decides (what is left goes on at the next tick: `retentionSwept(backlog: true)`), and
+    /// gives the freed pages back to the file system. The cost follows the sessions with finished tasks and the
+    /// rows deleted, not how many tasks there are.
     /// Each batch is an operation on the journal's thread, awaited in the background (`inBackground`).
     func sweepRetention(_ sweeps: [RetentionSweep]) {
         inBackground { core in await core.sweepingRetention(sweeps) }
     }
 
     private func sweepingRetention(_ sweeps: [RetentionSweep]) async {
-        var budget = Self.retentionBatchesPerSweep
-        var deletedAny = false
-        var unfinishedWork = false
-        for sweep in sweeps {
-            guard budget > 0 else { unfinishedWork = true; break }
-            while budget > 0 {
-                budget -= 1
-                guard let deleted = try? await journal.writing({ try $0.deleteFinishedTasks(
-                    session: sweep.session, finishedBefore: sweep.before, limit: Self.retentionBatch, keeping: sweep.keeping) })
-                else { break }
-                let count = deleted.values.reduce(0, +)
-                guard count > 0 else { break }
-                deletedAny = true
+        var plan = RetentionSweepPlan(sweeps)
+        while let sweep = plan.next() {
+            let deleted = try? await journal.writing({ try $0.deleteFinishedTasks(
+                session: sweep.session, finishedBefore: sweep.before, limit: RetentionSweepPlan.batch, keeping: sweep.keeping) })
+            let count = deleted?.values.reduce(0, +)
+            if let deleted, let count, count > 0 {
                 feedAndRun(.finishedTasksDeleted(sweep.session, deleted))
                 logger.debug("finished tasks deleted", metadata: ["session": "\(sweep.session)", "tasks": "\(count)"])
-                // A batch short of the limit (less what is kept) was the last one.
-                guard count >= Self.retentionBatch - sweep.keeping.count else { break }
-                if budget == 0 { unfinishedWork = true }
             }
+            plan.deleted(count)
         }
-        if deletedAny { journal.submitting { try $0.releaseFreePages() } }
-        feedAndRun(.retentionSwept(backlog: unfinishedWork))
+        if plan.deletedAny { journal.submitting { try $0.releaseFreePages() } }
+        feedAndRun(.retentionSwept(backlog: plan.backlog))
     }
 
     /// `pruneResumeData`: resume data older than `resumeDataLifetime` goes, with its partial file (in the
@@ -364,7 +349,6 @@ extension DaemonCore {
         guard let t = state.tasks[id] else { return "" }
         let own = t.record.destination
         let location = t.record.location ?? own
-        guard !t.record.overwrite else { return location }
         return FilePublisher.publishName(preferred: location, destination: own, avoiding: avoiding,
                                          isReserved: { $0 != own && state.tasks.isReserved($0) })
     }

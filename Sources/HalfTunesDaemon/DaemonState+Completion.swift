@@ -80,7 +80,13 @@ extension DaemonState {
             case .computeDigest:
                 actions.append(.computeDigest(id, attempt: c.attempt, path: t.record.partialPath))
             case .chooseName(let avoiding):
-                actions.append(.chooseName(id, attempt: c.attempt, avoiding: avoiding))
+                guard t.record.overwrite else {
+                    actions.append(.chooseName(id, attempt: c.attempt, avoiding: avoiding))
+                    break
+                }
+                // `overwrite`: the client's own destination, replaced in one step; never another name.
+                completionInput(id, attempt: c.attempt, .nameChosen(t.record.location ?? t.record.destination),
+                                now: now, into: &actions)
             case .recordIntent(let location):
                 guard var intent = tasks[id] else { return }
                 intent.record.phase = .publishing

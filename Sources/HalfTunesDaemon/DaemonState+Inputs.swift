@@ -170,7 +170,8 @@ extension DaemonState {
         case stopAttempt(Int64)
         /// Remove the task's partial file (nothing is writing it).
         case removePartial(path: String)
-        /// Wake the retry timer at this time (or keep one that wakes earlier).
+        /// Wake the retry timer at this time instead (the state emits it only when no timer is set for this time
+        /// or earlier).
         case armRetryTimer(at: Double)
         /// Compute the digest of the task's partial off the core; feed it back as `completion(.digestComputed)`.
         case computeDigest(Int64, attempt: Int, path: String)

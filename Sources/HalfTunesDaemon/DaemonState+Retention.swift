@@ -12,6 +12,44 @@ struct RetentionSweep: Equatable {
     let keeping: Set<Int64>
 }
 
+/// One sweep's batches, decided as a value (the runner deletes each batch it names and reports what went):
+/// sessions in turn, a session done once a batch comes back short of the limit (less what it keeps), empty, or
+/// failed; at most `batchesPerSweep` batches, so a sweep holds the journal for a bounded time, and work left
+/// past them is the next tick's (`backlog`).
+struct RetentionSweepPlan: Equatable {
+    /// Rows deleted per transaction, and transactions per sweep.
+    static let batch = 2_000
+    static let batchesPerSweep = 5
+
+    private let sweeps: [RetentionSweep]
+    private var index = 0
+    private var budget = batchesPerSweep
+    /// Some batch deleted rows (the runner gives the freed pages back once the sweep is over).
+    private(set) var deletedAny = false
+    /// The budget ran out with sessions or rows left to sweep.
+    private(set) var backlog = false
+
+    init(_ sweeps: [RetentionSweep]) { self.sweeps = sweeps }
+
+    /// The session whose next batch to delete (nil: the sweep is over).
+    mutating func next() -> RetentionSweep? {
+        guard index < sweeps.count else { return nil }
+        guard budget > 0 else {
+            backlog = true
+            return nil
+        }
+        budget -= 1
+        return sweeps[index]
+    }
+
+    /// The batch `next` named deleted `count` rows (nil: its write failed).
+    mutating func deleted(_ count: Int?) {
+        guard let count, count > 0 else { return index += 1 } // nothing (left) to delete, or the journal failed
+        deletedAny = true
+        if count < Self.batch - sweeps[index].keeping.count { index += 1 } // a short batch was the last one
+    }
+}
+
 extension DaemonState {
     /// Seconds between two sweeps (sooner while one left work behind, and right after an acknowledgement in a
     /// session that keeps nothing).

@@ -21,6 +21,8 @@ struct DaemonState {
     /// running, the one served longest ago goes first (`RunQueue.next`).
     var lastServed: [UInt32: Int64] = [:]
     var servedSerial: Int64 = 0
+    /// When the runner's retry timer wakes (nil: not set), `armRetryTimer`.
+    var retryTimerAt: Double?
     /// Journaled, unacknowledged events per uid, over all its sessions.
     var pendingEventsByUID: [UInt32: Int] = [:]
     /// Once set, nothing starts and nothing retries.
@@ -149,7 +151,8 @@ struct DaemonState {
                 _ = try? apply(.retryDue, to: id, now: now, into: &actions)
             }
             grantSlots(limits, now: now, into: &actions)
-            if let at = tasks.earliestRetry, !shuttingDown { actions.append(.armRetryTimer(at: at)) }
+            retryTimerAt = nil // it fired: set again for the earliest retry left
+            armRetryTimer(into: &actions)
         case .clockTick:
             guard !shuttingDown else { break }
             for id in tasks.dueDeadlines(now: now) { _ = try? apply(.resourceDeadlinePassed, to: id, now: now, into: &actions) }
@@ -377,7 +380,7 @@ struct DaemonState {
         t.syncRecord(now: now)
         Self.deferIfEarly(&t, now: now)
         tasks[id] = t
-        if retryScheduled, let at = tasks.earliestRetry { actions.append(.armRetryTimer(at: at)) }
+        if retryScheduled { armRetryTimer(into: &actions) }
         actions.append(.journal(t.record, payloads))
         leaveCompletionIfStopped(id)
         if startNow { actions.append(.startAttempt(id)) }
@@ -461,6 +464,16 @@ struct DaemonState {
     /// the front (a negative queue order, kept until it runs again). `TaskTable` puts it in the queue.
     mutating func enqueue(_ t: inout ManagedTask) {
         if t.record.queueOrder >= 0 { t.record.queueOrder = takeQueueOrder() }
+    }
+
+    /// Sets the runner's one retry timer for the earliest retry of any waiting task, unless it is set for that
+    /// time or earlier already (it fires early then, and is set again for the earliest retry left). None while
+    /// shutting down.
+    mutating func armRetryTimer(into actions: inout [Action]) {
+        guard !shuttingDown, let at = tasks.earliestRetry else { return }
+        if let armed = retryTimerAt, armed <= at { return }
+        retryTimerAt = at
+        actions.append(.armRetryTimer(at: at))
     }
 
     /// The next place at the back of the queue (every task that enters the back takes one).

@@ -60,6 +60,21 @@ struct DaemonStateCompletionTests {
     }
 
     /// A name taken between the choice and the move: choose again avoiding it (the intent is recorded again).
+    /// `overwrite`: the client's destination is the name, chosen by the state (no look at the file system); the
+    /// move replaces what is there.
+    @Test func anOverwritingDownloadIsPublishedAtItsOwnDestination() throws {
+        var state = try Self.running()
+        var t = try #require(state.tasks[1])
+        t.record.overwrite = true // as task.create made its row
+        state.tasks[1] = t
+        let actions = state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),
+                                                 jitterSample: 0.5), now: 10)
+        #expect(!actions.contains { if case .chooseName = $0 { true } else { false } })
+        #expect(Self.intent(actions)?.location == "/d/1")
+        #expect(actions.contains(.move(1, attempt: 1, partial: "/d/.1.partial", location: "/d/1", replacing: true,
+                                       partialIsDurable: true)))
+    }
+
     @Test func aNameTakenMeanwhileIsChosenAgain() throws {
         var state = try Self.running()
         _ = state.handle(.attemptEnded(1, .completed(totalBytes: 100, validators: Self.validators),

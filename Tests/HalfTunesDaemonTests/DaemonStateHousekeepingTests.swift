@@ -65,6 +65,36 @@ struct DaemonStateHousekeepingTests {
         #expect(keeping(state.handle(.clockTick, now: 121))["none"] == [])
     }
 
+    /// A sweep's batches: a session until a short, empty or failed batch; at most five batches, work left past
+    /// them being the next tick's.
+    @Test func aSweepsBatchesFollowWhatEachDeletedWithinItsBudget() {
+        let full = RetentionSweepPlan.batch
+        let a = RetentionSweep(session: "a", before: 1, keeping: [7, 8])
+        let b = RetentionSweep(session: "b", before: 1, keeping: [])
+        let c = RetentionSweep(session: "c", before: 1, keeping: [])
+        var plan = RetentionSweepPlan([a, b, c])
+        var named: [String] = []
+        // a: one full batch (its two kept rows are not deleted), then a short one; b fails; c: full batches to the end.
+        for count in [full - 2, 5, nil, full, full] as [Int?] {
+            guard let sweep = plan.next() else { break }
+            named.append(sweep.session)
+            plan.deleted(count)
+        }
+        #expect(named == ["a", "a", "b", "c", "c"])
+        #expect(plan.next() == nil && plan.backlog && plan.deletedAny, "c may hold more: the next tick goes on")
+
+        var done = RetentionSweepPlan([a, b])
+        #expect(done.next()?.session == "a")
+        done.deleted(0)
+        #expect(done.next()?.session == "b")
+        done.deleted(3)
+        #expect(done.next() == nil && !done.backlog && done.deletedAny)
+        var empty = RetentionSweepPlan([a])
+        _ = empty.next()
+        empty.deleted(nil)
+        #expect(empty.next() == nil && !empty.backlog && !empty.deletedAny)
+    }
+
     @Test func resumeDataExpiresWhenRecoveryEndsAndHourly() {
         var state = DaemonStateTests.state()
         #expect(Self.prunes(state.handle(.restoreFinished, now: 10_000)) == 1)

@@ -184,6 +184,29 @@ struct DaemonStateTests {
         #expect(error.message.hasPrefix("Gave up after 3 attempts in a row"))
     }
 
+    /// One retry timer for every waiting task: set again only for an earlier retry; after it fires, for the
+    /// earliest one left; never while shutting down.
+    @Test func theRetryTimerIsSetOnlyForAnEarlierRetry() throws {
+        let retry = RetryPolicy(initialDelay: 10, maxDelay: 100, jitter: 0, maxAttempts: 5)
+        var state = Self.state(sessions: [("a", 1, SessionConfiguration(retry: retry))],
+                               limits: DaemonState.SlotLimits(maxConcurrent: 3, maxConnectionsPerHost: 8))
+        let tasks = (1...3).map { Self.task($0, session: "a", owner: 1) }
+        #expect(try Self.resumeAll(&state, tasks, limits: DaemonState.SlotLimits(maxConcurrent: 3, maxConnectionsPerHost: 8)) == [1, 2, 3])
+        func armed(_ actions: [DaemonState.Action]) -> [Double] {
+            actions.compactMap { if case .armRetryTimer(let at) = $0 { at } else { nil } }
+        }
+        #expect(armed(state.handle(.attemptEnded(1, Self.transient(retryAfter: 50), jitterSample: 0), now: 0)) == [50])
+        #expect(armed(state.handle(.attemptEnded(2, Self.transient(retryAfter: 80), jitterSample: 0), now: 0)).isEmpty,
+                "a timer set for 50 wakes first")
+        #expect(armed(state.handle(.attemptEnded(3, Self.transient(), jitterSample: 0), now: 0)) == [10])
+        #expect(state.retryTimerAt == 10)
+        #expect(armed(state.handle(.retryTimerFired, now: 10)) == [50], "fired: set for the earliest left")
+        // Task 3 retried at 10; failing again it waits twice as long, until 31: earlier than 50.
+        #expect(armed(state.handle(.attemptEnded(3, Self.transient(), jitterSample: 0), now: 11)) == [31])
+        _ = state.handle(.shutdownBegan, now: 12)
+        #expect(armed(state.handle(.retryTimerFired, now: 50)).isEmpty)
+    }
+
     /// Bytes written count as progress: the failure count starts again, so a slow but moving download never
     /// uses up its attempts.
     @Test func progressResetsTheAttemptBudget() throws {
