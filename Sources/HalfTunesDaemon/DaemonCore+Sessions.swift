@@ -439,16 +439,3 @@ extension DaemonCore {
         }
     }
 }
-
-extension RPCError {
-    /// The answer to a session.open the state refused.
-    init(_ refusal: DaemonState.SessionRefusal) {
-        switch refusal {
-        case .invalidating(let id):
-            self.init(.sessionInvalidated, "Session '\(id)' is being invalidated; its identifier can be reused once its tasks end")
-        case let .tooMany(uid, held, max):
-            self.init(.limitExceeded, "uid \(uid) already has \(held) sessions (at most \(max)); "
-                + "invalidate sessions you no longer use (halftunesctl session invalidate ID)")
-        }
-    }
-}

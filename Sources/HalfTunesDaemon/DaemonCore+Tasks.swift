@@ -411,26 +411,6 @@ extension DaemonCore {
     }
 }
 
-extension RPCError {
-    /// The answer to a task.create the state did not admit.
-    init(_ refusal: DaemonState.CreateRefusal) {
-        switch refusal {
-        case .shuttingDown:
-            self.init(.shuttingDown, "halftunesd is shutting down")
-        case .sessionInvalidated(let session):
-            self.init(.sessionInvalidated, "Session '\(session)' is being invalidated and accepts no new tasks")
-        case let .sessionTasks(session, held, max):
-            self.init(.limitExceeded, "Session '\(session)' already has \(held) unfinished tasks (at most \(max)); wait for some to finish or cancel them")
-        case let .ownerTasks(uid, held, max):
-            self.init(.limitExceeded, "uid \(uid) already has \(held) unfinished tasks across its sessions (at most \(max)); wait for some to finish or cancel them")
-        case let .sessionEvents(session, held, max):
-            self.init(.limitExceeded, "Session '\(session)' has \(held) unacknowledged events (at most \(max)); acknowledge delivered events with events.ack to create more tasks")
-        case let .ownerEvents(uid, held, max):
-            self.init(.limitExceeded, "uid \(uid) has \(held) unacknowledged events across its sessions (at most \(max)); acknowledge delivered events with events.ack to create more tasks")
-        }
-    }
-}
-
 // MARK: - task.update: a task's priority and its own bandwidth limit, changed at any time without restarting it.
 
 extension DaemonCore {
