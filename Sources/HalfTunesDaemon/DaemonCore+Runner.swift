@@ -23,8 +23,13 @@ extension DaemonCore {
             return nil // an input a finished task ignores
         }
         let actions = feed(.task(id, input))
-        if case .refused(let refusal)? = actions.first {
+        switch actions.first {
+        case .refused(let refusal)?:
             throw RPCError.illegalStateChange(task: id, from: refusal.transition.state, action: refusal.transition.input)
+        case .refusedWhileShuttingDown?:
+            throw RPCError(.shuttingDown, "halftunesd is shutting down")
+        default:
+            break
         }
         run(actions)
         if let t = state.tasks[id] { return t }
@@ -44,6 +49,8 @@ extension DaemonCore {
             case .refused(let refusal):
                 // `apply` and the edits answer a refusal before running anything.
                 logger.debug("task input refused", metadata: ["task": "\(refusal.task)", "input": "\(refusal.transition.input)"])
+            case .refusedWhileShuttingDown(let id):
+                logger.debug("task input refused while shutting down", metadata: ["task": "\(id)"])
             case .admitted, .createRefused:
                 break // `admitting`'s answer, read by task.create before anything runs
             case let .journal(record, payloads):

@@ -6,7 +6,6 @@ import HalfTunesProtocol
 
 extension DaemonCore {
     func resumeTask(_ id: Int64, caller: Caller) async throws(RPCError) -> TaskInfo {
-        guard !state.shuttingDown else { throw RPCError(.shuttingDown, "halftunesd is shutting down") }
         _ = try await task(id, for: caller) // only the owner (or root) may
         if let now = try await apply(.resume, to: id) { return info(now) }
         return info(try await task(id, for: caller))

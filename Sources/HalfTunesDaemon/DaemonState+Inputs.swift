@@ -153,6 +153,8 @@ extension DaemonState {
         case createRefused(CreateRefusal)
         /// The task's state machine refused the `task` input: nothing changed (the caller answers with it).
         case refused(Refused)
+        /// A `task.resume` while shutting down is refused: nothing changed (answered `shuttingDown`).
+        case refusedWhileShuttingDown(task: Int64)
         /// Journal the task's row with these events in one transaction, then deliver them live (the row's durable
         /// ranges are the state's: every checkpoint passes through `checkpointed` first).
         case journal(TaskRecord, [EventPayload])

@@ -119,6 +119,8 @@ struct DaemonState {
             }
             grantSlots(limits, now: now, into: &actions)
         case let .task(id, taskInput, extra):
+            // Nothing starts any more: a resume would only journal a queued task for the next start.
+            if shuttingDown, taskInput == .resume { return [.refusedWhileShuttingDown(task: id)] }
             do {
                 try apply(taskInput, to: id, extra: extra, now: now, into: &actions)
             } catch {

@@ -207,6 +207,18 @@ struct DaemonStateTests {
         #expect(armed(state.handle(.retryTimerFired, now: 50)).isEmpty)
     }
 
+    /// Shutting down, a resume is refused (nothing would start; answered `shuttingDown`) and changes nothing;
+    /// a suspend or cancel is still taken.
+    @Test func aResumeWhileShuttingDownIsRefused() {
+        var state = Self.state()
+        _ = state.handle(.created([Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1)]), now: 0)
+        _ = state.handle(.shutdownBegan, now: 1)
+        #expect(state.handle(.task(1, .resume), now: 2) == [.refusedWhileShuttingDown(task: 1)])
+        #expect(state.tasks[1]?.machine.state == .suspended)
+        #expect(!Self.journaled(state.handle(.task(2, .cancel(keepPartial: false)), now: 3), 2).isEmpty)
+        #expect(state.tasks[2] == nil, "canceled: in the journal only")
+    }
+
     /// Bytes written count as progress: the failure count starts again, so a slow but moving download never
     /// uses up its attempts.
     @Test func progressResetsTheAttemptBudget() throws {
