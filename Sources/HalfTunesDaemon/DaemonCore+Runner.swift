@@ -88,6 +88,7 @@ extension DaemonCore {
             case .setGlobalBandwidth(let rate):
                 services.globalBandwidth.setRate(rate)
             case .writeSession(let record):
+                assert(sessionWritten == nil, "one session row per input: its caller awaits one outcome")
                 sessionWritten = journal.submitting { try $0.upsertSession(record) }
             case .releaseSubscribers(let session):
                 letSubscribersGo(session)

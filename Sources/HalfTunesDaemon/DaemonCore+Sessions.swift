@@ -36,7 +36,7 @@ extension DaemonCore {
         case .reattached:
             reattached = true
         case .reconfiguring(let ticket):
-            if let failure { throw journalWriteFailed(failure) }
+            if let failure { throw Self.journalWriteError(failure) }
             // Written in ticket order: the state takes the configuration written last, whatever order the calls
             // resume in.
             feedAndRun(.sessionConfigured(id, config, ticket: ticket))
@@ -45,7 +45,7 @@ extension DaemonCore {
             if let failure {
                 // Whatever was created in it meanwhile was submitted after the row and fails with it.
                 feedAndRun(.sessionRemoved(id, createdAt: record.createdAt))
-                throw journalWriteFailed(failure)
+                throw Self.journalWriteError(failure)
             }
             logger.info("session opened", metadata: ["session": "\(id)"])
             reattached = false
@@ -227,7 +227,12 @@ extension DaemonCore {
     /// A journal write failed: logged, and answered `ioError`.
     func journalWriteFailed(_ error: String) -> RPCError {
         logger.error("journal write failed: \(error)")
-        return RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed")
+        return Self.journalWriteError(error)
+    }
+
+    /// The answer to a failed journal write (a submitted write's failure is logged by the journal's handler).
+    static func journalWriteError(_ error: String) -> RPCError {
+        RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed")
     }
 
     func journaled<T>(_ body: () throws -> T) throws(RPCError) -> T {

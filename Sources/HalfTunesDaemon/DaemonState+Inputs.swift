@@ -198,7 +198,7 @@ extension DaemonState {
         /// is left registered for an identifier opened again later.
         case releaseSubscribers(session: String)
         /// Delete this invalidated session (its tasks have finished and no transfer of it is stopping): its
-        /// resume data, its journal rows; then feed `sessionRemoved` and tell its subscribers.
+        /// resume data, its journal rows; then feed `sessionRemoved` (its subscribers are let go: `releaseSubscribers`).
         case finishInvalidation(session: String)
         /// Journal the session's launch record (`sessions.launch`; nil clears it).
         case recordLaunch(session: String, SessionLaunchRecord?)

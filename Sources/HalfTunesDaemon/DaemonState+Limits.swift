@@ -5,7 +5,7 @@ import HalfTunesProtocol
 
 extension DaemonState {
     /// One daemon-wide limit, by its name in the configuration file (and the journal's `settings` key).
-    enum Limit: String, CaseIterable, Sendable {
+    enum Limit: String, Sendable {
         case maxConcurrent = "max-concurrent"
         case maxConnectionsPerHost = "max-connections-per-host"
         case bandwidthLimit = "bandwidth-limit"

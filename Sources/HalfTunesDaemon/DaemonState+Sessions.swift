@@ -29,15 +29,14 @@ extension DaemonState {
     /// within the uid's cap. Its answer first; then the row to write, if any.
     mutating func opening(_ record: SessionRecord, reconfigure: Bool, into actions: inout [Action]) {
         let id = record.identifier
-        if var existing = sessions[id] {
+        if var existing = sessions[id] { // (a copy: the state's session changes only once its row is written)
             guard existing.record.state == .active else { return actions.append(.sessionOpen(.refused(.invalidating(id)))) }
             guard reconfigure, record.configuration != existing.record.configuration else {
                 return actions.append(.sessionOpen(.reattached))
             }
-            existing.configTickets.issued += 1
-            sessions[id] = existing
+            configTicketSerial += 1
             existing.record.configuration = record.configuration
-            actions.append(.sessionOpen(.reconfiguring(ticket: existing.configTickets.issued)))
+            actions.append(.sessionOpen(.reconfiguring(ticket: configTicketSerial)))
             actions.append(.writeSession(existing.record))
             return
         }
@@ -46,7 +45,9 @@ extension DaemonState {
             return actions.append(.sessionOpen(.refused(.tooMany(record.uid, held: held, max: caps.maxSessionsPerUID))))
         }
         // A session not in the state has no row (the state holds every journaled session), nor events.
-        sessions[id] = ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)
+        var opened = ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)
+        opened.configApplied = configTicketSerial // no reconfiguration handed out before it is its own
+        sessions[id] = opened
         proxySettings(session: id, record.configuration)
         actions.append(.sessionOpen(.opened))
         actions.append(.writeSession(record))

@@ -23,6 +23,8 @@ struct DaemonState {
     var servedSerial: Int64 = 0
     /// When the runner's retry timer wakes (nil: not set), `armRetryTimer`.
     var retryTimerAt: Double?
+    /// The last reconfiguration ticket handed out (`sessionOpening`), for every session: `ManagedSession.configApplied`.
+    var configTicketSerial: UInt64 = 0
     /// Journaled, unacknowledged events per uid, over all its sessions.
     var pendingEventsByUID: [UInt32: Int] = [:]
     /// Once set, nothing starts and nothing retries.
@@ -213,8 +215,8 @@ struct DaemonState {
         case let .sessionConfigured(identifier, configuration, ticket):
             guard sessions[identifier]?.record.state == .active else { break } // invalidated meanwhile: it keeps its own
             if let ticket {
-                guard let s = sessions[identifier], ticket > s.configTickets.applied else { break }
-                sessions[identifier]?.configTickets.applied = ticket
+                guard let s = sessions[identifier], ticket > s.configApplied else { break }
+                sessions[identifier]?.configApplied = ticket
             }
             let old = sessions[identifier]?.record.configuration
             sessions[identifier]?.record.configuration = configuration
@@ -294,6 +296,7 @@ struct DaemonState {
             let counted = tasks.finishedCounts(session: session)
             for (state, n) in perState { tasks.countFinished(session: session, state: state, by: -min(n, counted[state] ?? 0)) }
         case .shutdownBegan:
+            retryTimerAt = nil // the runner stops its timer; none is set again
             shuttingDown = true
             for id in tasks.attemptsInFlight { actions.append(.stopAttempt(id)) }
         case .proxyRulesChanged(let rules):

@@ -83,11 +83,9 @@ struct ManagedSession: Equatable {
     var pendingEvents: Int
     /// Connections subscribed to its events now (the runner holds their outboxes).
     var subscribers = 0
-    /// Reconfigurations handed out (`sessionReconfiguring`) and the latest one taken (`sessionConfigured`).
-    var configTickets = ConfigTickets()
-
-    struct ConfigTickets: Equatable {
-        var issued: UInt64 = 0
-        var applied: UInt64 = 0
-    }
+    /// The ticket of the latest reconfiguration taken (`sessionConfigured`). Tickets come from one serial of the
+    /// state (`DaemonState.configTicketSerial`), and a session opened takes the serial as it is then: a
+    /// reconfiguration of an earlier session of the same identifier (invalidated and removed meanwhile) is never
+    /// taken by the new one.
+    var configApplied: UInt64 = 0
 }

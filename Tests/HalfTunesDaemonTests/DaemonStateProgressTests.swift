@@ -103,6 +103,116 @@ struct DaemonStateProgressTests {
         #expect(state.sessions["a"]?.record.configuration.maxConcurrent == 2)
     }
 
+    /// A server that sent the whole file instead of the rest: the restart from zero is journaled with its
+    /// reason.
+    @Test func aRestartFromZeroIsJournaledWithItsReason() throws {
+        var state = T.state()
+        var t = T.task(1, session: "a", owner: 1)
+        t.record.bytesDurable = 300
+        _ = try T.resumeAll(&state, [t])
+        let actions = state.handle(.attemptProgress(1, .started(Self.start(0, discarded: 300, reason: "resourceChanged"))), now: 1)
+        #expect(T.journaled(actions, 1) == [.didResumeAtOffset(offset: 0, expectedTotalBytes: 1000, discardedBytes: 300, reason: "resourceChanged")])
+        #expect(state.tasks[1]?.bytesReceived == 0)
+        // The row carries the new version's validators with no range of the old version's bytes.
+        let rows = actions.compactMap { if case let .journal(record, _) = $0 { record } else { nil } }
+        #expect(rows.count == 1 && rows.allSatisfy { $0.durableRanges.isEmpty && $0.etag == "\"v1\"" })
+        // The empty checkpoint that follows the truncation has nothing left to journal.
+        #expect(state.handle(.attemptProgress(1, .checkpointed(ByteRanges())), now: 2).isEmpty)
+    }
+
+    /// A resume with gaps (an earlier split attempt): the offset told and `bytesReceived` are the sum of the
+    /// kept ranges, like the progress totals that follow, not where the first range ends.
+    @Test func aResumeWithGapsCountsEveryKeptByte() throws {
+        var state = T.state()
+        var t = T.task(1, session: "a", owner: 1)
+        t.record.durableRanges = ByteRanges([0..<300, 600..<800])
+        _ = try T.resumeAll(&state, [t])
+        #expect(state.tasks[1]?.bytesReceived == 500)
+        var start = Self.start(300)
+        start.keptBytes = 500
+        let actions = state.handle(.attemptProgress(1, .started(start)), now: 1)
+        #expect(T.journaled(actions, 1) == [.didResumeAtOffset(offset: 500, expectedTotalBytes: 1000, discardedBytes: nil, reason: nil)])
+        #expect(state.tasks[1]?.bytesReceived == 500)
+    }
+
+    /// Bytes received after failures reset the retry budget, as `madeProgress` does.
+    @Test func receivedBytesResetTheFailureCount() throws {
+        var state = T.state()
+        _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1)])
+        _ = state.handle(.attemptEnded(1, T.transient(), jitterSample: 0), now: 1)
+        #expect(state.tasks[1]?.machine.consecutiveFailures == 1)
+        let at = try #require(state.tasks[1]?.machine.nextAttemptAt)
+        #expect(T.started(state.handle(.retryTimerFired, now: at)) == [1])
+        _ = state.handle(.attemptProgress(1, .received(delta: 10, total: 10, expected: nil)), now: at + 1)
+        #expect(state.tasks[1]?.machine.consecutiveFailures == 0)
+    }
+
+    /// An upload's body progress is told live; a data task's response bytes are counted, never told.
+    @Test func uploadAndDataProgress() throws {
+        var state = T.state()
+        var upload = T.task(1, session: "a", owner: 1)
+        upload.record.kind = TaskKind.upload.rawValue
+        var data = T.task(2, session: "a", owner: 1)
+        data.record.kind = TaskKind.data.rawValue
+        data.record.bytesDurable = 77 // never an offset for a data task: it starts from byte 0
+        _ = try T.resumeAll(&state, [upload, data])
+        #expect(state.tasks[1]?.bytesSent == 0 && state.tasks[2]?.bytesReceived == 0)
+        #expect(state.handle(.attemptProgress(1, .bodyOpened(bytes: 4096)), now: 1).isEmpty)
+        #expect(state.tasks[1]?.bytesExpectedToSend == 4096)
+        let actions = state.handle(.attemptProgress(1, .sent(delta: 1024, total: 1024, expected: nil)), now: 1)
+        #expect(Self.delivered(actions) == [.didSendBodyData(bytesSent: 1024, totalBytesSent: 1024, totalBytesExpectedToSend: 4096)])
+        #expect(state.handle(.attemptProgress(2, .received(delta: 50, total: 50, expected: 90)), now: 1).isEmpty)
+        #expect(state.tasks[2]?.bytesReceived == 50 && state.tasks[2]?.record.bytesExpected == 90)
+    }
+
+    /// finishTasksAndInvalidate cancels the suspended tasks and lets pending ones finish; invalidateAndCancel
+    /// cancels every unfinished task. Once removed, the session takes its tasks, counts and events with it.
+    @Test func invalidationCancelsWhatItMustAndRemovalForgetsTheSession() throws {
+        for cancelAll in [false, true] {
+            var state = T.state()
+            _ = state.handle(.created([T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
+                                           T.task(3, session: "b", owner: 2)]), now: 0)
+            _ = state.handle(.task(2, .resume), now: 0)
+            _ = state.handle(.eventsJournaled(session: "a", lastSeq: 9, count: 3), now: 0)
+            let actions = state.handle(.sessionInvalidating("a", cancelTasks: cancelAll), now: 1)
+            #expect(state.sessions["a"]?.record.state == .invalidating)
+            #expect(actions.first == state.sessions["a"].map { .writeSession($0.record) }, "its row before its tasks' ends")
+            #expect(T.completionError(actions, 1)?.code == TaskErrorCode.sessionInvalidated)
+            #expect(state.tasks.unfinished(session: "a") == (cancelAll ? 0 : 1))
+            if !cancelAll { #expect(state.tasks[2]?.machine.state == .running) } // started, and it finishes
+            #expect(state.tasks[3]?.machine.state == .suspended) // another session's task is left alone
+
+            #expect(state.handle(.sessionRemoved("a"), now: 2) == [.releaseSubscribers(session: "a")])
+            #expect(state.sessions["a"] == nil && state.tasks.ids(session: "a").isEmpty)
+            #expect(state.tasks.counts(session: "a").isEmpty && state.pendingEventsByUID[1] == nil)
+            #expect(state.sessions["b"] != nil && state.tasks[3] != nil)
+        }
+    }
+
+    /// Journaled events count as unacknowledged per session and per owner until acknowledged; an
+    /// acknowledgement drops the delivered response bodies it names.
+    @Test func eventsAreCountedUntilAcknowledged() throws {
+        var state = T.state()
+        var data = T.task(1, session: "a", owner: 1)
+        data.record.response = TaskResponse(status: 200, body: "aGk=", bodyBytes: 2, truncated: false)
+        _ = state.handle(.created([data]), now: 0)
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 5, count: 1), now: 0)
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 7, count: 2), now: 0)
+        _ = state.handle(.eventsJournaled(session: "b", lastSeq: 2, count: 1), now: 0)
+        #expect(state.sessions["a"]?.lastEventSeq == 7 && state.sessions["a"]?.pendingEvents == 3)
+        #expect(state.pendingEventsByUID[1] == 3 && state.pendingEventsByUID[2] == 1)
+
+        _ = state.handle(.eventsAcknowledged(session: "a", through: 6, pruned: 2, droppedBodies: [1]), now: 1)
+        #expect(state.sessions["a"]?.record.ackedThrough == 6 && state.sessions["a"]?.pendingEvents == 1)
+        #expect(state.pendingEventsByUID[1] == 1 && state.tasks[1]?.record.response?.body == nil)
+        // An older acknowledgement never moves the mark back.
+        _ = state.handle(.eventsAcknowledged(session: "a", through: 3, pruned: 0, droppedBodies: []), now: 1)
+        #expect(state.sessions["a"]?.record.ackedThrough == 6)
+        _ = state.handle(.eventsAcknowledged(session: "a", through: 7, pruned: 1, droppedBodies: []), now: 1)
+        #expect(state.pendingEventsByUID[1] == nil)
+    }
+
+
     struct Failure: Error, CustomStringConvertible {
         let actions: [DaemonState.Action]
         init(_ actions: [DaemonState.Action]) { self.actions = actions }
