@@ -9,7 +9,13 @@ extension DaemonCore {
     /// Starts one attempt of a task (the state counted it and set its progress): a download resumes from its
     /// durable offset; an upload or data task starts from byte 0, whatever happened before.
     func startTransfer(_ id: Int64) {
-        guard let t = state.tasks[id], let s = state.sessions[t.record.session] else { return }
+        guard let t = state.tasks[id], let s = state.sessions[t.record.session] else {
+            // Not reached: the state starts only tasks it holds, of sessions it holds. Were it reached, the attempt
+            // the state counted (its slot) ends at once rather than being held for ever.
+            logger.error("an attempt was to start for a task or session the state does not hold", metadata: ["task": "\(id)"])
+            feedAndRun(.attemptEnded(id, .stopped(durable: state.tasks[id]?.record.durableRanges ?? ByteRanges()), jitterSample: 0))
+            return
+        }
         let config = s.record.configuration
         let headers = (config.headers ?? [:]).merging(t.record.headers) { _, task in task }
             .sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }

@@ -56,8 +56,7 @@ actor DaemonCore {
                                                         maxTasksPerUID: configuration.maxTasksPerUID,
                                                         maxPendingEventsPerSession: configuration.maxPendingEventsPerSession,
                                                         maxPendingEventsPerUID: configuration.maxPendingEventsPerUID),
-                                 proxyRules: configuration.proxyRules)
-        self.state.daemonUID = geteuid()
+                                 proxyRules: configuration.proxyRules, daemonUID: geteuid())
         if let path = InputLog.path { self.inputLog = InputLog(initial: state, reportPath: path) }
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")

@@ -79,8 +79,9 @@ struct DaemonState {
 
     /// `proxyRules`: the daemon's, until `proxyRulesChanged` says otherwise.
     init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6), caps: Caps = Caps(),
-         proxyRules: ProxyRules = .none) {
+         proxyRules: ProxyRules = .none, daemonUID: UInt32 = 0) {
         self.limits = limits
+        self.daemonUID = daemonUID
         self.limitSources = LimitSources(configured: DaemonLimits(maxConcurrent: limits.maxConcurrent,
                                                                   maxConnectionsPerHost: limits.maxConnectionsPerHost,
                                                                   bandwidthLimit: 0))
