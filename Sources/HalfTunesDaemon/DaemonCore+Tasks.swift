@@ -298,7 +298,6 @@ extension DaemonCore {
             record.credentials = p.credentials
             return try admit(record, start: p.start == true, bytesExpectedToSend: exchange.fileBytes)
         }
-        if resume == nil { try checkDiskBudget(owner: s.record.uid) } // resume data brings bytes already counted
         let isReserved = { (path: String) in self.state.isReserved(path) } // the batch's admitted creates included
         let directory = s.record.configuration.destinationDirectory ?? downloadRoots.defaultDirectory(for: s.record.uid)
         var explicit = p.destination
@@ -330,7 +329,8 @@ extension DaemonCore {
         record.credentials = p.credentials
         // No file named by the client: the first response may name it (Content-Disposition, a redirect).
         record.nameFromResponse = explicit?.isEmpty != false
-        var create = try admit(record, start: p.start == true)
+        // Resume data brings bytes already counted on disk.
+        var create = try admit(record, start: p.start == true, disk: resume == nil ? diskShare(owner: s.record.uid) : nil)
         if let resume { // admitted: the token is used up now
             adoptResumeData(resume, into: &create.record, owner: s.record.uid)
         }
@@ -339,10 +339,11 @@ extension DaemonCore {
 
     /// Feeds `admitting` for a new task's row: the state's answer is its lifecycle, first events and queue
     /// place, or a refusal (this request's answer).
-    private func admit(_ record: TaskRecord, start: Bool, bytesExpectedToSend: Int64? = nil) throws(RPCError) -> PendingCreate {
+    private func admit(_ record: TaskRecord, start: Bool, bytesExpectedToSend: Int64? = nil,
+                       disk: DaemonState.DiskShare? = nil) throws(RPCError) -> PendingCreate {
         let new = DaemonState.NewTask(session: record.session,
                                       destination: record.kind == TaskKind.download.rawValue ? record.destination : nil,
-                                      start: start, resourceDeadline: record.resourceDeadline)
+                                      start: start, resourceDeadline: record.resourceDeadline, disk: disk)
         let answer = feed(.admitting(new))
         run(Array(answer.dropFirst())) // nothing else today
         switch answer.first {

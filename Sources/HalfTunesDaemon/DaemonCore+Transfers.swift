@@ -279,16 +279,9 @@ extension DaemonCore {
         diskLedger.remove(path)
     }
 
-    /// Refuses a new download while its uid's partials already hold all that `max-disk-per-uid` allows: it could
-    /// not write a byte.
-    func checkDiskBudget(owner: UInt32) throws(RPCError) {
-        guard let limit = diskLedger.limit(for: owner) else { return }
-        let held = diskLedger.charged(owner)
-        guard held < limit else {
-            throw RPCError(.limitExceeded, "uid \(owner)'s unfinished downloads and kept resume data already hold \(held) "
-                + "bytes on disk, all that max-disk-per-uid allows (\(limit) bytes); let some finish, or cancel some "
-                + "(resume data keeps its bytes until redeemed or expired)")
-        }
+    /// A new download's owner's share of the disk, for `admitting` (nil: no limit for the owner).
+    func diskShare(owner: UInt32) -> DaemonState.DiskShare? {
+        diskLedger.limit(for: owner).map { DaemonState.DiskShare(held: diskLedger.charged(owner), limit: $0) }
     }
 
     /// At start, after the tasks (whose partials `recover` charges as it reads them): what each kept resume-data

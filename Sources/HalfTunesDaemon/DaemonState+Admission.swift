@@ -1,4 +1,4 @@
-// task.create's admission: the state's checks of a new task (shutting down, the caps, its session taking tasks), its lifecycle, first events and queue place.
+// task.create's admission: the state's checks of a new task (shutting down, the caps, its session taking tasks, the disk share), its lifecycle, first events and queue place.
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
@@ -23,6 +23,16 @@ extension DaemonState {
         /// `start`: queued at once (else suspended, as a `URLSessionTask` is created).
         var start: Bool
         var resourceDeadline: Double?
+        /// A new download's owner's share of the disk (`max-disk-per-uid`, read from the runner's ledger, which
+        /// follows the partial files); nil: no limit for the owner, not a download, or resume data, whose bytes
+        /// are counted already.
+        var disk: DiskShare? = nil
+    }
+
+    /// What a uid's unfinished downloads and kept resume data hold on disk, and the most they may.
+    struct DiskShare: Equatable, Sendable {
+        var held: Int64
+        var limit: Int64
     }
 
     /// A new task admitted (`admitted`): its lifecycle, its queue place (nil: not queued), and its first events,
@@ -46,6 +56,9 @@ extension DaemonState {
         case sessionEvents(String, held: Int, max: Int)
         /// The uid holds `held` unacknowledged events across its sessions (`max-pending-events-per-uid`).
         case ownerEvents(UInt32, held: Int, max: Int)
+        /// A new download while the uid's partial files hold all that `max-disk-per-uid` allows: it could not
+        /// write a byte.
+        case diskFull(UInt32, held: Int64, limit: Int64)
     }
 
     /// The creates admitted and not yet `created` (or withdrawn): the later creates of the same batch are
@@ -101,6 +114,7 @@ extension DaemonState {
             return .ownerEvents(uid, held: ownerPending, max: caps.maxPendingEventsPerUID)
         }
         guard s.record.state == .active else { return .sessionInvalidated(identifier) }
+        if let disk = new.disk, disk.held >= disk.limit { return .diskFull(uid, held: disk.held, limit: disk.limit) }
         return nil
     }
 }

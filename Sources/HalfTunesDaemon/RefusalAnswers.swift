@@ -17,6 +17,10 @@ extension RPCError {
             self.init(.limitExceeded, "Session '\(session)' has \(held) unacknowledged events (at most \(max)); acknowledge delivered events with events.ack to create more tasks")
         case let .ownerEvents(uid, held, max):
             self.init(.limitExceeded, "uid \(uid) has \(held) unacknowledged events across its sessions (at most \(max)); acknowledge delivered events with events.ack to create more tasks")
+        case let .diskFull(uid, held, limit):
+            self.init(.limitExceeded, "uid \(uid)'s unfinished downloads and kept resume data already hold \(held) "
+                + "bytes on disk, all that max-disk-per-uid allows (\(limit) bytes); let some finish, or cancel some "
+                + "(resume data keeps its bytes until redeemed or expired)")
         }
     }
 

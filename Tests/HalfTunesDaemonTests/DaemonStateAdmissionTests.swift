@@ -99,6 +99,23 @@ struct DaemonStateAdmissionTests {
         #expect(Self.admission(state.handle(.admitting(Self.new("b")), now: 0)) != nil)
     }
 
+    /// A new download while its owner's partials hold all that `max-disk-per-uid` allows is refused, after the
+    /// caps and the session's state (as task.create always answered them).
+    @Test func aNewDownloadNeedsRoomInItsOwnersDiskShare() throws {
+        var state = Self.state(caps: DaemonState.Caps(maxTasksPerSession: 1))
+        var full = Self.new("a")
+        full.disk = DaemonState.DiskShare(held: 4096, limit: 4096)
+        #expect(Self.refusal(state.handle(.admitting(full), now: 0)) == .diskFull(1, held: 4096, limit: 4096))
+        #expect(state.admitted.isEmpty)
+        var room = full
+        room.disk = DaemonState.DiskShare(held: 4095, limit: 4096)
+        #expect(Self.admission(state.handle(.admitting(room), now: 0)) != nil)
+        #expect(Self.refusal(state.handle(.admitting(full), now: 0)) == .sessionTasks("a", held: 1, max: 1))
+        _ = state.handle(.sessionInvalidating("b", cancelTasks: false), now: 0)
+        full.session = "b"
+        #expect(Self.refusal(state.handle(.admitting(full), now: 0)) == .sessionInvalidated("b"))
+    }
+
     @Test func nothingIsAdmittedWhileShuttingDownOrIntoASessionBeingInvalidated() throws {
         var state = Self.state(caps: DaemonState.Caps(maxTasksPerSession: 1))
         _ = state.handle(.created([T.task(1, session: "a", owner: 1)]), now: 0)
