@@ -106,6 +106,8 @@ extension DaemonCore {
                 sweepRetention(sweeps)
             case .pruneResumeData(let now):
                 pruneResumeData(now: now)
+            case .releaseFreePages:
+                journal.submitting { try $0.releaseFreePages() }
             }
         }
         return sessionWritten
@@ -201,9 +203,6 @@ extension DaemonCore {
     }
 
     // MARK: - Housekeeping (retention sweeps, expired resume data)
-
-    /// Events acknowledged at once past which the WAL is truncated right after (`Journal.truncateWAL`).
-    static let largeAcknowledgement = 10_000
 
     /// `sweepRetention`: deletes the finished tasks the sweeps allow (acknowledged, their session's
     /// `finishedTaskRetention` passed, not in memory), with their data-task bodies, in the batches

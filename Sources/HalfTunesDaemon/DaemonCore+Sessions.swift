@@ -362,9 +362,6 @@ extension DaemonCore {
         feedAndRun(.eventsAcknowledged(session: p.session, through: p.through, pruned: pruned,
                                           droppedBodies: droppedBodies))
         await settled() // a session that keeps nothing once acknowledged loses its finished tasks now
-        // (A session that keeps nothing once acknowledged lost its finished tasks in those actions.) A large
-        // acknowledgement frees many pages (given back to the file system).
-        if pruned >= Self.largeAcknowledgement { journal.submitting { try $0.releaseFreePages() } }
         let acked = state.sessions[p.session]?.record.ackedThrough ?? s.record.ackedThrough
         return EventsAckResult(ackedThrough: max(acked, p.through), pruned: pruned)
     }

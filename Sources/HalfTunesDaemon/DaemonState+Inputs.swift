@@ -213,6 +213,8 @@ extension DaemonState {
         /// Delete the finished tasks these sweeps allow from the journal, within the runner's budget; feed
         /// `finishedTasksDeleted` per batch and `retentionSwept` at the end.
         case sweepRetention([RetentionSweep])
+        /// Give the journal's free pages back to the file system (many rows went at once).
+        case releaseFreePages
         /// Delete the resume data created `resumeDataLifetime` before `now`, with its partial files.
         case pruneResumeData(now: Double)
     }

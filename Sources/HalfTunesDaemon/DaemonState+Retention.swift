@@ -56,6 +56,8 @@ extension DaemonState {
     static let retentionSweepInterval: Double = 60
     /// Seconds between two expiries of old resume data (and one when recovery ends).
     static let resumeDataPruneInterval: Double = 3600
+    /// Events acknowledged at once past which the journal gives its free pages back (`releaseFreePages`).
+    static let largeAcknowledgement = 10_000
 
     /// From `clockTick`: a sweep of every session with finished tasks every `retentionSweepInterval`, or at once
     /// while the last one left work (`retentionSwept(backlog: true)`); resume data expires hourly.

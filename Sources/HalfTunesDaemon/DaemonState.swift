@@ -241,6 +241,7 @@ struct DaemonState {
             launchIfUnattended(session, now: now, into: &actions)
         case let .eventsAcknowledged(session, through, pruned, droppedBodies):
             eventsAcknowledged(session, through: through, pruned: pruned, droppedBodies: droppedBodies)
+            if pruned >= Self.largeAcknowledgement { actions.append(.releaseFreePages) } // many pages freed at once
             feedLaunch(session, .acknowledged(all: !hasPendingEvents(session)), now: now, into: &actions)
             // A session that keeps nothing once acknowledged loses its finished tasks now.
             if sessions[session]?.record.configuration.finishedTaskRetention == 0 {

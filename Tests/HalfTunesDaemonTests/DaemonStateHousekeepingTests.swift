@@ -95,6 +95,17 @@ struct DaemonStateHousekeepingTests {
         #expect(empty.next() == nil && !empty.backlog && !empty.deletedAny)
     }
 
+    /// A large acknowledgement gives the journal's freed pages back; a small one leaves them for reuse.
+    @Test func aLargeAcknowledgementReleasesTheJournalsFreePages() {
+        var state = Self.withFinishedTasks()
+        let large = DaemonState.largeAcknowledgement
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: Int64(2 * large), count: 2 * large), now: 1)
+        #expect(!state.handle(.eventsAcknowledged(session: "a", through: Int64(large - 1), pruned: large - 1,
+                                                  droppedBodies: []), now: 2).contains(.releaseFreePages))
+        #expect(state.handle(.eventsAcknowledged(session: "a", through: Int64(2 * large - 1), pruned: large,
+                                                 droppedBodies: []), now: 3).contains(.releaseFreePages))
+    }
+
     @Test func resumeDataExpiresWhenRecoveryEndsAndHourly() {
         var state = DaemonStateTests.state()
         #expect(Self.prunes(state.handle(.restoreFinished, now: 10_000)) == 1)
