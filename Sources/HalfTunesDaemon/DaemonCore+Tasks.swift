@@ -294,7 +294,7 @@ extension DaemonCore {
             throw error
         }
         if let exchange {
-            var record = exchangeTask(p, exchange, url: urlString, in: s)
+            var record = exchangeTask(p, exchange, url: urlString)
             record.credentials = p.credentials
             return try admit(record, start: p.start == true, bytesExpectedToSend: exchange.fileBytes)
         }
@@ -322,8 +322,7 @@ extension DaemonCore {
         var record = TaskRecord(
             session: p.session, kind: "download", url: urlString, state: .suspended,
             destination: destination, partialPath: Destination.partialPath(for: destination),
-            headers: p.headers ?? [:], description: p.description, createdAt: now, updatedAt: now,
-            resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout))
+            headers: p.headers ?? [:], description: p.description, createdAt: now, updatedAt: now)
         applyControls(p, to: &record)
         record.overwrite = p.overwrite == true
         record.credentials = p.credentials
@@ -343,13 +342,14 @@ extension DaemonCore {
                        disk: DaemonState.DiskShare? = nil) throws(RPCError) -> PendingCreate {
         let new = DaemonState.NewTask(session: record.session,
                                       destination: record.kind == TaskKind.download.rawValue ? record.destination : nil,
-                                      start: start, resourceDeadline: record.resourceDeadline, disk: disk)
+                                      start: start, disk: disk)
         let answer = feed(.admitting(new))
         run(Array(answer.dropFirst())) // nothing else today
         switch answer.first {
         case .admitted(let admission)?:
             var record = record
             record.state = admission.machine.state
+            record.resourceDeadline = admission.resourceDeadline
             if let place = admission.queueOrder { record.queueOrder = place }
             let time = Timestamp.format(record.createdAt)
             let events = admission.events.map { Event(seq: nil, session: record.session, task: nil, time: time, payload: $0) }

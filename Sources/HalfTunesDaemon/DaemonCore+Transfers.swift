@@ -223,12 +223,11 @@ extension DaemonCore {
     }
 
     /// The row of a new upload or data task (the URL was checked by `prepareCreate`).
-    func exchangeTask(_ p: TaskCreateParams, _ fields: ExchangeFields, url: String, in s: ManagedSession) -> TaskRecord {
+    func exchangeTask(_ p: TaskCreateParams, _ fields: ExchangeFields, url: String) -> TaskRecord {
         let now = clock()
         var record = TaskRecord(
             session: p.session, kind: fields.kind.rawValue, url: url, state: .suspended, destination: "",
             partialPath: "", headers: p.headers ?? [:], description: p.description, createdAt: now, updatedAt: now,
-            resourceDeadline: now + (s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout),
             method: fields.method, file: fields.file, maxResponseBytes: fields.maxResponseBytes)
         record.fileID = fields.fileID?.description
         applyControls(p, to: &record)

@@ -22,7 +22,6 @@ extension DaemonState {
         var destination: String?
         /// `start`: queued at once (else suspended, as a `URLSessionTask` is created).
         var start: Bool
-        var resourceDeadline: Double?
         /// A new download's owner's share of the disk (`max-disk-per-uid`, read from the runner's ledger, which
         /// follows the partial files); nil: no limit for the owner, not a download, or resume data, whose bytes
         /// are counted already.
@@ -40,6 +39,8 @@ extension DaemonState {
     struct Admission: Equatable, Sendable {
         var machine: TaskStateMachine
         var queueOrder: Int64?
+        /// When it fails if not finished: its session's `resourceTimeout` from now.
+        var resourceDeadline: Double
         var events: [EventPayload]
     }
 
@@ -81,9 +82,11 @@ extension DaemonState {
     /// `admitting`: the caps count the creates admitted before it in the batch. An admitted task takes the next
     /// place at the back of the queue when it starts at once (the state moves past it now: a place is never
     /// handed out twice, even when its insert fails).
-    mutating func admit(_ new: NewTask) -> Action {
+    mutating func admit(_ new: NewTask, now: Double) -> Action {
         if let refusal = refusal(of: new) { return .createRefused(refusal) }
-        let (machine, lifecycle) = TaskStateMachine.created(start: new.start, resourceDeadline: new.resourceDeadline)
+        let timeout = sessions[new.session]?.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout
+        let deadline = now + timeout
+        let (machine, lifecycle) = TaskStateMachine.created(start: new.start, resourceDeadline: deadline)
         let events = lifecycle.compactMap(Self.payload(for:))
         let queueOrder = lifecycle.contains(.enqueue) ? takeQueueOrder() : nil
         let owner = sessions[new.session]?.record.uid ?? 0
@@ -92,7 +95,7 @@ extension DaemonState {
         admitted.tasksByUID[owner, default: 0] += 1
         admitted.eventsBySession[new.session, default: 0] += events.count
         admitted.eventsByUID[owner, default: 0] += events.count
-        return .admitted(Admission(machine: machine, queueOrder: queueOrder, events: events))
+        return .admitted(Admission(machine: machine, queueOrder: queueOrder, resourceDeadline: deadline, events: events))
     }
 
     private func refusal(of new: NewTask) -> CreateRefusal? {

@@ -96,7 +96,7 @@ struct DaemonState {
         tasks.clearChangedHosts() // from here on, the hosts this input changes (`TaskTable.changedHosts`)
         switch input {
         case let .admitting(new):
-            actions.append(admit(new))
+            actions.append(admit(new, now: now))
         case .admissionsWithdrawn:
             admitted = Admitted() // their places stay taken: a place is never handed out twice
         case let .created(created):

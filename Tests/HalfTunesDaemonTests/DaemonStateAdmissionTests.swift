@@ -20,7 +20,7 @@ struct DaemonStateAdmissionTests {
     }
 
     static func new(_ session: String = "a", _ destination: String? = nil, start: Bool = false) -> DaemonState.NewTask {
-        DaemonState.NewTask(session: session, destination: destination, start: start, resourceDeadline: 100)
+        DaemonState.NewTask(session: session, destination: destination, start: start)
     }
 
     static func admission(_ actions: [DaemonState.Action]) -> DaemonState.Admission? {
@@ -53,10 +53,16 @@ struct DaemonStateAdmissionTests {
         #expect(queued.machine.state == .queued && queued.queueOrder == before)
         #expect(queued.events == [.stateChanged(state: .suspended, previous: nil, reason: nil),
                                   .stateChanged(state: .queued, previous: .suspended, reason: nil)])
-        #expect(queued.machine.resourceDeadline == 100)
+        #expect(queued.machine.resourceDeadline == SessionConfiguration.defaultResourceTimeout) // its session's, from now (0)
+        #expect(queued.resourceDeadline == SessionConfiguration.defaultResourceTimeout)
         // The next one queued takes the next place, although the first is not created yet.
         let next = try #require(Self.admission(state.handle(.admitting(Self.new(start: true)), now: 0)))
         #expect(next.queueOrder == before + 1 && state.nextQueueOrder == before + 2)
+        // The resource deadline is its session's timeout from now.
+        _ = state.handle(.sessionOpening(SessionRecord(identifier: "t", uid: 1, configuration: SessionConfiguration(resourceTimeout: 60),
+                                                       state: .active, createdAt: 0), reconfigure: false), now: 0)
+        let timed = try #require(Self.admission(state.handle(.admitting(Self.new("t", start: true)), now: 10)))
+        #expect(timed.resourceDeadline == 70 && timed.machine.resourceDeadline == 70)
     }
 
     @Test func theCapsCountTheBatchsEarlierCreatesUntilTheyAreCreated() throws {
