@@ -1,5 +1,6 @@
 // Test support: every input the state was fed, replayed into the state as it began, as it comes and at shutdown (HALFTUNES_REPLAY_LOG).
 import Foundation
+import HalfTunesEngine
 
 /// With `HALFTUNES_REPLAY_LOG=<path>`, the runner records every input it feeds `DaemonState` with its time and
 /// the actions it returned, and keeps a copy of the state as it was before the first. Each input is replayed at
@@ -38,8 +39,9 @@ struct InputLog {
         self.shadow = initial
         directory = reportPath.flatMap { path in
             let url = URL(fileURLWithPath: path)
-            let fd = open(url.deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            return fd >= 0 ? (fd, url.lastPathComponent, "\(url.lastPathComponent).live.\(getpid())") : nil
+            // Walked from `/` one component at a time, no link another user could change followed (`SafePath`).
+            guard let fd = try? SafePath.openDirectory(url.deletingLastPathComponent().path) else { return nil }
+            return (fd, url.lastPathComponent, "\(url.lastPathComponent).live.\(getpid())")
         }
         live = directory.flatMap { d in
             let fd = openat(d.fd, d.live, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
