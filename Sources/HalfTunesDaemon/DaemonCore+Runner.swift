@@ -27,7 +27,7 @@ extension DaemonCore {
         case .refused(let refusal)?:
             throw RPCError.illegalStateChange(task: id, from: refusal.transition.state, action: refusal.transition.input)
         case .refusedWhileShuttingDown?:
-            throw RPCError(.shuttingDown, "halftunesd is shutting down")
+            throw RPCError.daemonShuttingDown
         default:
             break
         }
@@ -226,8 +226,7 @@ extension DaemonCore {
             }
             plan.deleted(count)
         }
-        if plan.deletedAny { journal.submitting { try $0.releaseFreePages() } }
-        feedAndRun(.retentionSwept(backlog: plan.backlog))
+        feedAndRun(.retentionSwept(backlog: plan.backlog, deletedAny: plan.deletedAny))
     }
 
     /// `pruneResumeData`: resume data older than `resumeDataLifetime` goes, with its partial file (in the

@@ -116,8 +116,8 @@ extension DaemonState {
         /// from retention sweeps meanwhile, since the resume data is made from it.
         case resumeDataChanged(uid: UInt32, kept: Int, inFlight: Int, making: ResumeDataMaking? = nil)
         /// A sweep (`sweepRetention`) ended; `backlog`: it stopped at its budget with finished tasks left to delete
-        /// (the next tick sweeps again).
-        case retentionSwept(backlog: Bool)
+        /// (the next tick sweeps again); `deletedAny`: it deleted rows, whose pages go back (`releaseFreePages`).
+        case retentionSwept(backlog: Bool, deletedAny: Bool = false)
         /// The first response named a download the client named no file for (the runner chose the free path).
         case responseNamed(Int64, destination: String, suggestedFilename: String)
     }

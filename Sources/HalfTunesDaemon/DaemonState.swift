@@ -252,8 +252,9 @@ struct DaemonState {
             Self.add(kept, to: &resumeDataKept, uid)
             Self.add(inFlight, to: &resumeDataInFlight, uid)
             if let making { resumeDataBeingMade[making.task] = inFlight > 0 ? making.session : nil }
-        case .retentionSwept(let backlog):
+        case let .retentionSwept(backlog, deletedAny):
             retentionBacklog = retentionBacklog || backlog
+            if deletedAny { actions.append(.releaseFreePages) }
         case let .subscribersChanged(session, count):
             guard sessions[session] != nil else { break }
             sessions[session]?.subscribers = count

@@ -2,11 +2,14 @@
 import HalfTunesProtocol
 
 extension RPCError {
+    /// A request the daemon no longer takes: it is stopping.
+    static var daemonShuttingDown: RPCError { RPCError(.shuttingDown, "halftunesd is shutting down") }
+
     /// The answer to a task.create the state did not admit.
     init(_ refusal: DaemonState.CreateRefusal) {
         switch refusal {
         case .shuttingDown:
-            self.init(.shuttingDown, "halftunesd is shutting down")
+            self = .daemonShuttingDown
         case .sessionInvalidated(let session):
             self.init(.sessionInvalidated, "Session '\(session)' is being invalidated and accepts no new tasks")
         case let .sessionTasks(session, held, max):

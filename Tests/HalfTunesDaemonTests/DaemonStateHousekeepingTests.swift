@@ -106,6 +106,13 @@ struct DaemonStateHousekeepingTests {
                                                  droppedBodies: []), now: 3).contains(.releaseFreePages))
     }
 
+    /// A sweep that deleted rows gives their pages back; one that deleted nothing does not.
+    @Test func aSweepThatDeletedRowsReleasesTheJournalsFreePages() {
+        var state = Self.withFinishedTasks()
+        #expect(state.handle(.retentionSwept(backlog: false, deletedAny: true), now: 1) == [.releaseFreePages])
+        #expect(state.handle(.retentionSwept(backlog: false, deletedAny: false), now: 2).isEmpty)
+    }
+
     @Test func resumeDataExpiresWhenRecoveryEndsAndHourly() {
         var state = DaemonStateTests.state()
         #expect(Self.prunes(state.handle(.restoreFinished, now: 10_000)) == 1)
