@@ -89,7 +89,7 @@ struct DaemonStateProgressTests {
             let record = SessionRecord(identifier: "a", uid: 1, configuration: SessionConfiguration(maxConcurrent: maxConcurrent),
                                        state: .active, createdAt: 0)
             let actions = state.handle(.sessionOpening(record, reconfigure: true), now: 0)
-            guard case .sessionOpen(.reconfiguring(let ticket))? = actions.first else { throw Failure(actions) }
+            guard case .sessionOpen(.reconfiguring(let ticket))? = actions.first else { throw UnexpectedActions(actions) }
             #expect(actions.dropFirst().first == .writeSession(record)) // the row with the new configuration
             return ticket
         }
@@ -212,12 +212,6 @@ struct DaemonStateProgressTests {
         #expect(state.pendingEventsByUID[1] == nil)
     }
 
-
-    struct Failure: Error, CustomStringConvertible {
-        let actions: [DaemonState.Action]
-        init(_ actions: [DaemonState.Action]) { self.actions = actions }
-        var description: String { "unexpected actions: \(actions)" }
-    }
 
     /// Opening a session and changing its configuration: a higher `maxConcurrent` starts queued tasks at once.
     @Test func aSessionsNewConfigurationAppliesAtOnce() throws {

@@ -362,3 +362,10 @@ extension DaemonState.Input {
                                        bandwidthLimit: 0))
     }
 }
+
+/// A test's input answered with other actions than it expected.
+struct UnexpectedActions: Error, CustomStringConvertible {
+    let actions: [DaemonState.Action]
+    init(_ actions: [DaemonState.Action]) { self.actions = actions }
+    var description: String { "unexpected actions: \(actions)" }
+}
