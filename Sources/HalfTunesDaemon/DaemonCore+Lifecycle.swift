@@ -51,7 +51,7 @@ extension DaemonCore {
         run(deferred)
         for id in publishing { recoverCompletion(id) }
         for (uid, count) in (try? journal.resumeTokenCounts()) ?? [:] {
-            feedAndRun(.resumeDataChanged(uid: uid, kept: count, inFlight: 0))
+            feedAndRun(.resumeDataChanged(uid: uid, kept: count))
         }
         feedAndRun(.restoreFinished) // expires old resume data, which the counts above include
         chargeResumeDataPartials()

@@ -28,6 +28,8 @@ extension DaemonCore {
             throw RPCError.illegalStateChange(task: id, from: refusal.transition.state, action: refusal.transition.input)
         case .refusedWhileShuttingDown?:
             throw RPCError.daemonShuttingDown
+        case .resumeDataRefused(let refusal)?:
+            throw RPCError(refusal)
         default:
             break
         }
@@ -39,11 +41,11 @@ extension DaemonCore {
         return nil
     }
 
-    /// Carries out the state's actions, in order. Returns the outcome of the session row it submitted
-    /// (`writeSession`), for the caller that fed the input to answer with.
+    /// Carries out the state's actions, in order. Returns the outcome of the row it submitted for the caller that
+    /// fed the input to answer with (`writeSession`, `writeResumeToken`).
     @discardableResult
     func run(_ actions: [DaemonState.Action]) -> WriteOutcome? {
-        var sessionWritten: WriteOutcome?
+        var awaited: WriteOutcome?
         for action in actions {
             switch action {
             case .refused(let refusal):
@@ -51,6 +53,8 @@ extension DaemonCore {
                 logger.debug("task input refused", metadata: ["task": "\(refusal.task)", "input": "\(refusal.transition.input)"])
             case .refusedWhileShuttingDown(let id):
                 logger.debug("task input refused while shutting down", metadata: ["task": "\(id)"])
+            case .resumeDataRefused(let refusal):
+                logger.debug("cancel with resume data refused", metadata: ["task": "\(refusal.task)"])
             case .admitted, .createRefused:
                 break // `admitting`'s answer, read by task.create before anything runs
             case let .journal(record, payloads):
@@ -88,8 +92,11 @@ extension DaemonCore {
             case .setGlobalBandwidth(let rate):
                 services.globalBandwidth.setRate(rate)
             case .writeSession(let record):
-                assert(sessionWritten == nil, "one session row per input: its caller awaits one outcome")
-                sessionWritten = journal.submitting { try $0.upsertSession(record) }
+                assert(awaited == nil, "one awaited row per input: its caller awaits one outcome")
+                awaited = journal.submitting { try $0.upsertSession(record) }
+            case .writeResumeToken(let row, _):
+                assert(awaited == nil, "one awaited row per input: its caller awaits one outcome")
+                awaited = journal.submitting { try $0.insertResumeToken(row) }
             case .releaseSubscribers(let session):
                 letSubscribersGo(session)
             case .finishInvalidation(let session):
@@ -110,7 +117,7 @@ extension DaemonCore {
                 journal.submitting { try $0.releaseFreePages() }
             }
         }
-        return sessionWritten
+        return awaited
     }
 
     /// Makes the retry timer wake at `at` instead of when it was set for (one timer for every waiting task; the
@@ -242,7 +249,7 @@ extension DaemonCore {
                 guard let taken = try? await journal.writing({ try $0.takeResumeToken(name) }) ?? nil else { continue }
                 core.discardPartial(taken.partialPath)
                 guard let uid = core.state.sessions[taken.session]?.record.uid else { continue }
-                core.feedAndRun(.resumeDataChanged(uid: uid, kept: -1, inFlight: 0))
+                core.feedAndRun(.resumeDataChanged(uid: uid, kept: -1))
             }
         }
     }

@@ -188,7 +188,7 @@ extension DaemonCore {
         let known = Set(tokens.map(\.token))
         for token in deleted where !known.contains(token.token) { discardPartial(token.partialPath) } // kept meanwhile
         if let uid = state.sessions[identifier]?.record.uid, !deleted.isEmpty { // deleted with the session
-            feedAndRun(.resumeDataChanged(uid: uid, kept: -deleted.count, inFlight: 0))
+            feedAndRun(.resumeDataChanged(uid: uid, kept: -deleted.count))
         }
         feedAndRun(.sessionRemoved(identifier)) // with its tasks and unacknowledged events; its subscribers let go
         logger.info("session invalidated", metadata: ["session": "\(identifier)"])

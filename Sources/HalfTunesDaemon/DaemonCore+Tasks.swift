@@ -32,57 +32,32 @@ extension DaemonCore {
         return outcome
     }
 
+    /// Cancels the task; with `produceResumeData`, the state decides whether its partial is kept (refused past the
+    /// owner's `max-resume-data-per-uid`, none without a validator) and, once its transfer stopped, what the token
+    /// holds. The answer has the resume data once its token is journaled.
     func cancelTask(_ id: Int64, produceResumeData: Bool, caller: Caller) async throws(RPCError) -> TaskCancelResult {
         _ = try await task(id, for: caller) // only the owner (or root) may
         await waitUntilMoved(id)
-        let before = try await task(id, for: caller)
-        // Resume data keeps a partial file until redeemed or expired: a user keeps a bounded number of them.
-        let decision = state.resumeDataDecision(for: before, asked: produceResumeData, cap: configuration.maxResumeDataPerUID)
-        if case .refused(let kept) = decision {
-            throw RPCError(.limitExceeded, "uid \(before.owner) already keeps \(kept) partial files as resume data, the most "
-                + "allowed (max-resume-data-per-uid \(configuration.maxResumeDataPerUID)); the task was not canceled. "
-                + "Resume some (task.create with resumeData) or cancel without resume data; resume data also "
-                + "expires after 7 days")
+        let after = try await apply(.cancel(keepPartial: produceResumeData), to: id)
+        guard state.resumeDataBeingMade[id] != nil else {
+            // Nothing was awaited since `apply`: its answer is the task as it is.
+            if let after { return TaskCancelResult(task: info(after), resumeData: nil) }
+            return TaskCancelResult(task: info(try await task(id, for: caller)), resumeData: nil)
         }
-        let canKeep = decision == .keep
-        let making = DaemonState.ResumeDataMaking(task: id, session: before.record.session)
-        if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: 1, making: making)) }
-        defer { if canKeep { feedAndRun(.resumeDataChanged(uid: before.owner, kept: 0, inFlight: -1, making: making)) } }
-        let after = try await apply(.cancel(keepPartial: canKeep), to: id)
+        // Wait for the transfer to stop so the durable ranges are final. Its outcome has them at once.
+        let durable = await attemptStopped(id)?.durable
+        let partial = state.tasks[id]?.record.partialPath
+        let actions = feed(.resumeDataStopped(id, durable: durable, partialLength: partial.flatMap { PartialFile.length(path: $0) },
+                                              token: ResumeData.newToken()))
+        let written = run(actions)
         var resumeData: String?
-        if canKeep {
-            // Wait for the transfer to stop so the durable ranges are final. Its outcome has them at once; the
-            // task's row gets them only when the core has handled the transfer's end, maybe later.
-            let durable = await attemptStopped(id)?.durable
-            resumeData = try await makeResumeData(for: id, durable: durable)
+        for case let .writeResumeToken(row, owner) in actions {
+            let failure = await written?.failure
+            feedAndRun(.resumeTokenWritten(id, failed: failure != nil))
+            if let failure { throw journalWriteFailed(failure) }
+            resumeData = ResumeData(token: row.token, url: row.url, bytes: row.bytes, uid: owner).encoded(key: resumeKey)
         }
-        // Without resume data nothing was awaited since `apply`: its answer is the task as it is.
-        if !canKeep, let after { return TaskCancelResult(task: info(after), resumeData: nil) }
         return TaskCancelResult(task: info(try await task(id, for: caller)), resumeData: resumeData)
-    }
-
-    /// Makes the resume data of a task canceled with `.keep` (`DaemonState.resumeData(of:…)` decides what is kept).
-    private func makeResumeData(for id: Int64, durable: ByteRanges?) async throws(RPCError) -> String? {
-        let known = state.tasks[id]
-        guard let r = try await (known != nil ? known : finishedTask(id))?.record else { return nil }
-        let made = DaemonState.resumeData(of: r, durable: durable, partialLength: PartialFile.length(path: r.partialPath),
-                                          token: ResumeData.newToken(), now: clock())
-        let row: ResumeTokenRecord
-        switch made {
-        case .keep(let kept): row = kept
-        case .discard(let partialPath):
-            discardPartial(partialPath)
-            return nil
-        }
-        do throws(RPCError) {
-            try await journaling { try $0.insertResumeToken(row) }
-        } catch {
-            discardPartial(r.partialPath) // no token will ever name it
-            throw error
-        }
-        let owner = state.sessions[r.session]?.record.uid ?? UInt32.max
-        feedAndRun(.resumeDataChanged(uid: owner, kept: 1, inFlight: 0))
-        return ResumeData(token: row.token, url: r.url, bytes: row.bytes, uid: owner).encoded(key: resumeKey)
     }
 
     /// A finished task is read from the journal without blocking the actor.
@@ -375,7 +350,7 @@ extension DaemonCore {
         guard let token = try await journaling({ try $0.takeResumeToken(name) }) else {
             throw RPCError(.invalidResumeData, "This resume data was already used, has expired, or is not from this daemon")
         }
-        feedAndRun(.resumeDataChanged(uid: s.record.uid, kept: -1, inFlight: 0)) // redeemed
+        feedAndRun(.resumeDataChanged(uid: s.record.uid, kept: -1)) // redeemed
         return token
     }
 
@@ -384,7 +359,7 @@ extension DaemonCore {
         do throws(RPCError) {
             try await journaling { try $0.insertResumeToken(token) }
             if let uid = state.sessions[token.session]?.record.uid {
-                feedAndRun(.resumeDataChanged(uid: uid, kept: 1, inFlight: 0))
+                feedAndRun(.resumeDataChanged(uid: uid, kept: 1))
             }
         } catch {
             logger.error("resume data of a refused task.create could not be kept; its partial data is removed",

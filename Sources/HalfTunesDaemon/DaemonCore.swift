@@ -55,7 +55,8 @@ actor DaemonCore {
                                                         maxTasksPerSession: configuration.maxTasksPerSession,
                                                         maxTasksPerUID: configuration.maxTasksPerUID,
                                                         maxPendingEventsPerSession: configuration.maxPendingEventsPerSession,
-                                                        maxPendingEventsPerUID: configuration.maxPendingEventsPerUID),
+                                                        maxPendingEventsPerUID: configuration.maxPendingEventsPerUID,
+                                                        maxResumeDataPerUID: configuration.maxResumeDataPerUID),
                                  proxyRules: configuration.proxyRules, daemonUID: geteuid())
         if let path = InputLog.path { self.inputLog = InputLog(initial: state, reportPath: path) }
         journal.onSubmittedWriteFailure { [logger] message in

@@ -12,6 +12,8 @@ extension DaemonState {
         var maxTasksPerUID = 100_000
         var maxPendingEventsPerSession = 100_000
         var maxPendingEventsPerUID = 1_000_000
+        /// Resume data a uid keeps or is making (`task.cancel` asking for more is refused).
+        var maxResumeDataPerUID = 200
     }
 
     /// A new task that passed the runner's checks (its parameters, URL and destination), asking to be admitted

@@ -32,7 +32,7 @@ extension DaemonState {
         switch verdict.next {
         case .record:
             actions.append(.journal(t.record, []))
-            tasks.evict(id)
+            evict(id)
         case .beginCompletion(let total):
             beginCompletion(id, total: total, now: now, into: &actions)
         case .complete(let response):

@@ -21,7 +21,9 @@ extension DaemonState {
         /// which no longer count as unacknowledged.
         case createsJournaled([Int64], failed: Bool, lostEvents: [String: Int] = [:])
         /// A lifecycle input for one task (`task.resume`, `task.suspend`, `task.cancel`). `extra` events go just
-        /// before `didComplete`. Its state machine may refuse it: then the only action is `refused`.
+        /// before `didComplete`. Its state machine may refuse it: then the only action is `refused`. A cancel that
+        /// asks for resume data (`keepPartial: true`) may be refused by the state (`resumeDataRefused`), or become one
+        /// without it (no validator to continue against); one that keeps it goes on with `resumeDataStopped`.
         case task(Int64, TaskStateMachine.Input, extra: [EventPayload] = [])
         /// A lifecycle input for a finished task the journal alone holds (read back in `state`): its state machine
         /// answers as it would (a refusal is the only action), and nothing changes.
@@ -110,11 +112,15 @@ extension DaemonState {
         case launchStartAnswered(String, unit: String, error: String?)
         /// The session's started launch unit ended (its service `Result` and main exit status).
         case launchUnitEnded(String, unit: String, result: String, exitStatus: Int32)
-        /// The resume data a uid keeps changed by `kept` (tokens journaled, redeemed, expired, deleted with their
-        /// session; at start, what the journal holds) and the cancels making some by `inFlight`. `making`: the
-        /// canceled task whose resume data is being made (inFlight 1) or was (inFlight -1): its journal row is kept
-        /// from retention sweeps meanwhile, since the resume data is made from it.
-        case resumeDataChanged(uid: UInt32, kept: Int, inFlight: Int, making: ResumeDataMaking? = nil)
+        /// The resume data a uid keeps changed by `kept` (tokens redeemed, expired, deleted with their session; at
+        /// start, what the journal holds). A `task.cancel`'s own token is counted by `resumeTokenWritten`.
+        case resumeDataChanged(uid: UInt32, kept: Int)
+        /// The transfer of a task canceled keeping resume data stopped (or none was in flight): `durable`, the
+        /// stopped attempt's ranges (nil: none was in flight); `partialLength`, the partial's length now (nil:
+        /// gone); `token`, a new random token. Answered `writeResumeToken`, or the partial's `removePartial`.
+        case resumeDataStopped(Int64, durable: ByteRanges?, partialLength: Int64?, token: String)
+        /// The `writeResumeToken` of the task was written (or `failed`: its partial goes).
+        case resumeTokenWritten(Int64, failed: Bool)
         /// A sweep (`sweepRetention`) ended; `backlog`: it stopped at its budget with finished tasks left to delete
         /// (the next tick sweeps again); `deletedAny`: it deleted rows, whose pages go back (`releaseFreePages`).
         case retentionSwept(backlog: Bool, deletedAny: Bool = false)
@@ -140,12 +146,6 @@ extension DaemonState {
         case proxyLeased(ProxyServer)
     }
 
-    /// The canceled task whose resume data is being made, and its session (`resumeDataChanged`).
-    struct ResumeDataMaking: Equatable, Sendable {
-        var task: Int64
-        var session: String
-    }
-
     enum Action: Equatable {
         /// `admitting`'s answer: the new task may be created so (the caller journals it and feeds `created`).
         case admitted(Admission)
@@ -155,6 +155,8 @@ extension DaemonState {
         case refused(Refused)
         /// A `task.resume` while shutting down is refused: nothing changed (answered `shuttingDown`).
         case refusedWhileShuttingDown(task: Int64)
+        /// A `task.cancel` asking for resume data is refused: its owner keeps the most allowed; nothing changed.
+        case resumeDataRefused(ResumeDataRefusal)
         /// Journal the task's row with these events in one transaction, then deliver them live (the row's durable
         /// ranges are the state's: every checkpoint passes through `checkpointed` first).
         case journal(TaskRecord, [EventPayload])
@@ -194,6 +196,9 @@ extension DaemonState {
         /// Journal the session's row (submitted: in the journal's order before anything later actions submit); the
         /// runner hands the write's outcome back to the caller that fed the input (`run`'s result).
         case writeSession(SessionRecord)
+        /// Journal the resume data of a canceled task (`resumeDataStopped`'s answer); the runner hands the write's
+        /// outcome back to the caller, who answers with the resume data (of `owner`) and feeds `resumeTokenWritten`.
+        case writeResumeToken(ResumeTokenRecord, owner: UInt32)
         /// The session left the state: tell its subscribers (`didBecomeInvalid`) and let them go, so none of them
         /// is left registered for an identifier opened again later.
         case releaseSubscribers(session: String)

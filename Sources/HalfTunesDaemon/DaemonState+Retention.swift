@@ -75,8 +75,9 @@ extension DaemonState {
     }
 
     /// The sweeps due at `now`: every session with finished tasks in the journal (or only `session`), each with
-    /// its own cutoff, keeping the finished tasks still in memory and those whose resume data is being made (a
-    /// task in memory that is not finished has no finished row: the sweep would not touch it). Reads the sessions
+    /// its own cutoff, keeping the finished tasks still in memory, those whose resume data is being made among them
+    /// (they stay until it is made; a task in memory that is not finished has no finished row: the sweep would not
+    /// touch it). Reads the sessions
     /// that have finished tasks, never the tasks, and copies no set of the session's ids (the sweep holds
     /// `keeping` across its awaits: a copy shared with the table would make the next change to it copy it).
     func retentionSweeps(now: Double, only session: String? = nil) -> [RetentionSweep] {
@@ -85,53 +86,8 @@ extension DaemonState {
         return candidates.compactMap { identifier in
             guard let s = sessions[identifier], !tasks.finishedCounts(session: identifier).isEmpty else { return nil }
             let keep = s.record.configuration.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
-            var keeping = tasks.finishedInMemory(session: identifier)
-            for (task, session) in resumeDataBeingMade where session == identifier { keeping.insert(task) }
-            return RetentionSweep(session: identifier, before: now - keep, keeping: keeping)
+            return RetentionSweep(session: identifier, before: now - keep, keeping: tasks.finishedInMemory(session: identifier))
         }
-    }
-
-    /// What a `task.cancel` that asks for resume data gets, decided before anything is canceled.
-    enum ResumeDataDecision: Equatable {
-        /// None asked for, or none can be made: the response gave no validator to continue against (`If-Range`).
-        case none
-        /// The partial is kept and a token made once the transfer has stopped.
-        case keep
-        /// The task's uid already keeps `kept` of them, the most allowed: the cancel is refused, nothing is lost.
-        case refused(kept: Int)
-    }
-
-    /// Whether canceling `t` keeps resume data: only if asked, only with a validator (without one the bytes could
-    /// never be continued safely), and only while its uid keeps fewer than `cap` (`max-resume-data-per-uid`).
-    func resumeDataDecision(for t: ManagedTask, asked: Bool, cap: Int) -> ResumeDataDecision {
-        guard asked, Validators(etag: t.record.etag, lastModified: t.record.lastModified).ifRangeValue != nil else { return .none }
-        let kept = resumeDataHeld(by: t.owner)
-        return kept < cap ? .keep : .refused(kept: kept)
-    }
-
-    /// What a task canceled with `.keep` leaves once its transfer has stopped: a token row naming its partial, or
-    /// (nothing kept on disk) the partial is removed and no resume data is answered.
-    enum ResumeDataMade: Equatable {
-        case keep(ResumeTokenRecord)
-        case discard(partialPath: String)
-    }
-
-    /// The resume data of `r` once its attempt stopped. `durable`: the stopped attempt's ranges, newer than the
-    /// row's (which they replace: after a restart from zero the row's older ranges are no longer in the file);
-    /// nil when no attempt was in flight. Only what the partial file holds counts (`partialLength`: its length
-    /// now, nil when it is gone): a token never promises bytes that are not there.
-    static func resumeData(of r: TaskRecord, durable: ByteRanges?, partialLength: Int64?, token: String,
-                           now: Double) -> ResumeDataMade {
-        let ranges = (durable ?? r.durableRanges).clipped(to: partialLength ?? 0)
-        guard ranges.count > 0 else { return .discard(partialPath: r.partialPath) }
-        return .keep(ResumeTokenRecord(token: token, session: r.session, url: r.url, partialPath: r.partialPath,
-                                       destination: r.destination, ranges: ranges, bytesExpected: r.bytesExpected,
-                                       etag: r.etag, lastModified: r.lastModified, createdAt: now))
-    }
-
-    /// The resume data `uid` keeps or is making now (what `max-resume-data-per-uid` bounds). O(1).
-    func resumeDataHeld(by uid: UInt32) -> Int {
-        (resumeDataKept[uid] ?? 0) + (resumeDataInFlight[uid] ?? 0)
     }
 
     /// Adds `delta` to `uid`'s count (never below 0; a count of 0 is not stored).

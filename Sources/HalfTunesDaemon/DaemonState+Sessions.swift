@@ -74,7 +74,7 @@ extension DaemonState {
     /// runner deletes it (`finishInvalidation`), which ends in `sessionRemoved`.
     func invalidationDone(_ identifier: String, into actions: inout [Action]) {
         guard sessions[identifier]?.record.state == .invalidating, tasks.unfinished(session: identifier) == 0,
-              tasks.stopping(session: identifier) == 0 else { return }
+              tasks.stopping(session: identifier) == 0, !makingResumeData(session: identifier) else { return }
         actions.append(.finishInvalidation(session: identifier))
     }
 

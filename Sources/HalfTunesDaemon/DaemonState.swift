@@ -54,11 +54,11 @@ struct DaemonState {
     var retentionBacklog = false
     var lastResumeDataPrune: Double = 0
     /// Resume data each uid keeps (journaled tokens, each holding a partial file), and cancels making some now:
-    /// `max-resume-data-per-uid` bounds their sum (`resumeDataHeld`).
+    /// `max-resume-data-per-uid` bounds their sum (`resumeDataHeld`; DaemonState+ResumeData.swift).
     var resumeDataKept: [UInt32: Int] = [:]
     var resumeDataInFlight: [UInt32: Int] = [:]
-    /// The canceled tasks whose resume data is being made, with their sessions: no sweep deletes their rows.
-    var resumeDataBeingMade: [Int64: String] = [:]
+    /// The canceled tasks whose resume data is being made: they stay in memory until it is made.
+    var resumeDataBeingMade: [Int64: ResumeDataMaking] = [:]
     /// Each session's proxy rules, and the distinct proxies each uid's attempts in flight go through: a queued
     /// task that would need one too many waits (`uidMaxProxies`; DaemonState+Proxies.swift).
     var proxies = ProxyUse()
@@ -124,6 +124,7 @@ struct DaemonState {
         case let .task(id, taskInput, extra):
             // Nothing starts any more: a resume would only journal a queued task for the next start.
             if shuttingDown, taskInput == .resume { return [.refusedWhileShuttingDown(task: id)] }
+            if taskInput == .cancel(keepPartial: true) { return cancelAskingResumeData(id, extra: extra, now: now) }
             do {
                 try apply(taskInput, to: id, extra: extra, now: now, into: &actions)
             } catch {
@@ -248,10 +249,12 @@ struct DaemonState {
                 let sweeps = retentionSweeps(now: now, only: session)
                 if !sweeps.isEmpty { actions.append(.sweepRetention(sweeps)) }
             }
-        case let .resumeDataChanged(uid, kept, inFlight, making):
+        case let .resumeDataChanged(uid, kept):
             Self.add(kept, to: &resumeDataKept, uid)
-            Self.add(inFlight, to: &resumeDataInFlight, uid)
-            if let making { resumeDataBeingMade[making.task] = inFlight > 0 ? making.session : nil }
+        case let .resumeDataStopped(id, durable, partialLength, token):
+            resumeDataStopped(id, durable: durable, partialLength: partialLength, token: token, now: now, into: &actions)
+        case let .resumeTokenWritten(id, failed):
+            resumeTokenWritten(id, failed: failed, into: &actions)
         case let .retentionSwept(backlog, deletedAny):
             retentionBacklog = retentionBacklog || backlog
             if deletedAny { actions.append(.releaseFreePages) }
@@ -393,7 +396,7 @@ struct DaemonState {
         leaveCompletionIfStopped(id)
         if startNow { actions.append(.startAttempt(id)) }
         if t.machine.state.isTerminal { invalidationDone(t.record.session, into: &actions) }
-        tasks.evict(id) // a finished task lives in the journal only
+        evict(id) // a finished task lives in the journal only
         // A task queued again (resumed, retrying, restored) waits instead while its session may not transfer.
         if t.machine.state == .queued, t.deferredUntil == nil, !mayTransfer(session: t.record.session) {
             regate(id, now: now, into: &actions)

@@ -27,6 +27,13 @@ extension RPCError {
         }
     }
 
+    /// The answer to a task.cancel asking for resume data that the state refused.
+    init(_ refusal: DaemonState.ResumeDataRefusal) {
+        self.init(.limitExceeded, "uid \(refusal.owner) already keeps \(refusal.kept) partial files as resume data, the most "
+            + "allowed (max-resume-data-per-uid \(refusal.max)); the task was not canceled. Resume some (task.create "
+            + "with resumeData) or cancel without resume data; resume data also expires after 7 days")
+    }
+
     /// The answer to a session.open the state refused.
     init(_ refusal: DaemonState.SessionRefusal) {
         switch refusal {

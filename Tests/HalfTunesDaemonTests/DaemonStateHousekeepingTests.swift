@@ -48,11 +48,12 @@ struct DaemonStateHousekeepingTests {
                                          now: 4)).isEmpty, "a keeps its finished tasks for a day")
     }
 
-    /// A cancel making resume data in a session that keeps nothing: the task left memory (finished) but its row,
-    /// which the resume data is made from, is kept from every sweep until the resume data is made.
+    /// A cancel making resume data in a session that keeps nothing: the task is finished, but its row, which the
+    /// resume data is made from, is kept from every sweep until the resume data is made.
     @Test func aTaskWhoseResumeDataIsBeingMadeIsKeptFromSweeps() {
         var state = Self.withFinishedTasks()
-        _ = state.handle(.resumeDataChanged(uid: 2, kept: 0, inFlight: 1, making: .init(task: 77, session: "none")), now: 1)
+        state.tasks[77] = DaemonStateCancelResumeDataTests.resumable(77, session: "none", owner: 2)
+        _ = state.handle(DaemonStateCancelResumeDataTests.cancel(77), now: 1)
         let keeping = { (actions: [DaemonState.Action]) -> [String: Set<Int64>] in
             var result: [String: Set<Int64>] = [:]
             for case .sweepRetention(let sweeps) in actions { for s in sweeps { result[s.session] = s.keeping } }
@@ -60,7 +61,8 @@ struct DaemonStateHousekeepingTests {
         }
         let during = keeping(state.handle(.clockTick, now: 60))
         #expect(during["none"] == [77] && during["a"] == [])
-        _ = state.handle(.resumeDataChanged(uid: 2, kept: 1, inFlight: -1, making: .init(task: 77, session: "none")), now: 61)
+        _ = state.handle(.resumeDataStopped(77, durable: nil, partialLength: 10, token: "t"), now: 61)
+        _ = state.handle(.resumeTokenWritten(77, failed: false), now: 61)
         #expect(state.resumeDataBeingMade.isEmpty && state.resumeDataHeld(by: 2) == 1)
         #expect(keeping(state.handle(.clockTick, now: 121))["none"] == [])
     }
@@ -128,13 +130,15 @@ struct DaemonStateHousekeepingTests {
 struct DaemonStateResumeDataTests {
     @Test func keptAndInFlightAreCountedPerUIDAndNeverBelowZero() {
         var state = DaemonStateTests.state()
-        _ = state.handle(.resumeDataChanged(uid: 1, kept: 3, inFlight: 0), now: 0) // what the journal held at start
-        _ = state.handle(.resumeDataChanged(uid: 1, kept: 0, inFlight: 1), now: 1) // a cancel making one
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 3), now: 0) // what the journal held at start
+        state.tasks[9] = DaemonStateCancelResumeDataTests.resumable(9)
+        _ = state.handle(DaemonStateCancelResumeDataTests.cancel(9), now: 1) // a cancel making one
         #expect(state.resumeDataHeld(by: 1) == 4 && state.resumeDataHeld(by: 2) == 0)
-        _ = state.handle(.resumeDataChanged(uid: 1, kept: 1, inFlight: -1), now: 2) // made
-        _ = state.handle(.resumeDataChanged(uid: 1, kept: -1, inFlight: 0), now: 3) // redeemed
+        _ = state.handle(.resumeDataStopped(9, durable: nil, partialLength: 10, token: "t"), now: 2)
+        _ = state.handle(.resumeTokenWritten(9, failed: false), now: 2) // made
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: -1), now: 3) // redeemed
         #expect(state.resumeDataHeld(by: 1) == 3)
-        _ = state.handle(.resumeDataChanged(uid: 1, kept: -5, inFlight: 0), now: 4) // deleted with a session
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: -5), now: 4) // deleted with a session
         #expect(state.resumeDataHeld(by: 1) == 0 && state.resumeDataKept[1] == nil && state.resumeDataInFlight[1] == nil)
     }
 }
@@ -211,7 +215,7 @@ struct ResumeDataDecisionTests {
         #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .none)
         t.record.lastModified = "Sat, 22 Nov 2025 03:51:27 GMT"
         #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .keep)
-        _ = state.handle(.resumeDataChanged(uid: 1, kept: 1, inFlight: 1), now: 0)
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 2), now: 0) // one kept, one being made
         #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .refused(kept: 2))
         var other = t
         other = ManagedTask(record: t.record, owner: 2, machine: t.machine, bytesReceived: 0)
