@@ -9,52 +9,16 @@ extension DaemonCore {
     /// Starts one attempt of a task (the state counted it and set its progress): a download resumes from its
     /// durable offset; an upload or data task starts from byte 0, whatever happened before.
     func startTransfer(_ id: Int64) {
-        guard let t = state.tasks[id], let s = state.sessions[t.record.session] else {
+        guard let t = state.tasks[id], let plan = state.transferPlan(id) else {
             // Not reached: the state starts only tasks it holds, of sessions it holds. Were it reached, the attempt
             // the state counted (its slot) ends at once rather than being held for ever.
             logger.error("an attempt was to start for a task or session the state does not hold", metadata: ["task": "\(id)"])
             feedAndRun(.attemptEnded(id, .stopped(durable: state.tasks[id]?.record.durableRanges ?? ByteRanges()), jitterSample: 0))
             return
         }
-        let config = s.record.configuration
-        let headers = (config.headers ?? [:]).merging(t.record.headers) { _, task in task }
-            .sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
-        let requestTimeout = config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout
-        let kind = TaskKind(rawValue: t.record.kind) ?? .download
-        var request: AttemptRequest
-        var durable = ByteRanges()
-        var maxConnections = 1
-        switch kind {
-        case .download:
-            let validators = (t.record.etag != nil || t.record.lastModified != nil)
-                ? Validators(etag: t.record.etag, lastModified: t.record.lastModified) : nil
-            durable = t.record.durableRanges
-            maxConnections = self.maxConnections(of: t, session: config)
-            request = .download(taskID: id, url: t.record.url, headers: headers, partialPath: t.record.partialPath,
-                                durable: durable, validators: validators, expectedLength: t.record.bytesExpected,
-                                requestTimeout: requestTimeout, checkpointInterval: configuration.checkpointInterval,
-                                maxConnections: maxConnections, freeSpaceFloor: configuration.minFreeSpace,
-                                diskAccount: diskLedger.account(uid: t.owner, path: t.record.partialPath))
-        case .upload, .data:
-            let method = t.record.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET")
-            let upload = kind == .upload
-            request = AttemptRequest(
-                taskID: id, url: t.record.url, method: method, headers: headers,
-                body: upload ? t.record.file.map {
-                    AttemptRequest.UploadBody(path: $0, fileID: t.record.fileID.flatMap(FileID.init(text:)))
-                } : nil,
-                sink: .memory(upload ? .upload : .data(maxBytes: t.record.maxResponseBytes)),
-                requestTimeout: requestTimeout)
-        }
-        let bandwidth = BandwidthBucket(rate: t.record.bandwidthLimit ?? 0) // fresh: a resumed transfer never bursts
+        var request = attemptRequest(plan, owner: t.owner)
+        let bandwidth = BandwidthBucket(rate: plan.bandwidthLimit) // fresh: a resumed transfer never bursts
         request.rateLimiter = RateLimiter(buckets: [services.globalBandwidth, bandwidth])
-        request.allowInsecureRedirects = config.allowInsecureRedirects ?? false
-        // The proxy is chosen for each hop of the attempt by these rules (the session's, else the daemon's): the
-        // state's, which the queue counted the first hop's proxy by.
-        request.proxyRules = state.proxyRules(session: t.record.session)
-        // The task's own, else the session's, else (for the daemon's own user only) its netrc file's for the host.
-        request.credentials = t.record.credentials ?? config.credentials
-            ?? (t.owner == getuid() ? services.netrc?.credentials(for: t.record.url, now: clock()) : nil)
         let runtime = TaskRuntime(taskID: id, connections: hostConnections, host: t.hostKey)
         var taskLogger = logger
         taskLogger[metadataKey: "task"] = "\(id)"
@@ -70,9 +34,37 @@ extension DaemonCore {
         attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth, reports: reports)
         runtime.start(attempt)
         logger.debug("transfer started", metadata: [
-            "task": "\(id)", "kind": "\(kind.rawValue)", "method": "\(request.method)", "durable": "\(durable)",
-            "maxConnections": "\(maxConnections)", "proxy": "\(request.proxy.map(String.init(describing:)) ?? "none")",
+            "task": "\(id)", "kind": "\(plan.kind.rawValue)", "method": "\(plan.method)",
+            "durable": "\(plan.download?.durable ?? ByteRanges())", "maxConnections": "\(plan.download?.maxConnections ?? 1)",
+            "proxy": "\(request.proxy.map(String.init(describing:)) ?? "none")",
         ])
+    }
+
+    /// The engine's request for `plan` (the state's), with what only the runner has: the configured checkpoint
+    /// interval and free-space floor, the owner's disk account, and the netrc file's credentials when the plan
+    /// says so. The bandwidth buckets are added by the caller.
+    private func attemptRequest(_ plan: TransferPlan, owner: UInt32) -> AttemptRequest {
+        let headers = plan.headers.map { (name: $0.name, value: $0.value) }
+        var request: AttemptRequest
+        if let d = plan.download {
+            request = .download(taskID: plan.taskID, url: plan.url, headers: headers, partialPath: d.partialPath,
+                                durable: d.durable, validators: d.validators, expectedLength: d.expectedLength,
+                                requestTimeout: plan.requestTimeout, checkpointInterval: configuration.checkpointInterval,
+                                maxConnections: d.maxConnections, freeSpaceFloor: configuration.minFreeSpace,
+                                diskAccount: diskLedger.account(uid: owner, path: d.partialPath))
+        } else {
+            request = AttemptRequest(taskID: plan.taskID, url: plan.url, method: plan.method, headers: headers,
+                                     body: plan.body, sink: .memory(plan.responseLimit ?? .upload),
+                                     requestTimeout: plan.requestTimeout)
+        }
+        request.allowInsecureRedirects = plan.allowInsecureRedirects
+        request.proxyRules = plan.proxyRules
+        switch plan.credentials {
+        case .given(let credentials): request.credentials = credentials
+        case .netrc: request.credentials = services.netrc?.credentials(for: plan.url, now: clock())
+        case .none: break
+        }
+        return request
     }
 
     /// What the attempt reports goes to the state as its progress; its end, as `attemptEnded`.

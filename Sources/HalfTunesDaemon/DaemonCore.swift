@@ -277,10 +277,4 @@ extension DaemonCore {
         guard attempts[t.id] != nil, t.machine.state == .running, !t.completing else { return nil }
         return 1 + hostConnections.extras(t.hostKey, task: t.id)
     }
-
-    /// The most connections a download of `t` may use: the task's setting, else its session's, else the
-    /// default.
-    func maxConnections(of t: ManagedTask, session: SessionConfiguration) -> Int {
-        t.record.maxConnections ?? session.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask
-    }
 }
