@@ -25,7 +25,7 @@ extension DaemonCore {
         // two take about as long. What the restored tasks ask for (journal writes, the retry timer, finishing
         // an interrupted publish) is carried out once the scan is over, since it holds the journal meanwhile.
         let scan = journal.scanTasks()
-        var deferred: [DaemonState.Action] = [], publishing: [Int64] = []
+        var deferred: [DaemonState.Action] = []
         var resumed = 0
         while let batch = try scan.next() {
             for row in batch {
@@ -43,13 +43,11 @@ extension DaemonCore {
                 }
                 if !actions.isEmpty { resumed += 1 }
                 deferred.append(contentsOf: actions)
-                if row.phase == .publishing { publishing.append(id) }
             }
         }
         let read = ContinuousClock.now
         feedAndRun(.finishedTasksCounted(scan.finishedCounts))
         run(deferred)
-        for id in publishing { recoverCompletion(id) }
         for (uid, count) in (try? journal.resumeTokenCounts()) ?? [:] {
             feedAndRun(.resumeDataChanged(uid: uid, kept: count))
         }

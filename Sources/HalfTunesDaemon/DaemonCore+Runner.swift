@@ -85,6 +85,8 @@ extension DaemonCore {
                 chooseNameAndGoOn(id, attempt: attempt, avoiding: avoiding)
             case let .move(id, attempt, partial, location, replacing, durable):
                 move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable)
+            case let .recoverPublish(id, partial, location):
+                recoverPublish(id, partial: partial, location: location)
             case let .completionEnded(id, location, error):
                 completionEnded(id, location: location, error: error)
             case .sessionOpen, .limitsTicket:
@@ -281,17 +283,15 @@ extension DaemonCore {
     /// Crash point: the digest is being computed (the task is still `running` in phase `transfer`).
     static let crashWhileVerifying = "checksum.verifying"
 
-    /// Finishes a publish whose intent was journaled before a crash, idempotently (during `recover`).
-    func recoverCompletion(_ id: Int64) {
-        guard let t = state.tasks[id] else { return }
-        let location = t.record.location ?? t.record.destination
-        let recovery = FilePublisher.recover(partialPath: t.record.partialPath, destination: location)
+    /// `recoverPublish`: what the file system shows of a publish whose intent was journaled before a crash
+    /// (during `recover`); the state finishes it, idempotently.
+    func recoverPublish(_ id: Int64, partial: String, location: String) {
+        let recovery = FilePublisher.recover(partialPath: partial, destination: location)
         if recovery == .published {
-            diskLedger.remove(t.record.partialPath)
+            diskLedger.remove(partial)
             logger.info("completing a download whose publish was interrupted", metadata: ["task": "\(id)"])
         }
-        let total = PartialFile.length(path: t.record.partialPath) ?? t.record.bytesDurable
-        feedAndRun(.recoveredCompletion(id, recovery, totalBytes: total))
+        feedAndRun(.recoveredCompletion(id, recovery, totalBytes: PartialFile.length(path: partial)))
     }
 
     /// A result from off the actor, for `DaemonState` (which drops stale ones).

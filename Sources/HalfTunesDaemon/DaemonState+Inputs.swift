@@ -47,8 +47,9 @@ extension DaemonState {
         case clockTick
         /// A completion's result from off the core: a digest, the name the runner chose, how a move went.
         case completion(Int64, attempt: Int, CompletionMachine.Input)
-        /// Recovery found the journaled publish intent of a task and `recovery` on the file system.
-        case recoveredCompletion(Int64, FilePublisher.Recovery, totalBytes: Int64)
+        /// `recoverPublish`'s report: `recovery`, what the file system shows of the task's journaled publish intent,
+        /// and the partial's length (nil: it is gone; its durable bytes count).
+        case recoveredCompletion(Int64, FilePublisher.Recovery, totalBytes: Int64?)
         /// A task's attempt ended (`jitterSample`, 0..<1, spreads the retry times of transient failures).
         case attemptEnded(Int64, AttemptOutcome, jitterSample: Double)
         /// What a task's attempt in flight reports (DaemonState+Progress.swift).
@@ -185,6 +186,10 @@ extension DaemonState {
         /// Sync the journal (the intent), then move the partial to `location` off the core; feed the outcome
         /// back as `completion(.moveEnded)`.
         case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool)
+        /// A restored task's publish intent was journaled before the daemon stopped: look at the file system
+        /// (`FilePublisher.recover`: is `partial` at `location` already?) and the partial's length, and feed
+        /// `recoveredCompletion`.
+        case recoverPublish(Int64, partial: String, location: String)
         /// The task's completion ended (published at `location`, or failed): whoever waits for its move goes on.
         case completionEnded(Int64, location: String?, error: TaskError?)
         /// `limitsSetting`'s answer: the caller writes its values, then feeds `limitsWritten` with this ticket.

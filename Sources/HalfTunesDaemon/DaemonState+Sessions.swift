@@ -137,8 +137,10 @@ extension DaemonState {
         tasks[t.id] = t
         if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 }
         // A suspended task needs nothing more (a queued one is in the queue at its journaled place); one being
-        // published is finished by `recoveredCompletion`.
-        if t.record.state == .running || t.record.state == .waiting, t.record.phase != .publishing {
+        // published is finished once the runner looked at its file (`recoverPublish` → `recoveredCompletion`).
+        if t.record.phase == .publishing {
+            actions.append(.recoverPublish(t.id, partial: t.record.partialPath, location: t.record.location ?? t.record.destination))
+        } else if t.record.state == .running || t.record.state == .waiting {
             _ = try? apply(.restored, to: t.id, now: now, into: &actions)
         }
         // What the conditions say now: a queued task may have to wait, one that waited for them may go on.

@@ -174,7 +174,7 @@ struct DaemonState {
         case let .completion(id, attempt, completionInput):
             self.completionInput(id, attempt: attempt, completionInput, now: now, into: &actions)
         case let .recoveredCompletion(id, recovery, total):
-            recoveredCompletion(id, recovery, total: total, now: now, into: &actions)
+            recoveredCompletion(id, recovery, total: total ?? tasks[id]?.record.bytesDurable ?? 0, now: now, into: &actions)
         case let .attemptProgress(id, .started(start)):
             responseStarted(id, start, into: &actions)
         case let .attemptProgress(id, .received(delta, total, expected)):

@@ -147,4 +147,27 @@ struct DaemonStateCompletionTests {
             #expect(actions == [.chooseName(1, attempt: 0, avoiding: [])] && state.completions[1] != nil)
         }
     }
+
+    /// Which restored tasks finish a publish is the state's: one whose row says `publishing` asks the runner to look
+    /// at its file (at its chosen location, else its destination), and nothing else happens to it until the answer;
+    /// a running one in the transfer phase is queued again instead. Without the partial's length, its durable bytes
+    /// count.
+    @Test func aRestoredPublishAsksTheRunnerToLookAtItsFile() {
+        var state = S.state()
+        var t = S.task(1, session: "a", owner: 1)
+        t.machine = TaskStateMachine(state: .running)
+        t.record.state = .running
+        t.record.phase = .publishing
+        t.record.location = "/d/1 (2)"
+        t.record.durableRanges = ByteRanges(prefix: 7)
+        #expect(state.handle(.taskRestored(t), now: 0) == [.recoverPublish(1, partial: "/d/.1.partial", location: "/d/1 (2)")])
+        var other = S.task(2, session: "a", owner: 1)
+        other.machine = TaskStateMachine(state: .running)
+        other.record.state = .running
+        let restored = state.handle(.taskRestored(other), now: 0)
+        #expect(!restored.contains { if case .recoverPublish = $0 { true } else { false } })
+        #expect(state.tasks[2]?.machine.state == .queued)
+        _ = state.handle(.recoveredCompletion(1, .needsPublish, totalBytes: nil), now: 1)
+        #expect(state.tasks[1]?.record.bytesDurable == 7 && state.completions[1] != nil)
+    }
 }
