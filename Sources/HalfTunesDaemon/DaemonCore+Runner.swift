@@ -46,6 +46,7 @@ extension DaemonCore {
     @discardableResult
     func run(_ actions: [DaemonState.Action]) -> WriteOutcome? {
         var awaited: WriteOutcome?
+        var lastRow: (submitted: Bool, completionSeq: Int64?) = (false, nil) // the `journal` a `notify` follows
         for action in actions {
             switch action {
             case .refused(let refusal):
@@ -58,7 +59,9 @@ extension DaemonCore {
             case .admitted, .createRefused:
                 break // `admitting`'s answer, read by task.create before anything runs
             case let .journal(record, payloads):
-                commit(record, payloads)
+                lastRow = commit(record, payloads)
+            case let .notify(notice, recipient):
+                if lastRow.submitted { notify(notice, to: recipient, seq: lastRow.completionSeq) }
             case .startAttempt(let id):
                 startTransfer(id)
             case let .setBandwidth(id, rate):

@@ -249,19 +249,22 @@ extension DaemonCore {
 
 extension DaemonCore {
     /// Journals this row of a task with its events in one transaction (submitted to the journal's writer), then
-    /// delivers the events live (each connection's `Outbox` holds them until that write is durable).
-    func commit(_ record: TaskRecord, _ payloads: [EventPayload]) {
-        guard let id = record.id else { return }
+    /// delivers the events live (each connection's `Outbox` holds them until that write is durable). Returns
+    /// whether the row was submitted, and its `didComplete`'s sequence number (for a `notify` after it).
+    @discardableResult
+    func commit(_ record: TaskRecord, _ payloads: [EventPayload]) -> (submitted: Bool, completionSeq: Int64?) {
+        guard let id = record.id else { return (false, nil) }
         let time = Timestamp.format(clock())
         let events = payloads.map { Event(seq: nil, session: record.session, task: id, time: time, payload: $0) }
         do {
             let stored = try writeRow(record, events: events.filter(\.payload.isJournaled))
             broadcast(stored + events.filter { !$0.payload.isJournaled })
-            if let done = stored.last(where: \.payload.isDidComplete) { noticeAgent(record, seq: done.seq) }
+            return (true, stored.last(where: \.payload.isDidComplete)?.seq)
         } catch {
             // The in-memory state moved on; the journal will catch up with the next write of this task.
             logger.error("journal write failed for task \(id): \(error)", metadata: ["task": "\(id)"])
             broadcast(events)
+            return (false, nil)
         }
     }
 
@@ -392,26 +395,22 @@ extension DaemonCore {
         for kept in services.agents.takePending(uid: caller.uid, now: clock()) { outbox.send(line: kept.line, seq: kept.seq) }
     }
 
-    /// A desktop notification for a task just journaled as finished, when its session's `notifications` cover it,
-    /// once: `agent.notify` to the agent of the session's user, or posted by the daemon itself for its own user
-    /// (who has no agent) on its session bus.
-    func noticeAgent(_ record: TaskRecord, seq: Int64?) {
-        guard let s = state.sessions[record.session],
-              let notice = AgentNotices.notice(for: record, configuration: s.record.configuration,
-                                               sessionName: SessionNames.name(of: record.session),
-                                               presented: SessionNames.presented(record.session, to: s.record.uid), now: clock())
-        else { return }
-        if s.record.uid == state.daemonUID {
+    /// `notify`: the desktop notification of a task just journaled as finished (the state decided it and to whom),
+    /// once: posted by the daemon itself for its own user (who has no agent) on its session bus, or `agent.notify`
+    /// to the agent of the session's user. `seq`: the row's `didComplete`.
+    func notify(_ notice: AgentNotice, to recipient: DaemonState.NoticeRecipient, seq: Int64?) {
+        switch recipient {
+        case .daemonsOwnUser:
             // Posted once the row is durable, as an event is sent (`Outbox`), and never for a write that failed.
             let poster = services.notifications, durability = journal.durability
             durability.whenDurable(durability.lastCommit) {
                 if let seq, durability.isWithdrawn(seq) { return }
                 poster.received(notice)
             }
-            return
+        case .agent(let uid):
+            guard let line = try? RPCNotification(method: AgentNotice.method, params: JSONValue(encoding: notice)).line() else { return }
+            services.agents.notify(uid: uid, line: line, seq: seq, now: clock())
         }
-        guard let line = try? RPCNotification(method: AgentNotice.method, params: JSONValue(encoding: notice)).line() else { return }
-        services.agents.notify(uid: s.record.uid, line: line, seq: seq, now: clock())
     }
 
     /// `agent.started` / `agent.ended`: a report of the caller's agent about one of its user's sessions.

@@ -190,6 +190,9 @@ extension DaemonState {
         /// (`FilePublisher.recover`: is `partial` at `location` already?) and the partial's length, and feed
         /// `recoveredCompletion`.
         case recoverPublish(Int64, partial: String, location: String)
+        /// Tell `to` of a finished task, once the `journal` action just before it (its row with `didComplete`) is
+        /// durable, and never if that write failed.
+        case notify(AgentNotice, to: NoticeRecipient)
         /// The task's completion ended (published at `location`, or failed): whoever waits for its move goes on.
         case completionEnded(Int64, location: String?, error: TaskError?)
         /// `limitsSetting`'s answer: the caller writes its values, then feeds `limitsWritten` with this ticket.

@@ -90,8 +90,13 @@ struct DaemonState {
     }
 
     /// Feeds an input; returns what the runner must do, in order. A refused task input or edit changes nothing
-    /// and returns `refused` alone.
+    /// and returns `refused` alone. A finished task's row is followed by its notice when its session asks for one
+    /// (DaemonState+Notices.swift).
     mutating func handle(_ input: Input, now: Double) -> [Action] {
+        withNotices(take(input, now: now), now: now)
+    }
+
+    private mutating func take(_ input: Input, now: Double) -> [Action] {
         var actions: [Action] = []
         tasks.clearChangedHosts() // from here on, the hosts this input changes (`TaskTable.changedHosts`)
         switch input {

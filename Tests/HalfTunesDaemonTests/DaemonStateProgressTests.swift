@@ -330,9 +330,16 @@ struct DaemonStateProgressTests {
         // Fed out of order: the running task (20) was queued after the queued one (10).
         let rows = [row(2, .running, order: 20), row(3, .suspended, order: 40), publishing, row(1, .queued, order: 10)]
         var restarted = 0
-        for t in rows where !(state.handle(.taskRestored(t), now: 1)).isEmpty { restarted += 1 }
-        // Only the running one has something to do (it is queued again, and journaled so).
-        #expect(restarted == 1)
+        var asked: [DaemonState.Action] = []
+        for t in rows {
+            let actions = state.handle(.taskRestored(t), now: 1)
+            if !actions.isEmpty { restarted += 1 }
+            if t.id == 4 { asked = actions }
+        }
+        // Two have something to do: the running one (it is queued again, and journaled so), and the one being
+        // published, whose file the runner looks at (`recoverPublish`, the state's since step 69).
+        #expect(restarted == 2)
+        #expect(asked == [.recoverPublish(4, partial: "/d/.4.partial", location: "/d/4")])
         #expect(state.tasks[1]?.record.queueOrder == 10 && state.tasks[2]?.record.queueOrder == 20)
         #expect(state.tasks[2]?.machine.state == .queued)
         #expect(state.takeQueueOrder() == 41)
