@@ -4,11 +4,12 @@ import HalfTunesJournal
 import HalfTunesProtocol
 
 extension DaemonState {
-    /// A canceled task whose resume data is being made: its session and owner (counted in `resumeDataInFlight`
-    /// until the token is written or nothing is kept).
+    /// A canceled task whose resume data is being made: its session, owner (counted in `resumeDataInFlight` until
+    /// the token is written or nothing is kept) and partial file.
     struct ResumeDataMaking: Equatable, Sendable {
         var session: String
         var owner: UInt32
+        var partialPath: String
     }
 
     /// A cancel asking for resume data, refused: the owner already keeps the most allowed. Nothing changed.
@@ -49,7 +50,7 @@ extension DaemonState {
             case .none:
                 break
             case .keep:
-                making = ResumeDataMaking(session: t.record.session, owner: t.owner)
+                making = ResumeDataMaking(session: t.record.session, owner: t.owner, partialPath: t.record.partialPath)
             case .refused(let kept):
                 return [.resumeDataRefused(ResumeDataRefusal(task: id, owner: t.owner, kept: kept, max: caps.maxResumeDataPerUID))]
             }
@@ -79,7 +80,12 @@ extension DaemonState {
     /// data is answered.
     mutating func resumeDataStopped(_ id: Int64, durable: ByteRanges?, partialLength: Int64?, token: String,
                                     now: Double, into actions: inout [Action]) {
-        guard let making = resumeDataBeingMade[id], let t = tasks[id] else { return }
+        guard let making = resumeDataBeingMade[id] else { return }
+        guard let t = tasks[id] else {
+            // Taken out meanwhile (its insert failed, its session went): nothing is kept, and nothing stays counted.
+            actions.append(.removePartial(path: making.partialPath))
+            return resumeDataMade(id, making, into: &actions)
+        }
         switch Self.resumeData(of: t.record, durable: durable, partialLength: partialLength, token: token, now: now) {
         case .keep(let row):
             actions.append(.writeResumeToken(row, owner: making.owner))
@@ -94,7 +100,7 @@ extension DaemonState {
     mutating func resumeTokenWritten(_ id: Int64, failed: Bool, into actions: inout [Action]) {
         guard let making = resumeDataBeingMade[id] else { return }
         if failed {
-            if let path = tasks[id]?.record.partialPath { actions.append(.removePartial(path: path)) }
+            actions.append(.removePartial(path: making.partialPath))
         } else {
             Self.add(1, to: &resumeDataKept, making.owner)
         }

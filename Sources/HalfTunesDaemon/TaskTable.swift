@@ -21,10 +21,11 @@ struct TaskTable {
     private var unfinishedBySession: [String: Int] = [:]
     private var unfinishedByOwner: [UInt32: Int] = [:]
     private var reservedDestinations: [HashedPath: Int] = [:]
-    /// The ids of the tasks in memory per session (unfinished ones, and finished ones still stopping a transfer
-    /// or publishing): session operations read them instead of walking every task.
+    /// The ids of the tasks in memory per session (unfinished ones, and finished ones still stopping a transfer,
+    /// publishing, or having their resume data made): session operations read them instead of walking every task.
     private var idsBySession: [String: Set<Int64>] = [:]
-    /// The finished tasks still in memory per session (a transfer stopping, a publish). No state leads out of a
+    /// The finished tasks still in memory per session (a transfer stopping, a publish, resume data being made:
+    /// `DaemonState.evict`). No state leads out of a
     /// finished one, so a task in memory has a finished row only if it is one of these: what a retention sweep
     /// must keep, without a copy of the session's every id.
     private var finishedInMemoryBySession: [String: Set<Int64>] = [:]
@@ -167,10 +168,10 @@ struct TaskTable {
         for (state, n) in finishedBySessionState[session] ?? [:] { Self.add(-n, to: &finishedByState, state) }
         finishedBySessionState[session] = nil
     }
-    /// The ids of the session's tasks in memory (unfinished, or finished with a transfer still stopping), in no
-    /// order.
+    /// The ids of the session's tasks in memory (unfinished, or finished and not evicted yet), in no order.
     func ids(session: String) -> Set<Int64> { idsBySession[session] ?? [] }
-    /// The session's finished tasks still in memory (a transfer stopping, a publish), in no order.
+    /// The session's finished tasks still in memory (a transfer stopping, a publish, resume data being made), in no
+    /// order.
     func finishedInMemory(session: String) -> Set<Int64> { finishedInMemoryBySession[session] ?? [] }
     /// How many of the session's tasks have a transfer that has not ended yet.
     func stopping(session: String) -> Int { stoppingBySession[session] ?? 0 }

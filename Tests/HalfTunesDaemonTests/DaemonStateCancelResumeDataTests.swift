@@ -52,7 +52,8 @@ struct DaemonStateCancelResumeDataTests {
         let actions = state.handle(Self.cancel(5), now: 1)
         #expect(!actions.contains(.removePartial(path: "/d/.5.partial")), "the partial is kept")
         #expect(state.tasks[5]?.machine.state == .canceled)
-        #expect(state.resumeDataBeingMade[5] == .init(session: "a", owner: 1) && state.resumeDataHeld(by: 1) == 1)
+        #expect(state.resumeDataBeingMade[5] == .init(session: "a", owner: 1, partialPath: "/d/.5.partial"))
+        #expect(state.resumeDataHeld(by: 1) == 1)
         #expect(state.handle(Self.cancel(5), now: 1.5).first.map { if case .refused = $0 { true } else { false } } == true,
                 "canceled already")
         let stopped = state.handle(.resumeDataStopped(5, durable: nil, partialLength: 8, token: "tok"), now: 2)
@@ -91,6 +92,21 @@ struct DaemonStateCancelResumeDataTests {
         #expect(state.handle(.resumeDataStopped(6, durable: nil, partialLength: nil, token: "u"), now: 3)
                 == [.removePartial(path: "/d/.6.partial")], "the file is gone: no token promises its bytes")
         #expect(state.tasks[5] == nil && state.tasks[6] == nil && state.resumeDataHeld(by: 1) == 0)
+    }
+
+    /// A task taken out of memory meanwhile (here: its insert failed) keeps nothing and leaves nothing counted.
+    @Test func aTaskGoneMeanwhileKeepsNothingAndIsNotCountedAnyMore() {
+        var state = DaemonStateTests.state()
+        var t = Self.resumable(5)
+        t.inserting = true
+        state.tasks[5] = t
+        _ = state.handle(Self.cancel(5), now: 1)
+        #expect(state.resumeDataHeld(by: 1) == 1)
+        _ = state.handle(.createsJournaled([5], failed: true), now: 2)
+        #expect(state.tasks[5] == nil)
+        #expect(state.handle(.resumeDataStopped(5, durable: nil, partialLength: 10, token: "t"), now: 3)
+                == [.removePartial(path: "/d/.5.partial")])
+        #expect(state.resumeDataBeingMade.isEmpty && state.resumeDataHeld(by: 1) == 0)
     }
 
     /// The session's invalidation does not delete its rows while resume data is still being made in it.

@@ -168,6 +168,6 @@ struct DaemonStateCompletionTests {
         #expect(!restored.contains { if case .recoverPublish = $0 { true } else { false } })
         #expect(state.tasks[2]?.machine.state == .queued)
         _ = state.handle(.recoveredCompletion(1, .needsPublish, totalBytes: nil), now: 1)
-        #expect(state.tasks[1]?.record.bytesDurable == 7 && state.completions[1] != nil)
+        #expect(state.completions[1]?.machine.total == 7)
     }
 }

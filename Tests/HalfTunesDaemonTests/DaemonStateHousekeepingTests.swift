@@ -215,7 +215,9 @@ struct ResumeDataDecisionTests {
         #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .none)
         t.record.lastModified = "Sat, 22 Nov 2025 03:51:27 GMT"
         #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .keep)
-        _ = state.handle(.resumeDataChanged(uid: 1, kept: 2), now: 0) // one kept, one being made
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 1), now: 0) // one kept
+        state.tasks[9] = DaemonStateCancelResumeDataTests.resumable(9)
+        _ = state.handle(DaemonStateCancelResumeDataTests.cancel(9), now: 0) // one being made
         #expect(state.resumeDataDecision(for: t, asked: true, cap: 2) == .refused(kept: 2))
         var other = t
         other = ManagedTask(record: t.record, owner: 2, machine: t.machine, bytesReceived: 0)

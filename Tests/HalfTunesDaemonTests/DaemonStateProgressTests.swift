@@ -310,8 +310,8 @@ struct DaemonStateProgressTests {
     }
 
     /// Recovery puts tasks back in the queue at their journaled places, whatever order they are fed in, and
-    /// tasks queued afterwards go behind every one of them; a suspended one and one being published wait for
-    /// nothing; finished tasks are counted per session.
+    /// tasks queued afterwards go behind every one of them; a suspended one waits for nothing, one being published
+    /// for the runner's look at its file; finished tasks are counted per session.
     @Test func recoveryKeepsTheOldOrder() throws {
         var state = DaemonState()
         let session = ManagedSession(record: SessionRecord(identifier: "a", uid: 1, configuration: .init(), state: .active,
