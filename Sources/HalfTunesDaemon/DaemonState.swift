@@ -93,7 +93,10 @@ struct DaemonState {
     /// and returns `refused` alone. A finished task's row is followed by its notice when its session asks for one
     /// (DaemonState+Notices.swift).
     mutating func handle(_ input: Input, now: Double) -> [Action] {
-        withNotices(take(input, now: now), now: now)
+        // Two statements: in one, `self` would be read for `withNotices` before `take` changes it, and Swift would
+        // keep a copy of the whole state across that change (every table copied, once per input).
+        let actions = take(input, now: now)
+        return withNotices(actions, now: now)
     }
 
     private mutating func take(_ input: Input, now: Double) -> [Action] {

@@ -127,16 +127,21 @@ struct DaemonStateCompletionTests {
         #expect(state.handle(.completion(2, attempt: 1, .nameChosen("/d/2")), now: 14).isEmpty)
     }
 
+    /// A running download of session "a" whose journaled publish intent names `location`.
+    static func publishing(_ id: Int64, location: String) -> ManagedTask {
+        var t = S.task(id, session: "a", owner: 1)
+        t.machine = TaskStateMachine(state: .running)
+        t.record.state = .running
+        t.record.phase = .publishing
+        t.record.location = location
+        return t
+    }
+
     /// Recovery of a journaled intent: published → completed; the file gone → failed; still to publish → named.
     @Test(arguments: [FilePublisher.Recovery.published, .lost, .needsPublish])
     func aRecoveredIntentIsFinished(_ recovery: FilePublisher.Recovery) throws {
         var state = S.state()
-        var t = S.task(1, session: "a", owner: 1)
-        t.machine = TaskStateMachine(state: .running)
-        t.record.state = .running
-        t.record.phase = .publishing
-        t.record.location = "/d/1"
-        _ = state.handle(.created([t]), now: 0)
+        _ = state.handle(.created([Self.publishing(1, location: "/d/1")]), now: 0)
         let actions = state.handle(.recoveredCompletion(1, recovery, totalBytes: 5), now: 1)
         switch recovery {
         case .published:
@@ -154,11 +159,7 @@ struct DaemonStateCompletionTests {
     /// count.
     @Test func aRestoredPublishAsksTheRunnerToLookAtItsFile() {
         var state = S.state()
-        var t = S.task(1, session: "a", owner: 1)
-        t.machine = TaskStateMachine(state: .running)
-        t.record.state = .running
-        t.record.phase = .publishing
-        t.record.location = "/d/1 (2)"
+        var t = Self.publishing(1, location: "/d/1 (2)")
         t.record.durableRanges = ByteRanges(prefix: 7)
         #expect(state.handle(.taskRestored(t), now: 0) == [.recoverPublish(1, partial: "/d/.1.partial", location: "/d/1 (2)")])
         var other = S.task(2, session: "a", owner: 1)

@@ -7,8 +7,9 @@ import Testing
 
 /// Every integration test that ends normally stops its daemon gracefully and checks its replay report
 /// (`running` in Harness.swift). This one makes sure the reports cover what matters: a split download, a failed
-/// one, pause and resume, a cancel, a graceful restart, and a kill -9 in the middle of a transfer (the killed
-/// process's inputs, replayed in step as they came) followed by the recovery from the journal.
+/// one, pause and resume, a cancel, a cancel keeping resume data, a graceful restart, and a kill -9 in the middle
+/// of a transfer (the killed process's inputs, replayed in step as they came) followed by the recovery from the
+/// journal.
 @Suite("Replaying the state's inputs", .serialized)
 struct ReplayTests {
     @Test func theInputsOfARunWithAKillNineReplayToTheSameActions() async throws {
@@ -32,6 +33,11 @@ struct ReplayTests {
             _ = try client.resume(transfer.id)
             let canceled = try client.startDownload(origin.url("/slow.bin"), maxConnections: 1)
             _ = try client.cancel(canceled.id)
+            // A cancel keeping resume data: its transfer stops, its token is written (`resumeDataStopped`,
+            // `resumeTokenWritten`).
+            let kept = try client.startDownload(origin.url("/slow.bin"), maxConnections: 1)
+            try eventually("bytes durable") { try client.task(kept.id).bytesDurable > 0 ? true : nil }
+            #expect(try client.cancel(kept.id, produceResumeData: true).resumeData != nil)
             try daemon.terminate()
 
             // The second process: recovery, the transfer goes on, kill -9 in the middle of it (its live report stays).
@@ -53,7 +59,7 @@ struct ReplayTests {
             let kinds = reports.map { ($0["kinds"] as? [String: Int]) ?? [:] }
             let first = try #require(kinds.first), last = try #require(kinds.last)
             for kind in ["created", "createsJournaled", "attemptProgress", "attemptEnded", "completion", "task",
-                         "shutdownBegan"] {
+                         "resumeDataStopped", "resumeTokenWritten", "shutdownBegan"] {
                 #expect(first[kind, default: 0] > 0, "the first process's inputs include \(kind): \(first)")
             }
             for kind in ["sessionRestored", "taskRestored", "restoreFinished", "attemptEnded", "completion"] {
