@@ -123,6 +123,8 @@ struct PendingCreate {
     var events: [Event]
     /// Uploads: the file's length when the task was created.
     var bytesExpectedToSend: Int64?
+    /// Its session's uid when it was admitted.
+    var owner: UInt32
 }
 
 extension DaemonCore {
@@ -197,8 +199,8 @@ extension DaemonCore {
         var created: [ManagedTask] = []
         created.reserveCapacity(stored.count)
         for (create, (record, _)) in zip(pending.map(\.create), stored) {
-            var managed = ManagedTask(record: record, owner: state.sessions[record.session]?.record.uid ?? 0,
-                                      machine: create.machine, bytesReceived: record.bytesDurable)
+            var managed = ManagedTask(record: record, owner: create.owner, machine: create.machine,
+                                      bytesReceived: record.bytesDurable)
             managed.bytesExpectedToSend = create.bytesExpectedToSend
             managed.inserting = true
             created.append(managed)
@@ -329,7 +331,7 @@ extension DaemonCore {
             let time = Timestamp.format(record.createdAt)
             let events = admission.events.map { Event(seq: nil, session: record.session, task: nil, time: time, payload: $0) }
             return PendingCreate(record: record, machine: admission.machine, events: events,
-                                 bytesExpectedToSend: bytesExpectedToSend)
+                                 bytesExpectedToSend: bytesExpectedToSend, owner: admission.owner)
         case .createRefused(let refusal)?:
             throw RPCError(refusal)
         default:

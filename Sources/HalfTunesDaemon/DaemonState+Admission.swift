@@ -44,6 +44,8 @@ extension DaemonState {
         /// When it fails if not finished: its session's `resourceTimeout` from now.
         var resourceDeadline: Double
         var events: [EventPayload]
+        /// Its session's uid: the task's owner.
+        var owner: UInt32
     }
 
     /// Why a new task was not admitted (`createRefused`; the runner answers it as `shuttingDown`,
@@ -86,18 +88,20 @@ extension DaemonState {
     /// handed out twice, even when its insert fails).
     mutating func admit(_ new: NewTask, now: Double) -> Action {
         if let refusal = refusal(of: new) { return .createRefused(refusal) }
-        let timeout = sessions[new.session]?.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout
+        guard let s = sessions[new.session] else { return .createRefused(.sessionInvalidated(new.session)) } // not reached
+        let timeout = s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout
         let deadline = now + timeout
         let (machine, lifecycle) = TaskStateMachine.created(start: new.start, resourceDeadline: deadline)
         let events = lifecycle.compactMap(Self.payload(for:))
         let queueOrder = lifecycle.contains(.enqueue) ? takeQueueOrder() : nil
-        let owner = sessions[new.session]?.record.uid ?? 0
+        let owner = s.record.uid
         if let destination = new.destination { admitted.destinations.insert(destination) }
         admitted.tasksBySession[new.session, default: 0] += 1
         admitted.tasksByUID[owner, default: 0] += 1
         admitted.eventsBySession[new.session, default: 0] += events.count
         admitted.eventsByUID[owner, default: 0] += events.count
-        return .admitted(Admission(machine: machine, queueOrder: queueOrder, resourceDeadline: deadline, events: events))
+        return .admitted(Admission(machine: machine, queueOrder: queueOrder, resourceDeadline: deadline, events: events,
+                                   owner: owner))
     }
 
     private func refusal(of new: NewTask) -> CreateRefusal? {

@@ -48,6 +48,8 @@ struct DaemonStateAdmissionTests {
         let suspended = try #require(Self.admission(state.handle(.admitting(Self.new()), now: 0)))
         #expect(suspended.machine.state == .suspended && suspended.queueOrder == nil)
         #expect(suspended.events == [.stateChanged(state: .suspended, previous: nil, reason: nil)])
+        #expect(suspended.owner == 1, "its session's uid owns it")
+        #expect(Self.admission(state.handle(.admitting(Self.new("c")), now: 0))?.owner == 2)
         let before = state.nextQueueOrder
         let queued = try #require(Self.admission(state.handle(.admitting(Self.new(start: true)), now: 0)))
         #expect(queued.machine.state == .queued && queued.queueOrder == before)
