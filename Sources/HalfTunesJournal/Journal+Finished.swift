@@ -12,7 +12,7 @@ extension Journal {
     /// `tasks_by_session`, `tasks_by_session_state`. Several sessions (a user's own, none named): one range per
     /// session, merged in id order by SQLite (a `UNION ALL` of ranges in id order is merged, not sorted), about
     /// `limit` + sessions index entries read, whatever the sessions hold.
-    public func taskIDs(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> [Int64] {
+    func taskIDs(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> [Int64] {
         if let sessions, sessions.count > 1 {
             var ids: [Int64] = []
             for start in stride(from: 0, to: sessions.count, by: Self.mergedRanges) {

@@ -56,7 +56,7 @@ extension Journal {
 
     /// Deletes the session with its tasks, events and resume tokens, in one transaction. Deleting an unknown
     /// session does nothing. Event sequence numbers and task ids stay used (AUTOINCREMENT).
-    public func deleteSession(_ identifier: String) throws {
+    func deleteSession(_ identifier: String) throws {
         try write { db in
             for table in ["events", "resume_tokens", "tasks"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE session = ?", arguments: [identifier])

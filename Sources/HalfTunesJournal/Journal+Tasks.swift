@@ -22,13 +22,13 @@ extension Journal {
 
     /// Inserts the task (assigning its id) and the events in ONE transaction. Events whose `task` is nil get
     /// the new id. Returns the stored task and the events with `seq` assigned.
-    public func insertTask(_ t: TaskRecord, events: [Event]) throws -> (TaskRecord, [Event]) {
+    func insertTask(_ t: TaskRecord, events: [Event]) throws -> (TaskRecord, [Event]) {
         try insertTasks([(t, events)])[0]
     }
 
     /// Inserts new tasks, each with its events, in ONE transaction (one commit for all of them, so one
     /// WAL write of the pages they share); all of them or none. Returns them as `insertTask` does, in order.
-    public func insertTasks(_ tasks: [(task: TaskRecord, events: [Event])]) throws -> [(TaskRecord, [Event])] {
+    func insertTasks(_ tasks: [(task: TaskRecord, events: [Event])]) throws -> [(TaskRecord, [Event])] {
         let insert = try Journal.taskInsert(tasks, ids: writer.numberTasks(tasks.count))
         return try write(numbering: insert.events) { db, numbered in
             try insert.write(db, numbered)
@@ -144,12 +144,12 @@ extension Journal {
 
     /// The hot-path update of the durable bytes: one `UPDATE` of the durable columns, committed (and so fsynced)
     /// before it returns. Call it only after the partial file's data in `durable` was fsynced.
-    public func recordCheckpoint(task: Int64, durable: ByteRanges) throws {
+    func recordCheckpoint(task: Int64, durable: ByteRanges) throws {
         try write { db in try Journal.checkpoint(task, durable, nil, db) }
     }
 
     /// `recordCheckpoint` of the first `bytesDurable` bytes.
-    public func recordCheckpoint(task: Int64, bytesDurable: Int64) throws {
+    func recordCheckpoint(task: Int64, bytesDurable: Int64) throws {
         try recordCheckpoint(task: task, durable: ByteRanges(prefix: bytesDurable))
     }
 
@@ -191,7 +191,7 @@ extension Journal {
     }
 
     /// `recordCheckpoint`, also recording the response the durable bytes came from.
-    public func recordCheckpoint(task: Int64, bytesDurable: Int64, head: CheckpointHead) throws {
+    func recordCheckpoint(task: Int64, bytesDurable: Int64, head: CheckpointHead) throws {
         try write { db in try Journal.checkpoint(task, ByteRanges(prefix: bytesDurable), head, db) }
     }
 }

@@ -46,7 +46,7 @@ public final class Journal: Sendable {
     }
 
     /// A private in-memory journal with the same schema (for tests).
-    public static func openInMemory() throws -> Journal {
+    static func openInMemory() throws -> Journal {
         try Journal(queue: try DatabaseQueue(configuration: configuration(walPath: nil)), path: nil)
     }
 
