@@ -46,7 +46,7 @@ struct AgentNotificationTests {
             try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
             try "#!/bin/sh\nprintf '%s\\n' \"$1\" >> \(shellQuoted(opened))\n".write(toFile: bin + "/xdg-open", atomically: true, encoding: .utf8)
             chmod(bin + "/xdg-open", 0o755)
-            FileManager.default.createFile(atPath: opened, contents: nil)
+            guard FileManager.default.createFile(atPath: opened, contents: nil) else { throw TestFailure("cannot create \(opened)") }
             chown(opened, user.uid, user.gid)
         }
 

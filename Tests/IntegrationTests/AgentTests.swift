@@ -20,7 +20,7 @@ struct AgentTests {
                 .appendingPathComponent("Fixtures/fake-agent.py").path
             out = dir.path + "/\(name).out"
             let pidFile = dir.path + "/\(name).pid"
-            FileManager.default.createFile(atPath: out, contents: nil)
+            guard FileManager.default.createFile(atPath: out, contents: nil) else { throw TestFailure("cannot create \(out)") }
             _ = chmod(out, 0o666)
             let command = ["setsid", "/usr/bin/setpriv", "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups",
                            "/usr/bin/python3", script, socket, out].map(shellQuoted).joined(separator: " ")
