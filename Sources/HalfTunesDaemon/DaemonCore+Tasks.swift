@@ -51,8 +51,8 @@ extension DaemonCore {
                                               token: ResumeData.newToken()))
         let written = run(actions)
         var resumeData: String?
-        for case let .writeResumeToken(row, owner) in actions {
-            let failure = await written?.failure
+        if case let .writeResumeToken(row, owner)? = actions.first, let written { // else nothing was kept
+            let failure = await written.failure
             feedAndRun(.resumeTokenWritten(id, failed: failure != nil))
             if let failure { throw journalWriteFailed(failure) }
             resumeData = ResumeData(token: row.token, url: row.url, bytes: row.bytes, uid: owner).encoded(key: resumeKey)

@@ -71,13 +71,13 @@ extension DaemonState {
         }
         var plan = TransferPlan(
             taskID: id, kind: kind, url: r.url,
-            method: r.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET"), headers: headers,
+            method: kind == .download ? "GET" : r.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET"),
+            headers: headers,
             requestTimeout: config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout,
             bandwidthLimit: r.bandwidthLimit ?? 0, allowInsecureRedirects: config.allowInsecureRedirects ?? false,
             proxyRules: proxyRules(session: r.session), credentials: credentials)
         switch kind {
         case .download:
-            plan.method = "GET"
             let validators = (r.etag != nil || r.lastModified != nil) ? Validators(etag: r.etag, lastModified: r.lastModified) : nil
             plan.download = TransferPlan.Download(
                 partialPath: r.partialPath, durable: r.durableRanges, validators: validators, expectedLength: r.bytesExpected,
