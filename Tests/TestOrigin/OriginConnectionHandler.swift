@@ -164,8 +164,10 @@ final class OriginConnectionHandler: ChannelInboundHandler {
         let core = self.core
         while true {
             if let stallAt = s.plan.stallAt, s.queued >= stallAt {
-                context.flush()
+                // Registered before the flush: the flush completes the writes, which counts their bytes, and a test
+                // that waits for those bytes and then releases the stall must find it registered.
                 if s.stallID == nil { s.stallID = registerStall(path: s.plan.path) }
+                context.flush()
                 return
             }
             if let closeAt = s.plan.closeAt, s.queued >= closeAt {
