@@ -116,8 +116,8 @@ extension DaemonCore {
                 askAgent(uid, session: session, unit: unit)
             case .sweepRetention(let sweeps):
                 sweepRetention(sweeps)
-            case .pruneResumeData(let now):
-                pruneResumeData(now: now)
+            case .pruneResumeData(let cutoff):
+                pruneResumeData(createdBefore: cutoff)
             case .releaseFreePages:
                 journal.submitting { try $0.releaseFreePages() }
             }
@@ -241,10 +241,9 @@ extension DaemonCore {
         feedAndRun(.retentionSwept(backlog: plan.backlog, deletedAny: plan.deletedAny))
     }
 
-    /// `pruneResumeData`: resume data older than `resumeDataLifetime` goes, with its partial file (in the
-    /// background, through the journal's thread).
-    func pruneResumeData(now: Double) {
-        let cutoff = now - configuration.resumeDataLifetime
+    /// `pruneResumeData`: resume data created before `cutoff` goes, with its partial file (in the background,
+    /// through the journal's thread).
+    func pruneResumeData(createdBefore cutoff: Double) {
         inBackground { core in
             let journal = core.journal
             for token in (try? await journal.reading({ try $0.resumeTokens(createdBefore: cutoff) })) ?? [] {
@@ -253,8 +252,7 @@ extension DaemonCore {
                 // has its partial removed twice.
                 guard let taken = try? await journal.writing({ try $0.takeResumeToken(name) }) ?? nil else { continue }
                 core.discardPartial(taken.partialPath)
-                guard let uid = core.state.sessions[taken.session]?.record.uid else { continue }
-                core.feedAndRun(.resumeDataChanged(uid: uid, kept: -1))
+                core.feedAndRun(.resumeTokensChanged(session: taken.session, by: -1))
             }
         }
     }

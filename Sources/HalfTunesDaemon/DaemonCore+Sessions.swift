@@ -170,28 +170,37 @@ extension DaemonCore {
         return SessionInvalidateResult(invalidated: remaining == 0, remainingTasks: remaining)
     }
 
-    /// Deletes an invalidated session the state says is done (`finishInvalidation`), in the background: its resume
-    /// data's partials, its journal rows (only while the journal still has it invalidating: the state may ask twice,
-    /// and a session of the same identifier may be opened once the first is gone), then the state forgets it and
-    /// its subscribers are told. A journal that cannot be written leaves it invalidating (retried at the next
-    /// start).
+    /// `finishInvalidation`: deletes an invalidated session, in the background: its resume data's partials, its
+    /// journal rows (only while the journal still has it invalidating: a session of the same identifier may be
+    /// opened once the first is gone), then feeds the outcome (`invalidationFinished`).
     func finishInvalidation(_ identifier: String) {
-        inBackground { core in await core.finishingInvalidation(identifier) }
+        inBackground { core in
+            let deleted = await core.deletingInvalidatedSession(identifier)
+            core.feedAndRun(.invalidationFinished(identifier, deletedTokens: deleted))
+            if deleted != nil { core.logger.info("session invalidated", metadata: ["session": "\(identifier)"]) }
+        }
     }
 
-    private func finishingInvalidation(_ identifier: String) async {
-        guard state.sessions[identifier]?.record.state == .invalidating else { return } // already done
-        // Unreadable tokens: the session stays (its tokens' partials and count with it) until the next start.
-        guard let tokens = try? await journal.reading({ try $0.resumeTokens(session: identifier) }) else { return }
-        for token in tokens { discardPartial(token.partialPath) }
-        guard let deleted = try? await journal.writing({ try $0.deleteInvalidatedSession(identifier) }) ?? nil else { return }
-        let known = Set(tokens.map(\.token))
-        for token in deleted where !known.contains(token.token) { discardPartial(token.partialPath) } // kept meanwhile
-        if let uid = state.sessions[identifier]?.record.uid, !deleted.isEmpty { // deleted with the session
-            feedAndRun(.resumeDataChanged(uid: uid, kept: -deleted.count))
+    /// How many resume data tokens went with the session's rows; nil: they could not be deleted.
+    private func deletingInvalidatedSession(_ identifier: String) async -> Int? {
+        do {
+            let tokens = try await journal.reading { try $0.resumeTokens(session: identifier) }
+            for token in tokens { discardPartial(token.partialPath) }
+            guard let deleted = try await journal.writing({ try $0.deleteInvalidatedSession(identifier) }) else {
+                // Not invalidating in the journal: its `invalidating` row could not be written, and the journal
+                // has it active, as it will be after a restart.
+                logger.notice("an invalidated session is active in the journal; it stays until the next start",
+                              metadata: ["session": "\(identifier)"])
+                return nil
+            }
+            let known = Set(tokens.map(\.token))
+            for token in deleted where !known.contains(token.token) { discardPartial(token.partialPath) } // kept meanwhile
+            return deleted.count
+        } catch {
+            logger.error("an invalidated session could not be deleted; it stays until the next start",
+                         metadata: ["session": "\(identifier)", "error": "\(error)"])
+            return nil
         }
-        feedAndRun(.sessionRemoved(identifier)) // with its tasks and unacknowledged events; its subscribers let go
-        logger.info("session invalidated", metadata: ["session": "\(identifier)"])
     }
 
     /// `releaseSubscribers`: the session left the state (invalidated, or its row was never written): its

@@ -352,7 +352,7 @@ extension DaemonCore {
         guard let token = try await journaling({ try $0.takeResumeToken(name) }) else {
             throw RPCError(.invalidResumeData, "This resume data was already used, has expired, or is not from this daemon")
         }
-        feedAndRun(.resumeDataChanged(uid: s.record.uid, kept: -1)) // redeemed
+        feedAndRun(.resumeTokensChanged(session: s.record.identifier, by: -1)) // redeemed
         return token
     }
 
@@ -360,9 +360,7 @@ extension DaemonCore {
     private func keep(_ token: ResumeTokenRecord) async {
         do throws(RPCError) {
             try await journaling { try $0.insertResumeToken(token) }
-            if let uid = state.sessions[token.session]?.record.uid {
-                feedAndRun(.resumeDataChanged(uid: uid, kept: 1))
-            }
+            feedAndRun(.resumeTokensChanged(session: token.session, by: 1))
         } catch {
             logger.error("resume data of a refused task.create could not be kept; its partial data is removed",
                          metadata: ["url": "\(token.url)", "error": "\(error)"])

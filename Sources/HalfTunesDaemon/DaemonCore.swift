@@ -56,7 +56,8 @@ actor DaemonCore {
                                                         maxTasksPerUID: configuration.maxTasksPerUID,
                                                         maxPendingEventsPerSession: configuration.maxPendingEventsPerSession,
                                                         maxPendingEventsPerUID: configuration.maxPendingEventsPerUID,
-                                                        maxResumeDataPerUID: configuration.maxResumeDataPerUID),
+                                                        maxResumeDataPerUID: configuration.maxResumeDataPerUID,
+                                                        resumeDataLifetime: configuration.resumeDataLifetime),
                                  proxyRules: configuration.proxyRules, daemonUID: geteuid())
         if let path = InputLog.path { self.inputLog = InputLog(initial: state, reportPath: path) }
         journal.onSubmittedWriteFailure { [logger] message in

@@ -14,6 +14,8 @@ extension DaemonState {
         var maxPendingEventsPerUID = 1_000_000
         /// Resume data a uid keeps or is making (`task.cancel` asking for more is refused).
         var maxResumeDataPerUID = 200
+        /// How long resume data is kept before it expires with its partial file (`resume-data-lifetime`).
+        var resumeDataLifetime: Double = 7 * 24 * 3600
     }
 
     /// A new task that passed the runner's checks (its parameters, URL and destination), asking to be admitted

@@ -67,9 +67,14 @@ extension DaemonState {
         /// `session.invalidate` (DaemonState+Sessions.swift): its tasks are canceled as asked, and it takes
         /// nothing new.
         case sessionInvalidating(String, cancelTasks: Bool)
-        /// An invalidated session's rows were deleted, or a new session's row could not be written (`createdAt`:
-        /// only if it is still that session): it leaves the state with its tasks; its subscribers are let go.
+        /// A new session's row could not be written (`createdAt`: only if it is still that session): it leaves the
+        /// state with its tasks; its subscribers are let go.
         case sessionRemoved(String, createdAt: Double? = nil)
+        /// The runner carried out `finishInvalidation`: the session's journal rows were deleted with
+        /// `deletedTokens` resume data tokens (they no longer count for its owner), and it leaves the state as
+        /// `sessionRemoved` does; nil: the journal could not be read or written, and it stays invalidating until the
+        /// next start.
+        case invalidationFinished(String, deletedTokens: Int?)
         /// The session's journaled events through `lastSeq` (`count` of them) were stored.
         case eventsJournaled(session: String, lastSeq: Int64, count: Int)
         /// The session's events through `through` were acknowledged and `pruned` from the journal.
@@ -113,9 +118,12 @@ extension DaemonState {
         case launchStartAnswered(String, unit: String, error: String?)
         /// The session's started launch unit ended (its service `Result` and main exit status).
         case launchUnitEnded(String, unit: String, result: String, exitStatus: Int32)
-        /// The resume data a uid keeps changed by `kept` (tokens redeemed, expired, deleted with their session; at
-        /// start, what the journal holds). A `task.cancel`'s own token is counted by `resumeTokenWritten`.
+        /// At start: the resume data each uid keeps, as the journal holds it.
         case resumeDataChanged(uid: UInt32, kept: Int)
+        /// Resume data tokens of `session` were taken from the journal (redeemed by a task.create, or expired:
+        /// `by` < 0) or kept again (a refused create's: `by` > 0); its owner's count follows. Nothing for a session
+        /// gone meanwhile (its tokens went with it). A `task.cancel`'s own token is counted by `resumeTokenWritten`.
+        case resumeTokensChanged(session: String, by: Int)
         /// The transfer of a task canceled keeping resume data stopped (or none was in flight): `durable`, the
         /// stopped attempt's ranges (nil: none was in flight); `partialLength`, the partial's length now (nil:
         /// gone); `token`, a new random token. Answered `writeResumeToken`, or the partial's `removePartial`.
@@ -211,7 +219,8 @@ extension DaemonState {
         /// is left registered for an identifier opened again later.
         case releaseSubscribers(session: String)
         /// Delete this invalidated session (its tasks have finished and no transfer of it is stopping): its
-        /// resume data, its journal rows; then feed `sessionRemoved` (its subscribers are let go: `releaseSubscribers`).
+        /// resume data, its journal rows; then feed `invalidationFinished` (its subscribers are let go:
+        /// `releaseSubscribers`). Asked once per session until that outcome is fed.
         case finishInvalidation(session: String)
         /// Journal the session's launch record (`sessions.launch`; nil clears it).
         case recordLaunch(session: String, SessionLaunchRecord?)
@@ -228,8 +237,9 @@ extension DaemonState {
         case sweepRetention([RetentionSweep])
         /// Give the journal's free pages back to the file system (many rows went at once).
         case releaseFreePages
-        /// Delete the resume data created `resumeDataLifetime` before `now`, with its partial files.
-        case pruneResumeData(now: Double)
+        /// Delete the resume data created before `createdBefore` (`Caps.resumeDataLifetime` ago), with its partial
+        /// files; feed `resumeTokensChanged` for each token taken.
+        case pruneResumeData(createdBefore: Double)
     }
 
     /// What `task.update` and `task.move` change in a task's row (nil: unchanged).

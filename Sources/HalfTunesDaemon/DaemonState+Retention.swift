@@ -70,7 +70,7 @@ extension DaemonState {
         }
         if now - lastResumeDataPrune >= Self.resumeDataPruneInterval {
             lastResumeDataPrune = now
-            actions.append(.pruneResumeData(now: now))
+            actions.append(.pruneResumeData(createdBefore: now - caps.resumeDataLifetime))
         }
     }
 

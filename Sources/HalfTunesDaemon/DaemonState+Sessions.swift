@@ -71,11 +71,28 @@ extension DaemonState {
     }
 
     /// An invalidating session whose tasks have all finished and whose last transfer has stopped is done: the
-    /// runner deletes it (`finishInvalidation`), which ends in `sessionRemoved`.
-    func invalidationDone(_ identifier: String, into actions: inout [Action]) {
-        guard sessions[identifier]?.record.state == .invalidating, tasks.unfinished(session: identifier) == 0,
-              tasks.stopping(session: identifier) == 0, !makingResumeData(session: identifier) else { return }
+    /// runner deletes it (`finishInvalidation`, once), which ends in `invalidationFinished`.
+    mutating func invalidationDone(_ identifier: String, into actions: inout [Action]) {
+        guard let s = sessions[identifier], s.record.state == .invalidating, !s.deleting,
+              tasks.unfinished(session: identifier) == 0, tasks.stopping(session: identifier) == 0,
+              !makingResumeData(session: identifier) else { return }
+        sessions[identifier]?.deleting = true
         actions.append(.finishInvalidation(session: identifier))
+    }
+
+    /// The outcome of a `finishInvalidation`: the session's rows and `deletedTokens` tokens are gone from the
+    /// journal, and it leaves the state; or (nil) they could not be, and it stays invalidating until the next
+    /// start, which asks again.
+    mutating func invalidationFinished(_ identifier: String, deletedTokens: Int?, into actions: inout [Action]) {
+        guard let s = sessions[identifier], s.deleting else { return }
+        guard let deletedTokens else {
+            sessions[identifier]?.deleting = false
+            return
+        }
+        Self.add(-deletedTokens, to: &resumeDataKept, s.record.uid)
+        removeSession(identifier, into: &actions)
+        launches[identifier] = nil
+        proxies.remove(session: identifier)
     }
 
     /// The session is gone (invalidated, its tasks ended and its journal rows deleted): its tasks, counts and

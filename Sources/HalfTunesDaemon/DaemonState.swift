@@ -245,6 +245,8 @@ struct DaemonState {
             removeSession(identifier, into: &actions)
             launches[identifier] = nil
             proxies.remove(session: identifier)
+        case let .invalidationFinished(identifier, deletedTokens):
+            invalidationFinished(identifier, deletedTokens: deletedTokens, into: &actions)
         case let .eventsJournaled(session, lastSeq, count):
             eventsJournaled(session, lastSeq: lastSeq, count: count)
             launchIfUnattended(session, now: now, into: &actions)
@@ -259,6 +261,8 @@ struct DaemonState {
             }
         case let .resumeDataChanged(uid, kept):
             Self.add(kept, to: &resumeDataKept, uid)
+        case let .resumeTokensChanged(session, by):
+            if let uid = sessions[session]?.record.uid { Self.add(by, to: &resumeDataKept, uid) }
         case let .resumeDataStopped(id, durable, partialLength, token):
             resumeDataStopped(id, durable: durable, partialLength: partialLength, token: token, now: now, into: &actions)
         case let .resumeTokenWritten(id, failed):
@@ -300,7 +304,7 @@ struct DaemonState {
             let deleting = Set(actions.compactMap { if case .finishInvalidation(let s) = $0 { s } else { nil } })
             restoreLaunches(now: now, skipping: deleting, into: &actions)
             lastResumeDataPrune = now
-            actions.append(.pruneResumeData(now: now)) // what expired while the daemon was down
+            actions.append(.pruneResumeData(createdBefore: now - caps.resumeDataLifetime)) // expired while down
         case .finishedTasksCounted(let counts):
             for (session, perState) in counts where sessions[session] != nil {
                 for (state, n) in perState { tasks.countFinished(session: session, state: state, by: n) }

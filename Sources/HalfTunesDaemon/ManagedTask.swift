@@ -88,4 +88,7 @@ struct ManagedSession: Equatable {
     /// reconfiguration of an earlier session of the same identifier (invalidated and removed meanwhile) is never
     /// taken by the new one.
     var configApplied: UInt64 = 0
+    /// Its deletion was asked for (`finishInvalidation`) and its outcome (`invalidationFinished`) is not in yet:
+    /// it is not asked again meanwhile.
+    var deleting = false
 }

@@ -47,7 +47,7 @@ struct DaemonStateCompletionTests {
         #expect(state.isMoving(1))
         // While the file moves, lifecycle inputs are not taken (suspend waits for the move in the runner).
         #expect(state.handle(.task(1, .suspend), now: 12).isEmpty)
-        #expect(state.handle(.clockTick, now: 1e12) == [.pruneResumeData(now: 1e12)], "only housekeeping: nothing of the task")
+        #expect(state.handle(.clockTick, now: 1e12) == [.pruneResumeData(createdBefore: 1e12 - DaemonState.Caps().resumeDataLifetime)], "only housekeeping: nothing of the task")
 
         actions = state.handle(.completion(1, attempt: 1, .moveEnded(.published)), now: 13)
         #expect(S.journaled(actions, 1) == [.stateChanged(state: .completed, previous: .running, reason: nil),

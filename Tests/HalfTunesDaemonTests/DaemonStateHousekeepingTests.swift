@@ -120,7 +120,7 @@ struct DaemonStateHousekeepingTests {
         #expect(Self.prunes(state.handle(.restoreFinished, now: 10_000)) == 1)
         #expect(Self.prunes(state.handle(.clockTick, now: 10_001)) == 0)
         #expect(Self.prunes(state.handle(.clockTick, now: 10_000 + 3_599)) == 0)
-        #expect(state.handle(.clockTick, now: 10_000 + 3_600).contains(.pruneResumeData(now: 13_600)))
+        #expect(state.handle(.clockTick, now: 10_000 + 3_600).contains(.pruneResumeData(createdBefore: 13_600 - DaemonState.Caps().resumeDataLifetime)))
     }
 }
 

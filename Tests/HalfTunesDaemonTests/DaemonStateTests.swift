@@ -346,7 +346,8 @@ struct DaemonStateTests {
 
         var restarted = Self.state()
         restarted.sessions["b"]?.record.state = .invalidating
-        #expect(restarted.handle(.restoreFinished, now: 0) == [.finishInvalidation(session: "b"), .pruneResumeData(now: 0)])
+        #expect(restarted.handle(.restoreFinished, now: 0) 
+                == [.finishInvalidation(session: "b"), .pruneResumeData(createdBefore: -DaemonState.Caps().resumeDataLifetime)])
         var row = try #require(restarted.sessions["a"]).record
         row.state = .invalidating
         #expect(restarted.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)
