@@ -187,12 +187,9 @@ extension DaemonCore {
         do throws(RPCError) {
             (stored, written) = try journaled { try journal.submitTasks(pending.map { ($0.create.record, $0.create.events) }) }
         } catch {
+            // Resume data already used up and its partial moved here: no task or token will ever name it.
             feedAndRun(.admissionsWithdrawn)
-            for (index, create) in pending {
-                results[index] = .failure(error)
-                // Resume data already used up and its partial moved here: no task or token will ever name it.
-                if !create.record.durableRanges.isEmpty { discardPartial(create.record.partialPath) }
-            }
+            for (index, _) in pending { results[index] = .failure(error) }
             for token in putBack { await keep(token) }
             return results
         }
@@ -305,29 +302,33 @@ extension DaemonCore {
         record.credentials = p.credentials
         // No file named by the client: the first response may name it (Content-Disposition, a redirect).
         record.nameFromResponse = explicit?.isEmpty != false
-        // Resume data brings bytes already counted on disk.
-        var create = try admit(record, start: p.start == true, disk: resume == nil ? diskShare(owner: s.record.uid) : nil)
-        if let resume { // admitted: the token is used up now
-            adoptResumeData(resume, into: &create.record, owner: s.record.uid)
-        }
-        return create
+        return try admit(record, start: p.start == true, disk: diskShare(owner: s.record.uid), resume: resume)
     }
 
     /// Feeds `admitting` for a new task's row: the state's answer is its lifecycle, first events and queue
-    /// place, or a refusal (this request's answer).
+    /// place, or a refusal (this request's answer). A download from resume data (`resume`, its token redeemed
+    /// already) continues from the ranges the state answers, its partial moved into place; admitted without them,
+    /// it starts from byte 0.
     private func admit(_ record: TaskRecord, start: Bool, bytesExpectedToSend: Int64? = nil,
-                       disk: DaemonState.DiskShare? = nil) throws(RPCError) -> PendingCreate {
+                       disk: DaemonState.DiskShare? = nil, resume: ResumeTokenRecord? = nil) throws(RPCError) -> PendingCreate {
+        let offer = resume.map {
+            DaemonState.ResumeOffer(ranges: $0.ranges, partial: $0.partialPath,
+                                    partialLength: PartialFile.length(path: $0.partialPath), into: record.partialPath)
+        }
         let new = DaemonState.NewTask(session: record.session,
                                       destination: record.kind == TaskKind.download.rawValue ? record.destination : nil,
-                                      start: start, disk: disk)
+                                      start: start, disk: disk, resume: offer)
         let answer = feed(.admitting(new))
-        run(Array(answer.dropFirst())) // nothing else today
+        run(Array(answer.dropFirst())) // the partial of resume data that cannot be used
         switch answer.first {
         case .admitted(let admission)?:
             var record = record
             record.state = admission.machine.state
             record.resourceDeadline = admission.resourceDeadline
             if let place = admission.queueOrder { record.queueOrder = place }
+            if let token = resume { // admitted: the token is used up now
+                adoptResumeData(token, admission.resumed, into: &record, owner: admission.owner)
+            }
             let time = Timestamp.format(record.createdAt)
             let events = admission.events.map { Event(seq: nil, session: record.session, task: nil, time: time, payload: $0) }
             return PendingCreate(record: record, machine: admission.machine, events: events,
@@ -356,7 +357,8 @@ extension DaemonCore {
         return token
     }
 
-    /// Keeps a redeemed token again (its create was refused); if it cannot be written, its partial goes.
+    /// Keeps a redeemed token again (its create was refused); if it cannot be written, the state has its partial
+    /// removed.
     private func keep(_ token: ResumeTokenRecord) async {
         do throws(RPCError) {
             try await journaling { try $0.insertResumeToken(token) }
@@ -364,21 +366,26 @@ extension DaemonCore {
         } catch {
             logger.error("resume data of a refused task.create could not be kept; its partial data is removed",
                          metadata: ["url": "\(token.url)", "error": "\(error)"])
-            discardPartial(token.partialPath)
+            feedAndRun(.resumeTokenNotKept(partial: token.partialPath))
         }
     }
 
-    /// Moves kept partial data into place for a task created from resume data; on any problem the task
-    /// simply starts from zero (like URLSession when resume data cannot be used).
-    private func adoptResumeData(_ token: ResumeTokenRecord, into record: inout TaskRecord, owner: UInt32) {
-        guard let length = PartialFile.length(path: token.partialPath), length > 0,
-              PartialFile.move(from: token.partialPath, to: record.partialPath)
-        else {
+    /// `admitted` with `resumed` ranges: moves the token's partial into place, and the new row continues from
+    /// them with the token's validators. Without them (the state found the partial gone, and had it removed), or
+    /// when the move fails, the task starts from byte 0 (as URLSession does with resume data it cannot use).
+    private func adoptResumeData(_ token: ResumeTokenRecord, _ resumed: ByteRanges?, into record: inout TaskRecord,
+                                 owner: UInt32) {
+        guard let resumed else {
             logger.notice("resume data's partial data is gone; starting from zero", metadata: ["url": "\(token.url)"])
+            return
+        }
+        guard PartialFile.move(from: token.partialPath, to: record.partialPath) else {
+            logger.notice("resume data's partial data could not be moved into place; starting from zero",
+                          metadata: ["url": "\(token.url)"])
             discardPartial(token.partialPath)
             return
         }
-        record.durableRanges = token.ranges.clipped(to: length)
+        record.durableRanges = resumed
         diskLedger.move(from: token.partialPath, to: record.partialPath, uid: owner)
         record.bytesExpected = token.bytesExpected
         record.etag = token.etag

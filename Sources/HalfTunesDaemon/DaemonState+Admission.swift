@@ -27,9 +27,22 @@ extension DaemonState {
         /// `start`: queued at once (else suspended, as a `URLSessionTask` is created).
         var start: Bool
         /// A new download's owner's share of the disk (`max-disk-per-uid`, read from the runner's ledger, which
-        /// follows the partial files); nil: no limit for the owner, not a download, or resume data, whose bytes
-        /// are counted already.
+        /// follows the partial files); nil: no limit for the owner, or not a download. Not checked for a create
+        /// from resume data, whose bytes are counted already.
         var disk: DiskShare? = nil
+        /// A download created from resume data (its token redeemed): what it kept, and where.
+        var resume: ResumeOffer? = nil
+    }
+
+    /// The bytes a redeemed resume data token kept, offered to a new download.
+    struct ResumeOffer: Equatable, Sendable {
+        /// The token's durable ranges.
+        var ranges: ByteRanges
+        /// The token's partial file, and its length on disk now (nil: gone).
+        var partial: String
+        var partialLength: Int64?
+        /// The new task's partial file, where it moves once admitted.
+        var into: String
     }
 
     /// What a uid's unfinished downloads and kept resume data hold on disk, and the most they may.
@@ -48,6 +61,10 @@ extension DaemonState {
         var events: [EventPayload]
         /// Its session's uid: the task's owner.
         var owner: UInt32
+        /// Created from resume data whose partial is there: the ranges it continues from (the token's, clipped to
+        /// the partial's length), once the runner moved the partial to the new task's (`ResumeOffer.into`). Nil:
+        /// it starts from byte 0 (no resume data, or its partial is gone: `removePartial` follows).
+        var resumed: ByteRanges? = nil
     }
 
     /// Why a new task was not admitted (`createRefused`; the runner answers it as `shuttingDown`,
@@ -76,6 +93,8 @@ extension DaemonState {
         var tasksByUID: [UInt32: Int] = [:]
         var eventsBySession: [String: Int] = [:]
         var eventsByUID: [UInt32: Int] = [:]
+        /// The partial files resume data brought them (removed if they are withdrawn).
+        var partials: [String] = []
 
         var isEmpty: Bool { tasksBySession.isEmpty }
     }
@@ -88,9 +107,9 @@ extension DaemonState {
     /// `admitting`: the caps count the creates admitted before it in the batch. An admitted task takes the next
     /// place at the back of the queue when it starts at once (the state moves past it now: a place is never
     /// handed out twice, even when its insert fails).
-    mutating func admit(_ new: NewTask, now: Double) -> Action {
-        if let refusal = refusal(of: new) { return .createRefused(refusal) }
-        guard let s = sessions[new.session] else { return .createRefused(.sessionInvalidated(new.session)) } // not reached
+    mutating func admit(_ new: NewTask, now: Double) -> [Action] {
+        if let refusal = refusal(of: new) { return [.createRefused(refusal)] }
+        guard let s = sessions[new.session] else { return [.createRefused(.sessionInvalidated(new.session))] } // not reached
         let timeout = s.record.configuration.resourceTimeout ?? SessionConfiguration.defaultResourceTimeout
         let deadline = now + timeout
         let (machine, lifecycle) = TaskStateMachine.created(start: new.start, resourceDeadline: deadline)
@@ -102,8 +121,24 @@ extension DaemonState {
         admitted.tasksByUID[owner, default: 0] += 1
         admitted.eventsBySession[new.session, default: 0] += events.count
         admitted.eventsByUID[owner, default: 0] += events.count
-        return .admitted(Admission(machine: machine, queueOrder: queueOrder, resourceDeadline: deadline, events: events,
-                                   owner: owner))
+        var admission = Admission(machine: machine, queueOrder: queueOrder, resourceDeadline: deadline, events: events,
+                                  owner: owner)
+        guard let resume = new.resume else { return [.admitted(admission)] }
+        // Resume data whose partial is gone or empty: the task starts from byte 0 (as URLSession does with resume
+        // data it cannot use), and whatever is left of the partial goes.
+        guard let length = resume.partialLength, length > 0 else {
+            return [.admitted(admission), .removePartial(path: resume.partial)]
+        }
+        admission.resumed = resume.ranges.clipped(to: length)
+        admitted.partials.append(resume.into)
+        return [.admitted(admission)]
+    }
+
+    /// `admissionsWithdrawn`: the batch's admitted creates will not be journaled (their submission failed). Their
+    /// places stay taken (a place is never handed out twice); the partials resume data brought them go.
+    mutating func withdrawAdmissions(into actions: inout [Action]) {
+        for path in admitted.partials { actions.append(.removePartial(path: path)) }
+        admitted = Admitted()
     }
 
     private func refusal(of new: NewTask) -> CreateRefusal? {
@@ -125,7 +160,9 @@ extension DaemonState {
             return .ownerEvents(uid, held: ownerPending, max: caps.maxPendingEventsPerUID)
         }
         guard s.record.state == .active else { return .sessionInvalidated(identifier) }
-        if let disk = new.disk, disk.held >= disk.limit { return .diskFull(uid, held: disk.held, limit: disk.limit) }
+        if new.resume == nil, let disk = new.disk, disk.held >= disk.limit {
+            return .diskFull(uid, held: disk.held, limit: disk.limit)
+        }
         return nil
     }
 }

@@ -8,8 +8,11 @@ extension DaemonState {
         /// A `task.create` that passed the runner's checks (DaemonState+Admission.swift): answered `admitted`
         /// (its lifecycle, first events and queue place; counted against the caps until `created`) or
         /// `createRefused`. The runner journals the admitted ones of a batch in one write, then feeds `created`.
+        /// A create from resume data is `admitted` with the ranges it continues from, or from byte 0 with its
+        /// token's partial removed (`removePartial`) when that is gone.
         case admitting(NewTask)
-        /// The batch's admitted creates will not be created (their journal write could not be submitted).
+        /// The batch's admitted creates will not be created (their journal write could not be submitted): the
+        /// partials resume data brought them go (`removePartial`).
         case admissionsWithdrawn
         /// Tasks were created (suspended, or queued with their place) and their rows submitted to the journal:
         /// they join the state, taking their destinations, places and counts at once. Those still `inserting`
@@ -124,6 +127,9 @@ extension DaemonState {
         /// `by` < 0) or kept again (a refused create's: `by` > 0); its owner's count follows. Nothing for a session
         /// gone meanwhile (its tokens went with it). A `task.cancel`'s own token is counted by `resumeTokenWritten`.
         case resumeTokensChanged(session: String, by: Int)
+        /// A redeemed token of a refused task.create could not be kept again (its write failed): nothing will ever
+        /// name its partial, which goes.
+        case resumeTokenNotKept(partial: String)
         /// The transfer of a task canceled keeping resume data stopped (or none was in flight): `durable`, the
         /// stopped attempt's ranges (nil: none was in flight); `partialLength`, the partial's length now (nil:
         /// gone); `token`, a new random token. Answered `writeResumeToken`, or the partial's `removePartial`.
@@ -156,7 +162,8 @@ extension DaemonState {
     }
 
     enum Action: Equatable {
-        /// `admitting`'s answer: the new task may be created so (the caller journals it and feeds `created`).
+        /// `admitting`'s answer: the new task may be created so (the caller journals it and feeds `created`; with
+        /// `resumed`, it first moves the resume data's partial into place).
         case admitted(Admission)
         /// `admitting`'s answer: the new task is refused (the caller answers with it); nothing changed.
         case createRefused(CreateRefusal)

@@ -104,9 +104,11 @@ struct DaemonState {
         tasks.clearChangedHosts() // from here on, the hosts this input changes (`TaskTable.changedHosts`)
         switch input {
         case let .admitting(new):
-            actions.append(admit(new, now: now))
+            actions = admit(new, now: now)
         case .admissionsWithdrawn:
-            admitted = Admitted() // their places stay taken: a place is never handed out twice
+            withdrawAdmissions(into: &actions)
+        case .resumeTokenNotKept(let partial):
+            actions.append(.removePartial(path: partial))
         case let .created(created):
             admitted = Admitted() // the batch's admitted creates, now counted as tasks
             for var t in created {

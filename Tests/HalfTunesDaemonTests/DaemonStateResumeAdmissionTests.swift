@@ -1,0 +1,69 @@
+import HalfTunesJournal
+import HalfTunesProtocol
+import Testing
+@testable import HalfTunesDaemon
+
+/// task.create from resume data, as the state admits it: the kept ranges clipped to what the partial holds, byte 0
+/// (and the partial removed) when it is gone or empty, the owner's disk share not checked again, and the moved
+/// partial removed when the batch is withdrawn.
+@Suite("DaemonState: admitting a create from resume data")
+struct DaemonStateResumeAdmissionTests {
+    typealias A = DaemonStateAdmissionTests
+
+    static let kept = ByteRanges([0..<100, 200..<300])
+
+    static func resuming(length: Int64?, disk: DaemonState.DiskShare? = nil) -> DaemonState.NewTask {
+        var new = A.new("a", "/d/file")
+        new.disk = disk
+        new.resume = DaemonState.ResumeOffer(ranges: kept, partial: "/d/.old.partial", partialLength: length,
+                                             into: "/d/.file.partial")
+        return new
+    }
+
+    @Test func theKeptRangesAreClippedToWhatThePartialHolds() throws {
+        var state = A.state()
+        let whole = state.handle(.admitting(Self.resuming(length: 300)), now: 0)
+        #expect(try #require(A.admission(whole)).resumed == Self.kept)
+        let cut = state.handle(.admitting(Self.resuming(length: 250)), now: 0)
+        #expect(try #require(A.admission(cut)).resumed == ByteRanges([0..<100, 200..<250]), "only what the file holds")
+        #expect(A.admission(state.handle(.admitting(A.new("a", "/d/other")), now: 0))?.resumed == nil, "no resume data")
+    }
+
+    @Test func aPartialGoneOrEmptyStartsFromZeroAndWhatIsLeftGoes() throws {
+        var state = A.state()
+        for length in [nil, Int64(0)] {
+            let actions = state.handle(.admitting(Self.resuming(length: length)), now: 0)
+            #expect(actions.count == 2 && actions.last == .removePartial(path: "/d/.old.partial"), "\(actions)")
+            guard case .admitted(let admission)? = actions.first else { Issue.record("not admitted: \(actions)"); continue }
+            #expect(admission.resumed == nil)
+        }
+        #expect(state.admitted.partials.isEmpty, "nothing was moved for them")
+    }
+
+    @Test func resumeDataIsNotRefusedForTheDiskItHoldsAlready() throws {
+        var state = A.state()
+        let full = DaemonState.DiskShare(held: 1000, limit: 1000)
+        #expect(A.refusal(state.handle(.admitting({ var n = A.new("a", "/d/new"); n.disk = full; return n }()), now: 0))
+                == .diskFull(1, held: 1000, limit: 1000))
+        #expect(A.admission(state.handle(.admitting(Self.resuming(length: 300, disk: full)), now: 0))?.resumed == Self.kept)
+    }
+
+    @Test func aWithdrawnBatchRemovesThePartialsMovedForIt() {
+        var state = A.state()
+        _ = state.handle(.admitting(Self.resuming(length: 300)), now: 0)
+        _ = state.handle(.admitting(A.new("a", "/d/plain")), now: 0)
+        #expect(state.handle(.admissionsWithdrawn, now: 1) == [.removePartial(path: "/d/.file.partial")])
+        #expect(state.admitted.isEmpty && state.admitted.partials.isEmpty)
+        // Created instead: nothing of the batch is withdrawn any more.
+        _ = state.handle(.admitting(Self.resuming(length: 300)), now: 2)
+        _ = state.handle(.created([]), now: 2)
+        #expect(state.handle(.admissionsWithdrawn, now: 3).isEmpty)
+    }
+
+    @Test func aRefusedCreateLeavesTheTokensPartialAloneUnlessItCannotBeKept() {
+        var state = A.state()
+        _ = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)
+        #expect(A.refusal(state.handle(.admitting(Self.resuming(length: 300)), now: 1)) == .sessionInvalidated("a"))
+        #expect(state.handle(.resumeTokenNotKept(partial: "/d/.old.partial"), now: 2) == [.removePartial(path: "/d/.old.partial")])
+    }
+}
