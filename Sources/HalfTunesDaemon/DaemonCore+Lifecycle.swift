@@ -148,19 +148,16 @@ extension DaemonCore {
         feedAndRun(.limitsConfigured(DaemonLimits(maxConcurrent: configuration.maxConcurrent,
                                                   maxConnectionsPerHost: configuration.maxConnectionsPerHost,
                                                   bandwidthLimit: configuration.bandwidthLimit)))
-        let stored = (try? journal.settings()) ?? [:]
-        var overrides = DaemonSetLimitsParams()
-        if let text = stored[DaemonState.Limit.maxConcurrent.rawValue], let v = Int(text), Self.limitRange.contains(v) {
-            overrides.maxConcurrent = v
+        let stored: [String: String]
+        do {
+            stored = try journal.settings()
+        } catch {
+            logger.error("the journal's settings could not be read; the configured limits are in effect",
+                         metadata: ["error": "\(error)"])
+            return
         }
-        if let text = stored[DaemonState.Limit.maxConnectionsPerHost.rawValue], let v = Int(text), Self.limitRange.contains(v) {
-            overrides.maxConnectionsPerHost = v
-        }
-        if let text = stored[DaemonState.Limit.bandwidthLimit.rawValue], let v = Int64(text), ByteRate.problem(with: v) == nil {
-            overrides.bandwidthLimit = v
-        }
-        guard overrides != DaemonSetLimitsParams() else { return }
-        feedAndRun(.limitsRestored(overrides))
+        feedAndRun(.limitsRestored(stored: stored))
+        guard state.limitSources.overrides != DaemonSetLimitsParams() else { return }
         logger.info("limits set with daemon.setLimits are in effect (they win over the configuration file)",
                     metadata: limitsMetadata)
     }
@@ -215,7 +212,7 @@ extension DaemonCore {
          "bandwidthLimit": "\(limits.bandwidthLimit)"]
     }
 
-    static let limitRange = 1...1000
+    static var limitRange: ClosedRange<Int> { DaemonState.Limit.countRange }
 }
 
 // MARK: - What the service manager asks of the core: idleness (exit-when-idle), the watchdog's heartbeat, the STATUS= line.

@@ -36,8 +36,9 @@ extension DaemonState {
         /// The configured daemon-wide limits (file and flags: at start and on every reload); `daemon.setLimits`'s
         /// win over them (DaemonState+Limits.swift). Slots are granted within the limits in effect.
         case limitsConfigured(DaemonLimits)
-        /// At start: the `daemon.setLimits` values the journal holds.
-        case limitsRestored(DaemonSetLimitsParams)
+        /// At start: the journal's settings as read (`daemon.setLimits` values by `Limit` name); a value that is
+        /// not a number in its limit's range is not used (the configured one stays in effect).
+        case limitsRestored(stored: [String: String])
         /// A `daemon.setLimits` call is about to write its values: answered `limitsTicket`, its place among such
         /// writes, which `limitsWritten` brings back.
         case limitsSetting

@@ -9,6 +9,25 @@ extension DaemonState {
         case maxConcurrent = "max-concurrent"
         case maxConnectionsPerHost = "max-connections-per-host"
         case bandwidthLimit = "bandwidth-limit"
+
+        /// What `max-concurrent` and `max-connections-per-host` (a session's `maxConcurrent` too) may be.
+        static let countRange = 1...1000
+    }
+
+    /// The `daemon.setLimits` values among the journal's settings: each a number in its limit's range, else not
+    /// used (a journal written by another version, or edited by hand).
+    static func overrides(stored: [String: String]) -> DaemonSetLimitsParams {
+        var overrides = DaemonSetLimitsParams()
+        if let text = stored[Limit.maxConcurrent.rawValue], let v = Int(text), Limit.countRange.contains(v) {
+            overrides.maxConcurrent = v
+        }
+        if let text = stored[Limit.maxConnectionsPerHost.rawValue], let v = Int(text), Limit.countRange.contains(v) {
+            overrides.maxConnectionsPerHost = v
+        }
+        if let text = stored[Limit.bandwidthLimit.rawValue], let v = Int64(text), ByteRate.problem(with: v) == nil {
+            overrides.bandwidthLimit = v
+        }
+        return overrides
     }
 
     /// Where the daemon-wide limits come from: the configuration (file and flags; `limitsConfigured` at start

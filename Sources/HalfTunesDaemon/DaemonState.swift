@@ -153,8 +153,8 @@ struct DaemonState {
         case .limitsConfigured(let configured):
             limitSources.configured = configured
             limitSourcesChanged(now: now, into: &actions)
-        case .limitsRestored(let overrides):
-            limitSources.overrides = overrides
+        case .limitsRestored(let stored):
+            limitSources.overrides = Self.overrides(stored: stored)
             limitSourcesChanged(now: now, into: &actions)
         case .limitsSetting:
             limitSources.issued += 1

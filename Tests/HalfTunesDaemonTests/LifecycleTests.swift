@@ -35,7 +35,7 @@ struct LimitSourcesTests {
         let configured = DaemonLimits(maxConcurrent: 2, maxConnectionsPerHost: 8, bandwidthLimit: 4096)
         #expect(state.handle(.limitsConfigured(configured), now: 0) == [.setGlobalBandwidth(rate: 4096)])
         #expect(state.effectiveLimits == configured && state.limitSources.masked.isEmpty)
-        _ = state.handle(.limitsRestored(DaemonSetLimitsParams(maxConcurrent: 5)), now: 0) // journaled at an earlier run
+        _ = state.handle(.limitsRestored(stored: ["max-concurrent": "5"]), now: 0) // journaled at an earlier run
         #expect(state.effectiveLimits.maxConcurrent == 5 && state.limits.maxConcurrent == 5)
         // A reload: the bandwidth is the reload's (not overridden), the slots stay the daemon.setLimits value.
         let reload = DaemonLimits(maxConcurrent: 3, maxConnectionsPerHost: 8, bandwidthLimit: 4096)
@@ -48,6 +48,23 @@ struct LimitSourcesTests {
     }
 
     /// More slots in effect start queued tasks at once.
+    /// The journal's settings are judged by the state: a value that is not a number in its limit's range (another
+    /// version's journal, a hand edit) is not used, and the configured one stays in effect.
+    @Test func storedValuesOutsideTheirRangesAreNotUsed() {
+        var state = DaemonStateTests.state()
+        let configured = DaemonLimits(maxConcurrent: 2, maxConnectionsPerHost: 8, bandwidthLimit: 0)
+        _ = state.handle(.limitsConfigured(configured), now: 0)
+        for bad in [["max-concurrent": "0"], ["max-concurrent": "1001"], ["max-connections-per-host": "many"],
+                    ["bandwidth-limit": "-5"], ["max-concurrent ": "4"], ["unknown": "3"]] {
+            _ = state.handle(.limitsRestored(stored: bad), now: 0)
+            #expect(state.limitSources.overrides == DaemonSetLimitsParams() && state.effectiveLimits == configured, "\(bad)")
+        }
+        let actions = state.handle(.limitsRestored(stored: ["max-concurrent": "1000", "max-connections-per-host": "1",
+                                                           "bandwidth-limit": "65536"]), now: 1)
+        #expect(state.effectiveLimits == DaemonLimits(maxConcurrent: 1000, maxConnectionsPerHost: 1, bandwidthLimit: 65536))
+        #expect(actions == [.setGlobalBandwidth(rate: 65536)])
+    }
+
     @Test func moreSlotsStartQueuedTasks() throws {
         var state = DaemonStateTests.state()
         let ids = try DaemonStateTests.resumeAll(&state, (1...4).map { DaemonStateTests.task($0, session: "a", owner: 1) })
