@@ -266,11 +266,12 @@ extension DaemonCore {
         let time = Timestamp.format(clock())
         let events = payloads.map { Event(seq: nil, session: record.session, task: id, time: time, payload: $0) }
         do {
-            let stored = try writeRow(record, events: events.filter(\.payload.isJournaled))
+            let stored = try writeRow(record, events: events.filter(\.payload.isJournaled), payloads: payloads)
             broadcast(stored + events.filter { !$0.payload.isJournaled })
             return (true, stored.last(where: \.payload.isDidComplete)?.seq)
         } catch {
-            // The in-memory state moved on; the journal will catch up with the next write of this task.
+            // Not even submitted (the journal is closed, or can no longer make anything durable): the events go
+            // out live only, and the journal catches up with the next write of this task, if any.
             logger.error("journal write failed for task \(id): \(error)", metadata: ["task": "\(id)"])
             broadcast(events)
             return (false, nil)
@@ -280,9 +281,23 @@ extension DaemonCore {
     /// Submits a task's row (with these events) to the journal's writer, which writes it after everything
     /// submitted before; the events come back numbered, and whoever sends them or answers after this waits for
     /// its durability (`Outbox`). The row's durable ranges are the state's: checkpoints pass through it
-    /// (`checkpointed`), so a row never carries older ranges than a checkpoint written before it.
-    func writeRow(_ record: TaskRecord, events: [Event]) throws -> [Event] {
-        try journal.submitTaskUpdate(record, events: events)
+    /// (`checkpointed`), so a row never carries older ranges than a checkpoint written before it. A write that
+    /// fails is reported to the state (`rowWriteFailed`, with a finished task's row and `payloads`), which has it
+    /// written again.
+    func writeRow(_ record: TaskRecord, events: [Event], payloads: [EventPayload]) throws -> [Event] {
+        guard let id = record.id else { throw JournalError.taskHasNoID }
+        let session = record.session, lost = events.count
+        let finished = record.state.isTerminal ? DaemonState.FinishedRow(record: record, payloads: payloads) : nil
+        return try journal.submitTaskUpdate(record, events: events) { [weak self] error in
+            guard let error else { return }
+            Task { await self?.rowWriteFailed(id, session: session, lostEvents: lost, finished: finished, error: error) }
+        }
+    }
+
+    private func rowWriteFailed(_ id: Int64, session: String, lostEvents: Int, finished: DaemonState.FinishedRow?,
+                                error: Error) {
+        feedAndRun(.rowWriteFailed(id, session: session, lostEvents: lostEvents, finished: finished))
+        logger.error("journal write failed for task \(id): \(error); it is written again", metadata: ["task": "\(id)"])
     }
 
     /// Sends events to the live subscribers of their sessions. Every journaled event passes here (the ones

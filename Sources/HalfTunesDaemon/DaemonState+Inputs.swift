@@ -128,6 +128,11 @@ extension DaemonState {
         /// `by` < 0) or kept again (a refused create's: `by` > 0); its owner's count follows. Nothing for a session
         /// gone meanwhile (its tokens went with it). A `task.cancel`'s own token is counted by `resumeTokenWritten`.
         case resumeTokensChanged(session: String, by: Int)
+        /// A task row (`journal`) was submitted but its write failed: its `lostEvents` journaled events never
+        /// reached the journal (nor anyone: their seqs were withdrawn), and the row is written again later
+        /// (DaemonState+RowRewrites.swift). `finished`: a finished task's row with its events, which nothing later
+        /// would carry; nil: the task's row as the state has it then.
+        case rowWriteFailed(Int64, session: String, lostEvents: Int, finished: FinishedRow?)
         /// A redeemed token of a refused task.create could not be kept again (its write failed): nothing will ever
         /// name its partial, which goes.
         case resumeTokenNotKept(partial: String)

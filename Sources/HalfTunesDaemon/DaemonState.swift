@@ -62,6 +62,8 @@ struct DaemonState {
     /// Each session's proxy rules, and the distinct proxies each uid's attempts in flight go through: a queued
     /// task that would need one too many waits (`uidMaxProxies`; DaemonState+Proxies.swift).
     var proxies = ProxyUse()
+    /// Task rows whose journal write failed, to be written again (DaemonState+RowRewrites.swift).
+    var rowRewrites: [Int64: RowRewrite] = [:]
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -179,6 +181,7 @@ struct DaemonState {
             grantSlots(limits, now: now, into: &actions)
             launchesDue(now: now, into: &actions)
             housekeepingDue(now: now, into: &actions)
+            rowRewritesDue(now: now, into: &actions)
         case let .attemptEnded(id, outcome, jitterSample):
             attemptEnded(id, outcome, jitterSample: jitterSample, limits: limits, now: now, into: &actions)
         case let .completion(id, attempt, completionInput):
@@ -263,6 +266,9 @@ struct DaemonState {
             }
         case let .resumeDataChanged(uid, kept):
             Self.add(kept, to: &resumeDataKept, uid)
+        case let .rowWriteFailed(id, session, lostEvents, finished):
+            eventsLost(session, count: lostEvents)
+            rowWriteFailed(id, finished: finished, now: now)
         case let .resumeTokensChanged(session, by):
             if let uid = sessions[session]?.record.uid { Self.add(by, to: &resumeDataKept, uid) }
         case let .resumeDataStopped(id, durable, partialLength, token):

@@ -120,9 +120,11 @@ extension Journal {
     /// checked now (an id, journaled events of the task's session) and throws as `updateTask` does, while a
     /// failure of the write itself (a task that no longer exists, a full disk) goes to `onSubmittedWriteFailure`.
     /// Durable, like any write, once `durability` covers `durability.lastCommit` read after this call.
-    public func submitTaskUpdate(_ t: TaskRecord, events: [Event]) throws -> [Event] {
+    /// `done`, if given, gets the write's outcome instead of `onSubmittedWriteFailure` (on the writer's thread).
+    public func submitTaskUpdate(_ t: TaskRecord, events: [Event],
+                                 done: (@Sendable (Error?) -> Void)? = nil) throws -> [Event] {
         let update = try Journal.rowUpdate(t, events)
-        return try submit(numbering: events) { db, numbered in _ = try update(db, numbered) }
+        return try submit(numbering: events, done: done) { db, numbered in _ = try update(db, numbered) }
     }
 
     static let replaceRowSQL = "UPDATE tasks SET " + TaskRecord.columns.map { "\($0) = ?" }.joined(separator: ", ")

@@ -1,0 +1,56 @@
+// A task row the journal refuses, through the real daemon: written again once the journal takes it, events and all.
+import Foundation
+import GRDB
+import HalfTunesKit
+import HalfTunesProtocol
+import TestOrigin
+import Testing
+
+@Suite("A task row the journal could not write")
+struct RowWriteFailureTests {
+    /// A download finishes while the journal refuses its finished row (a trigger added to the live daemon's
+    /// journal, as a full disk would): the task is still described as completed, but no completion reaches a
+    /// subscriber, since nothing of it is journaled. Once the journal takes writes again the daemon writes the row
+    /// again with its events: the subscriber gets the completion, the journal has it completed, and after kill -9
+    /// it is completed, not downloaded again.
+    @Test func aFinishedRowThatFailedIsWrittenAgainWithItsEvents() async throws {
+        try await withDaemon() { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 200_000, seed: 7301)
+            origin.put("/late.bin", body)
+            let client = try daemon.client()
+            _ = try client.openSession("rewrite")
+            let recorder = try EventRecorder(client: try daemon.client(), session: "rewrite", after: 0)
+            let journal = try DatabaseQueue(path: daemon.stateDir + "/journal.sqlite")
+            defer { try? journal.close() }
+            try await journal.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER refused_by_test BEFORE UPDATE ON tasks WHEN NEW.state = 'completed'
+                    BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+                    """)
+            }
+            func journaledState(_ id: Int64) async throws -> String? {
+                try await journal.read { db in try String.fetchOne(db, sql: "SELECT state FROM tasks WHERE id = ?", arguments: [id]) }
+            }
+            let t = try client.startTask(origin.url("/late.bin"), session: "rewrite")
+            try eventually("the finished row refused") { daemon.log().contains("journal write failed for task \(t.id)") ? true : nil }
+            #expect(try client.task(t.id).state == .completed, "described from memory while the journal lags")
+            #expect(try await journaledState(t.id) == "running")
+            #expect(!recorder.all.contains { $0.task == t.id && $0.isDidComplete }, "nothing of the refused row was sent")
+            // Tried again and refused again (the wait doubles), then the journal takes writes again.
+            try eventually("written again and refused again", timeout: 30) {
+                daemon.log().components(separatedBy: "journal write failed for task \(t.id)").count > 2 ? true : nil
+            }
+            try await journal.write { db in try db.execute(sql: "DROP TRIGGER refused_by_test") }
+            try recorder.wait(for: "the completion, once written") { $0.task == t.id && $0.isDidComplete }
+            #expect(try await journaledState(t.id) == "completed")
+            let done = try client.task(t.id)
+            #expect(try sha256(ofFile: try #require(done.location)) == TestOrigin.sha256Hex(body))
+
+            daemon.kill9()
+            try daemon.restart()
+            let after = try daemon.client().task(t.id)
+            #expect(after.state == .completed && after.location == done.location)
+            #expect(origin.requests("/late.bin").count == 1, "completed once, not downloaded again")
+        }
+    }
+}
