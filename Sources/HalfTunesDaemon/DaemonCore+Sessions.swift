@@ -290,7 +290,12 @@ extension DaemonCore {
         let finished = record.state.isTerminal ? DaemonState.FinishedRow(record: record, payloads: payloads) : nil
         return try journal.submitTaskUpdate(record, events: events) { [weak self] error in
             guard let error else { return }
-            Task { await self?.rowWriteFailed(id, session: session, lostEvents: lost, finished: finished, error: error) }
+            // A row that does not exist (its insert failed) is not written again: nothing of it is brought back.
+            let missing = if case .unknownTask? = error as? JournalError { true } else { false }
+            Task {
+                await self?.rowWriteFailed(id, session: session, lostEvents: lost, finished: missing ? nil : finished,
+                                           error: error)
+            }
         }
     }
 

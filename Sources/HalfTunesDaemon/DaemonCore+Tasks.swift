@@ -353,7 +353,7 @@ extension DaemonCore {
         guard let token = try await journaling({ try $0.takeResumeToken(name) }) else {
             throw RPCError(.invalidResumeData, "This resume data was already used, has expired, or is not from this daemon")
         }
-        feedAndRun(.resumeTokensChanged(session: s.record.identifier, by: -1)) // redeemed
+        feedAndRun(.resumeTokensChanged(session: token.session, by: -1)) // redeemed: counted for its own session's owner
         return token
     }
 
@@ -382,7 +382,7 @@ extension DaemonCore {
         guard PartialFile.move(from: token.partialPath, to: record.partialPath) else {
             logger.notice("resume data's partial data could not be moved into place; starting from zero",
                           metadata: ["url": "\(token.url)"])
-            discardPartial(token.partialPath)
+            feedAndRun(.resumePartialNotMoved(partial: token.partialPath, into: record.partialPath))
             return
         }
         record.durableRanges = resumed

@@ -76,8 +76,8 @@ extension DaemonState {
         case sessionRemoved(String, createdAt: Double? = nil)
         /// The runner carried out `finishInvalidation`: the session's journal rows were deleted with
         /// `deletedTokens` resume data tokens (they no longer count for its owner), and it leaves the state as
-        /// `sessionRemoved` does; nil: the journal could not be read or written, and it stays invalidating until the
-        /// next start.
+        /// `sessionRemoved` does; nil: the journal could not be read or written, and it stays invalidating (the next
+        /// start, or anything else that finds it done, asks again).
         case invalidationFinished(String, deletedTokens: Int?)
         /// The session's journaled events through `lastSeq` (`count` of them) were stored.
         case eventsJournaled(session: String, lastSeq: Int64, count: Int)
@@ -133,6 +133,9 @@ extension DaemonState {
         /// (DaemonState+RowRewrites.swift). `finished`: a finished task's row with its events, which nothing later
         /// would carry; nil: the task's row as the state has it then.
         case rowWriteFailed(Int64, session: String, lostEvents: Int, finished: FinishedRow?)
+        /// The partial of resume data admitted at a task.create (`Admission.resumed`) could not be moved to the new
+        /// task's (`into`): the task starts from byte 0, and the token's partial goes.
+        case resumePartialNotMoved(partial: String, into: String)
         /// A redeemed token of a refused task.create could not be kept again (its write failed): nothing will ever
         /// name its partial, which goes.
         case resumeTokenNotKept(partial: String)

@@ -81,8 +81,8 @@ extension DaemonState {
     }
 
     /// The outcome of a `finishInvalidation`: the session's rows and `deletedTokens` tokens are gone from the
-    /// journal, and it leaves the state; or (nil) they could not be, and it stays invalidating until the next
-    /// start, which asks again.
+    /// journal, and it leaves the state; or (nil) they could not be, and it stays invalidating: the next start (or
+    /// anything else that finds it done, such as another `session.invalidate`) asks again.
     mutating func invalidationFinished(_ identifier: String, deletedTokens: Int?, into actions: inout [Action]) {
         guard let s = sessions[identifier], s.deleting else { return }
         guard let deletedTokens else {
@@ -103,6 +103,7 @@ extension DaemonState {
         countPendingEvents(s, -s.pendingEvents)
         for id in tasks.ids(session: identifier) { tasks[id] = nil }
         tasks.forgetFinished(session: identifier)
+        forgetRowRewrites(session: identifier)
         sessions[identifier] = nil
     }
 

@@ -111,6 +111,9 @@ struct DaemonState {
             withdrawAdmissions(into: &actions)
         case .resumeTokenNotKept(let partial):
             actions.append(.removePartial(path: partial))
+        case let .resumePartialNotMoved(partial, into):
+            admitted.partials.removeAll { $0 == into } // nothing of it there to remove if the batch is withdrawn
+            actions.append(.removePartial(path: partial))
         case let .created(created):
             admitted = Admitted() // the batch's admitted creates, now counted as tasks
             for var t in created {
@@ -268,7 +271,7 @@ struct DaemonState {
             Self.add(kept, to: &resumeDataKept, uid)
         case let .rowWriteFailed(id, session, lostEvents, finished):
             eventsLost(session, count: lostEvents)
-            rowWriteFailed(id, finished: finished, now: now)
+            rowWriteFailed(id, session: session, finished: finished, now: now)
         case let .resumeTokensChanged(session, by):
             if let uid = sessions[session]?.record.uid { Self.add(by, to: &resumeDataKept, uid) }
         case let .resumeDataStopped(id, durable, partialLength, token):
@@ -331,6 +334,7 @@ struct DaemonState {
             for id in tasks.attemptsInFlight {
                 if let t = tasks[id] { actions.append(.journal(t.record, [])) }
             }
+            rowRewritesDue(now: now, all: true, into: &actions) // a last try: nothing after this would
         case let .connectionsChanged(host, extras):
             let before = extrasByHost[host] ?? 0
             extrasByHost[host] = extras > 0 ? extras : nil

@@ -39,36 +39,87 @@ struct DaemonStateRowRewriteTests {
         }
     }
 
+    static func finished(_ id: Int64, _ state: TaskState = .completed, createdAt: Double = 0) -> TaskRecord {
+        var record = DaemonStateTests.task(id, session: "a", owner: 1).record
+        record.state = state
+        record.location = "/d/\(id)"
+        record.createdAt = createdAt
+        return record
+    }
+
     @Test func aFinishedRowIsWrittenAgainWithItsEventsAndItsTaskIsBackMeanwhile() throws {
         var state = DaemonStateTests.state()
-        var record = DaemonStateTests.task(7, session: "a", owner: 1).record
-        record.state = .completed
-        record.location = "/d/7"
+        let record = Self.finished(7)
         let payloads: [EventPayload] = [.stateChanged(state: .completed, previous: .running, reason: nil)]
         _ = state.handle(.finishedTasksCounted(["a": [.completed: 1]]), now: 0) // evicted when its row was submitted
         _ = state.handle(.rowWriteFailed(7, session: "a", lostEvents: 1,
                                          finished: .init(record: record, payloads: payloads)), now: 1)
         #expect(state.tasks[7]?.machine.state == .completed && state.tasks[7]?.owner == 1, "described from memory")
         #expect(state.tasks.finishedCounts(session: "a").isEmpty, "counted once: in memory")
-        let actions = state.handle(.clockTick, now: 2)
-        #expect(actions.contains(.journal(record, payloads)))
-        #expect(state.tasks[7] == nil && state.tasks.finishedCounts(session: "a") == [.completed: 1], "in the journal only again")
-        // It failed again: back in memory, written again after twice the wait.
+        #expect(state.handle(.clockTick, now: 2).contains(.journal(record, payloads)))
+        #expect(state.tasks[7] != nil, "still described from memory until the rewrite counts as written")
+        // It failed again: written again after twice the wait.
         _ = state.handle(.rowWriteFailed(7, session: "a", lostEvents: 1,
                                          finished: .init(record: record, payloads: payloads)), now: 2.5)
-        #expect(state.tasks[7] != nil)
         #expect(!state.handle(.clockTick, now: 4.4).contains(.journal(record, payloads)))
-        #expect(state.handle(.clockTick, now: 4.5).contains(.journal(record, payloads)))
+        #expect(state.handle(.clockTick, now: 4.5).contains(.journal(record, payloads)), "the same events, once")
+        // No failure within its wait: written, and the task lives in the journal only again.
+        _ = state.handle(.clockTick, now: 8.5)
+        #expect(state.tasks[7] == nil && state.tasks.finishedCounts(session: "a") == [.completed: 1])
+        #expect(state.rowRewrites.isEmpty)
     }
 
-    @Test func aRowOfASessionGoneIsNotWrittenAgain() {
+    /// A canceled task's row with its events fails while its transfer stops, then its last row (no events) fails
+    /// too: the rewrite is the last row, with the first one's events.
+    @Test func twoFailedFinishedRowsKeepTheLaterRowAndTheEarlierEvents() {
         var state = DaemonStateTests.state()
-        var record = DaemonStateTests.task(7, session: "a", owner: 1).record
-        record.state = .failed
+        var first = Self.finished(7, .canceled)
+        first.durableRanges = ByteRanges(prefix: 10)
+        var last = first
+        last.durableRanges = ByteRanges(prefix: 20)
+        let events: [EventPayload] = [.stateChanged(state: .canceled, previous: .running, reason: nil)]
+        state.tasks[7] = ManagedTask(row: first, owner: 1) // still stopping: in memory
+        _ = state.handle(.rowWriteFailed(7, session: "a", lostEvents: 1, finished: .init(record: first, payloads: events)), now: 0)
+        state.tasks[7] = nil // its last row was written (submitted) and it left memory
+        _ = state.handle(.rowWriteFailed(7, session: "a", lostEvents: 0, finished: .init(record: last, payloads: [])), now: 0.5)
+        #expect(state.tasks[7]?.record == last)
+        #expect(state.handle(.clockTick, now: 2.5).contains(.journal(last, events)))
+    }
+
+    @Test func whatIsNotWrittenAgain() {
+        var state = DaemonStateTests.state()
+        // A row that does not exist (its insert failed: the runner gives no finished row) of a task not in memory.
+        _ = state.handle(.rowWriteFailed(8, session: "a", lostEvents: 1, finished: nil), now: 0)
+        // A task of an earlier session of the same name (invalidated and opened again since).
+        var old = Self.finished(9, createdAt: 1)
+        old.session = "b"
+        state.sessions["b"]?.record.createdAt = 5
+        _ = state.handle(.rowWriteFailed(9, session: "b", lostEvents: 0, finished: .init(record: old, payloads: [])), now: 5)
+        #expect(state.tasks[8] == nil && state.tasks[9] == nil && state.rowRewrites.isEmpty)
+        // A session removed drops its rewrites.
+        _ = state.handle(.rowWriteFailed(7, session: "a", lostEvents: 0, finished: .init(record: Self.finished(7), payloads: [])), now: 6)
+        _ = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 6)
+        _ = state.handle(.invalidationFinished("a", deletedTokens: 0), now: 6)
+        #expect(state.rowRewrites.isEmpty)
+        #expect(Self.journals(state.handle(.clockTick, now: 100)).isEmpty)
+    }
+
+    @Test func shutdownWritesEveryRowWaitingToBeWrittenAgain() {
+        var state = DaemonStateTests.state()
+        let record = Self.finished(7)
         _ = state.handle(.rowWriteFailed(7, session: "a", lostEvents: 0, finished: .init(record: record, payloads: [])), now: 0)
-        state.tasks[7] = nil
-        state.sessions["a"] = nil
-        _ = state.handle(.rowWriteFailed(8, session: "b", lostEvents: 0, finished: nil), now: 0) // never in memory
-        #expect(Self.journals(state.handle(.clockTick, now: 5)).isEmpty && state.rowRewrites.isEmpty)
+        _ = state.handle(.shutdownBegan, now: 0.1)
+        #expect(Self.journals(state.handle(.clockTick, now: 5)).isEmpty, "nothing from the ticks while shutting down")
+        #expect(state.handle(.shutdownGraceEnded, now: 5).contains(.journal(record, [])))
+    }
+
+    /// An admitted create's resume data partial that the runner could not move: the token's partial goes, and a
+    /// withdrawn batch has nothing of it to remove.
+    @Test func aResumePartialNotMovedIsRemovedAndNotWithdrawn() {
+        var state = DaemonStateAdmissionTests.state()
+        _ = state.handle(.admitting(DaemonStateResumeAdmissionTests.resuming(length: 300)), now: 0)
+        #expect(state.handle(.resumePartialNotMoved(partial: "/d/.old.partial", into: "/d/.file.partial"), now: 0)
+                == [.removePartial(path: "/d/.old.partial")])
+        #expect(state.handle(.admissionsWithdrawn, now: 1).isEmpty)
     }
 }

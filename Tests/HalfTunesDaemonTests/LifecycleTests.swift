@@ -47,7 +47,6 @@ struct LimitSourcesTests {
         #expect(state.effectiveLimits == DaemonLimits(maxConcurrent: 5, maxConnectionsPerHost: 8, bandwidthLimit: 0))
     }
 
-    /// More slots in effect start queued tasks at once.
     /// The journal's settings are judged by the state: a value that is not a number in its limit's range (another
     /// version's journal, a hand edit) is not used, and the configured one stays in effect.
     @Test func storedValuesOutsideTheirRangesAreNotUsed() {
@@ -65,6 +64,7 @@ struct LimitSourcesTests {
         #expect(actions == [.setGlobalBandwidth(rate: 65536)])
     }
 
+    /// More slots in effect start queued tasks at once.
     @Test func moreSlotsStartQueuedTasks() throws {
         var state = DaemonStateTests.state()
         let ids = try DaemonStateTests.resumeAll(&state, (1...4).map { DaemonStateTests.task($0, session: "a", owner: 1) })
