@@ -181,11 +181,11 @@ extension DaemonCore {
             throw RPCError(.permissionDenied, "Only root\(daemonUID == 0 ? "" : " and uid \(daemonUID), the daemon's user,") "
                 + "may change the daemon-wide limits; they apply to every user of this daemon")
         }
-        if let v = p.maxConcurrent, !Self.limitRange.contains(v) {
-            throw RPCError.invalidParams("maxConcurrent must be from 1 to \(Self.limitRange.upperBound) (got \(v))")
+        if let v = p.maxConcurrent, !DaemonState.Limit.countRange.contains(v) {
+            throw RPCError.invalidParams("maxConcurrent must be from 1 to \(DaemonState.Limit.countRange.upperBound) (got \(v))")
         }
-        if let v = p.maxConnectionsPerHost, !Self.limitRange.contains(v) {
-            throw RPCError.invalidParams("maxConnectionsPerHost must be from 1 to \(Self.limitRange.upperBound) (got \(v))")
+        if let v = p.maxConnectionsPerHost, !DaemonState.Limit.countRange.contains(v) {
+            throw RPCError.invalidParams("maxConnectionsPerHost must be from 1 to \(DaemonState.Limit.countRange.upperBound) (got \(v))")
         }
         if let v = p.bandwidthLimit, let problem = ByteRate.problem(with: v) {
             throw RPCError.invalidParams("bandwidthLimit must be \(problem)")
@@ -211,8 +211,6 @@ extension DaemonCore {
         ["maxConcurrent": "\(limits.maxConcurrent)", "maxConnectionsPerHost": "\(limits.maxConnectionsPerHost)",
          "bandwidthLimit": "\(limits.bandwidthLimit)"]
     }
-
-    static var limitRange: ClosedRange<Int> { DaemonState.Limit.countRange }
 }
 
 // MARK: - What the service manager asks of the core: idleness (exit-when-idle), the watchdog's heartbeat, the STATUS= line.

@@ -95,8 +95,8 @@ extension DaemonCore {
         }
         config.requestTimeout = request
         config.resourceTimeout = resource
-        if let max = config.maxConcurrent, !Self.limitRange.contains(max) {
-            throw RPCError.invalidParams("configuration.maxConcurrent must be from 1 to \(Self.limitRange.upperBound) (got \(max))")
+        if let max = config.maxConcurrent, !DaemonState.Limit.countRange.contains(max) {
+            throw RPCError.invalidParams("configuration.maxConcurrent must be from 1 to \(DaemonState.Limit.countRange.upperBound) (got \(max))")
         }
         if let retry = config.retry, let problem = Backoff.problem(with: retry) {
             throw RPCError.invalidParams(problem)

@@ -91,13 +91,13 @@ extension DaemonState {
         }
         Self.add(-deletedTokens, to: &resumeDataKept, s.record.uid)
         removeSession(identifier, into: &actions)
-        launches[identifier] = nil
-        proxies.remove(session: identifier)
     }
 
-    /// The session is gone (invalidated, its tasks ended and its journal rows deleted): its tasks, counts and
-    /// unacknowledged events go with it.
+    /// The session is gone (invalidated, its tasks ended and its journal rows deleted; or its new row failed): its
+    /// tasks, counts, unacknowledged events, rows to write again, launch machine and proxy rules go with it.
     mutating func removeSession(_ identifier: String, into actions: inout [Action]) {
+        launches[identifier] = nil
+        proxies.remove(session: identifier)
         guard let s = sessions[identifier] else { return }
         actions.append(.releaseSubscribers(session: identifier))
         countPendingEvents(s, -s.pendingEvents)

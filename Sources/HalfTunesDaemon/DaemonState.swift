@@ -251,8 +251,6 @@ struct DaemonState {
             // A new session whose row failed goes only if it is still that one (not one opened again since).
             guard createdAt == nil || sessions[identifier]?.record.createdAt == createdAt else { break }
             removeSession(identifier, into: &actions)
-            launches[identifier] = nil
-            proxies.remove(session: identifier)
         case let .invalidationFinished(identifier, deletedTokens):
             invalidationFinished(identifier, deletedTokens: deletedTokens, into: &actions)
         case let .eventsJournaled(session, lastSeq, count):
