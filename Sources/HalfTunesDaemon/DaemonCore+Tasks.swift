@@ -397,10 +397,11 @@ extension DaemonCore {
 
 extension DaemonCore {
     /// Feeds an edit of `t` (`task.update`, `task.move`) and returns its actions to run; a refusal is the
-    /// caller's answer (`illegalStateChange`), as is an edit of a finished task, which the journal alone holds.
+    /// caller's answer (`illegalStateChange`). A finished task, which the journal alone holds, goes with the
+    /// state it was read in, for the state to refuse.
     func edit(_ t: ManagedTask, _ edit: DaemonState.TaskEdit) throws(RPCError) -> [DaemonState.Action] {
-        let action = edit.move == nil ? "update" : "move"
-        guard state.tasks[t.id] != nil else { throw RPCError.illegalStateChange(task: t.id, from: t.machine.state, action: action) }
+        var edit = edit
+        if state.tasks[t.id] == nil { edit.finished = t.machine.state }
         let actions = feed(.edited(t.id, edit))
         if case .refused(let refusal)? = actions.first {
             throw RPCError.illegalStateChange(task: t.id, from: refusal.transition.state, action: refusal.transition.input)

@@ -265,6 +265,9 @@ extension DaemonState {
         var bandwidthLimit: Int64?
         /// Before every other task of its priority, or behind all of them.
         var move: TaskMoveParams.Position?
+        /// A finished task's state as the runner read it from the journal (a finished task leaves memory):
+        /// the state refuses the edit from it. Ignored for a task in memory, whose own state counts.
+        var finished: TaskState? = nil
     }
 
     /// An input a task's state machine refuses in its state.

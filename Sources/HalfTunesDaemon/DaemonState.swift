@@ -204,11 +204,16 @@ struct DaemonState {
         case let .attemptProgress(id, .sent(delta, total, expected)):
             sent(id, delta: delta, total: total, expected: expected, into: &actions)
         case let .edited(id, edit):
-            guard var t = tasks[id] else { break }
+            let input = edit.move == nil ? "update" : "move"
+            guard var t = tasks[id] else {
+                // A finished task the journal alone holds is edited no more; an unknown one is the caller's to answer.
+                if let finished = edit.finished { return [.refused(Refused(task: id, transition: .init(state: finished, input: input)))] }
+                break
+            }
             // `task.move` takes a task not running (its place is for its next turn); `task.update` any unfinished one.
             let state = t.machine.state
             guard edit.move == nil ? !state.isTerminal : [.queued, .suspended, .waiting].contains(state) else {
-                return [.refused(Refused(task: id, transition: .init(state: state, input: edit.move == nil ? "update" : "move")))]
+                return [.refused(Refused(task: id, transition: .init(state: state, input: input)))]
             }
             if let priority = edit.priority { t.record.priority = priority }
             if let limit = edit.bandwidthLimit { t.record.bandwidthLimit = limit > 0 ? limit : nil }

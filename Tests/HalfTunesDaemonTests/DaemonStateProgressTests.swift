@@ -277,6 +277,23 @@ struct DaemonStateProgressTests {
         #expect(state.tasks[1]?.record.priority == .normal)
     }
 
+    /// An edit of a finished task the journal alone holds is refused by the state, from the state the runner read
+    /// it in; an edit of a task neither in memory nor read is the caller's to answer (no action), and nothing changes.
+    @Test func anEditOfAFinishedTaskInTheJournalOnlyIsRefusedByTheState() throws {
+        var state = T.state()
+        _ = try T.resumeAll(&state, [T.task(1, session: "a", owner: 1)], limits: DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8))
+        let before = state
+        #expect(state.handle(.edited(7, DaemonState.TaskEdit(priority: .high, finished: .completed)), now: 1)
+                == [.refused(.init(task: 7, transition: .init(state: .completed, input: "update")))])
+        #expect(state.handle(.edited(7, DaemonState.TaskEdit(move: .front, finished: .canceled)), now: 2)
+                == [.refused(.init(task: 7, transition: .init(state: .canceled, input: "move")))])
+        #expect(state.handle(.edited(8, DaemonState.TaskEdit(priority: .high)), now: 3) == [])
+        #expect(state.tasks[1] == before.tasks[1] && state.tasks.count == before.tasks.count)
+        // A task in memory is judged by its own state, whatever the edit says it was read in.
+        #expect(state.handle(.edited(1, DaemonState.TaskEdit(bandwidthLimit: 1024, finished: .completed)), now: 4)
+                == [.journal(state.tasks[1]!.record, []), .setBandwidth(1, rate: 1024)])
+    }
+
     /// A finished task the journal alone holds: the state answers an input as its machine would (refused, or
     /// ignored), and nothing changes.
     @Test func aFinishedTaskInTheJournalOnlyIsAnsweredByTheState() throws {

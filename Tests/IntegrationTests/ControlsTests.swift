@@ -156,6 +156,13 @@ struct ControlsTests {
             try daemon.restart()
             let after = try daemon.client()
             for id in [first, low, n1, high, n2] { try after.waitFor(task: id, state: .completed) }
+            // Finished, they are in the journal only: an edit is refused with the state they finished in.
+            #expect(rpcCode { _ = try after.move(n1, to: .front) } == .illegalStateChange)
+            #expect(rpcCode { _ = try after.update(high, priority: .low) } == .illegalStateChange)
+            let edited = try ctl(["set", String(low), "--priority", "low"], socket: daemon.socketPath)
+            #expect(edited.status != 0 && edited.stderr.contains("Cannot update task \(low): it is completed"), "\(edited.stderr)")
+            #expect(try after.task(high).priority == .high)
+            #expect(try after.task(low).priority == .high)
             // One at a time, in queue order: the high ones, then n2 (moved to the front), first, n1.
             let order = origin.requests().filter { $0.status != 0 }.map(\.path)
             let restarted = Array(order.drop { $0 == "/first" })
