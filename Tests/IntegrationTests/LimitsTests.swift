@@ -92,6 +92,9 @@ struct LimitsTests {
             let status = try client.status()
             #expect(status.maxConcurrent == 2)
             #expect(status.limits == shown)
+            // The log's ready line names the limit in effect, not the flag's (it said 3 here).
+            let readyLines = daemon.log().split(separator: "\n").filter { $0.contains("halftunesd \(HalfTunes.version) ready") }
+            #expect(readyLines.count == 2 && readyLines.last!.contains("maxConcurrent=2 "), "\(readyLines)")
             let text = try ctl(["limits"], socket: daemon.socketPath)
             #expect(text.stdout.contains("512 KiB/s"), "\(text.stdout)")
         }

@@ -39,10 +39,12 @@ final class SupervisorService: Service {
                                            logLevel: logLevel, socketActivated: socketActivated)
         let config = started.configuration
         notifier.ready(status: await started.core.serviceStatusLine())
+        // The limit in effect: a `daemon.setLimits` value kept in the journal wins over the configuration's.
+        let maxConcurrent = await started.core.status().maxConcurrent
         logger.info("halftunesd \(HalfTunes.version) ready", metadata: [
             "socket": "\(config.socketPath)", "socketActivated": "\(socketActivated)",
             "state": "\(config.stateDirectory)", "downloads": "\(config.downloadsDirectory)",
-            "maxConcurrent": "\(config.maxConcurrent)",
+            "maxConcurrent": "\(maxConcurrent)",
         ])
         if settings.exitWhenIdle != nil && !socketActivated {
             logger.notice("exit-when-idle has no effect: halftunesd was not socket-activated, so nothing would start it again")
