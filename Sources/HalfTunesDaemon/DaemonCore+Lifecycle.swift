@@ -48,11 +48,13 @@ extension DaemonCore {
         let read = ContinuousClock.now
         feedAndRun(.finishedTasksCounted(scan.finishedCounts))
         run(deferred)
-        for (uid, count) in (try? journal.resumeTokenCounts()) ?? [:] {
+        // Read as the rest of recovery is: a journal that cannot say what resume data it keeps stops the start
+        // (the caps and the disk ledger would count none of it).
+        for (uid, count) in try journal.resumeTokenCounts() {
             feedAndRun(.resumeDataChanged(uid: uid, kept: count))
         }
         feedAndRun(.restoreFinished) // expires old resume data, which the counts above include
-        chargeResumeDataPartials()
+        try chargeResumeDataPartials()
         await settled() // invalidations ended and resume data expired before anything is served
         timers.housekeeping = Task { [weak self] in
             while !Task.isCancelled {

@@ -229,10 +229,20 @@ extension DaemonCore {
     private func sweepingRetention(_ sweeps: [RetentionSweep]) async {
         var plan = RetentionSweepPlan(sweeps)
         while let sweep = plan.next() {
-            let deleted = try? await journal.writing({ try $0.deleteFinishedTasks(
-                session: sweep.session, finishedBefore: sweep.before, limit: RetentionSweepPlan.batch, keeping: sweep.keeping) })
-            let count = deleted?.values.reduce(0, +)
-            if let deleted, let count, count > 0 {
+            let deleted: [TaskState: Int]
+            do {
+                deleted = try await journal.writing({ try $0.deleteFinishedTasks(
+                    session: sweep.session, finishedBefore: sweep.before, limit: RetentionSweepPlan.batch, keeping: sweep.keeping) })
+            } catch {
+                // Nothing of the batch went (one transaction): the plan goes on with the next session, and the next
+                // sweep (in a minute, or at the session's next acknowledgement) tries these again.
+                logger.warning("finished tasks could not be deleted; the next sweep tries again",
+                               metadata: ["session": "\(sweep.session)", "error": "\(error)"])
+                plan.deleted(nil)
+                continue
+            }
+            let count = deleted.values.reduce(0, +)
+            if count > 0 {
                 feedAndRun(.finishedTasksDeleted(sweep.session, deleted))
                 logger.debug("finished tasks deleted", metadata: ["session": "\(sweep.session)", "tasks": "\(count)"])
             }
@@ -242,17 +252,24 @@ extension DaemonCore {
     }
 
     /// `pruneResumeData`: resume data created before `cutoff` goes, with its partial file (in the background,
-    /// through the journal's thread).
+    /// through the journal's thread). If the journal fails (a full disk, an I/O error), what is left stays, with
+    /// its partial, and the state is told (`resumeDataExpiryFailed`: tried again in a minute).
     func pruneResumeData(createdBefore cutoff: Double) {
         inBackground { core in
             let journal = core.journal
-            for token in (try? await journal.reading({ try $0.resumeTokens(createdBefore: cutoff) })) ?? [] {
-                let name = token.token
-                // Taken, not just deleted: a token redeemed meanwhile (a task.create) is neither counted nor
-                // has its partial removed twice.
-                guard let taken = try? await journal.writing({ try $0.takeResumeToken(name) }) ?? nil else { continue }
-                core.discardPartial(taken.partialPath)
-                core.feedAndRun(.resumeTokensChanged(session: taken.session, by: -1))
+            do {
+                for token in try await journal.reading({ try $0.resumeTokens(createdBefore: cutoff) }) {
+                    let name = token.token
+                    // Taken, not just deleted: a token redeemed meanwhile (a task.create) is neither counted nor
+                    // has its partial removed twice.
+                    guard let taken = try await journal.writing({ try $0.takeResumeToken(name) }) else { continue }
+                    core.discardPartial(taken.partialPath)
+                    core.feedAndRun(.resumeTokensChanged(session: taken.session, by: -1))
+                }
+            } catch {
+                core.logger.warning("expired resume data could not be deleted; it is kept, and tried again in a minute",
+                                    metadata: ["error": "\(error)"])
+                core.feedAndRun(.resumeDataExpiryFailed)
             }
         }
     }

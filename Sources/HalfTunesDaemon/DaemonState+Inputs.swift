@@ -148,6 +148,10 @@ extension DaemonState {
         /// A sweep (`sweepRetention`) ended; `backlog`: it stopped at its budget with finished tasks left to delete
         /// (the next tick sweeps again); `deletedAny`: it deleted rows, whose pages go back (`releaseFreePages`).
         case retentionSwept(backlog: Bool, deletedAny: Bool = false)
+        /// The expiry of old resume data (`pruneResumeData`) failed to read or delete what expired (the runner
+        /// logged why; what it took before the failure is fed as `resumeTokensChanged`): tried again in
+        /// `resumeDataPruneRetry` seconds, not at the next hourly expiry.
+        case resumeDataExpiryFailed
         /// The first response named a download the client named no file for (the runner chose the free path).
         case responseNamed(Int64, destination: String, suggestedFilename: String)
     }

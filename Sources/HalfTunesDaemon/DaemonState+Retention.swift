@@ -56,6 +56,8 @@ extension DaemonState {
     static let retentionSweepInterval: Double = 60
     /// Seconds between two expiries of old resume data (and one when recovery ends).
     static let resumeDataPruneInterval: Double = 3600
+    /// Seconds after a failed expiry of old resume data before it is tried again.
+    static let resumeDataPruneRetry: Double = 60
     /// Events acknowledged at once past which the journal gives its free pages back (`releaseFreePages`).
     static let largeAcknowledgement = 10_000
 
@@ -72,6 +74,13 @@ extension DaemonState {
             lastResumeDataPrune = now
             actions.append(.pruneResumeData(createdBefore: now - caps.resumeDataLifetime))
         }
+    }
+
+    /// A failed expiry of old resume data is tried again in `resumeDataPruneRetry` seconds (by `housekeepingDue`),
+    /// not in an hour: the next expiry counts from a minute's time. Not at once: the journal that failed (a full
+    /// disk, an I/O error) would most likely fail again at every tick.
+    mutating func resumeDataExpiryFailed(now: Double) {
+        lastResumeDataPrune = min(lastResumeDataPrune, now - Self.resumeDataPruneInterval + Self.resumeDataPruneRetry)
     }
 
     /// The sweeps due at `now`: every session with finished tasks in the journal (or only `session`), each with

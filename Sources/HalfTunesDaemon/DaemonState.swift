@@ -284,6 +284,8 @@ struct DaemonState {
         case let .retentionSwept(backlog, deletedAny):
             retentionBacklog = retentionBacklog || backlog
             if deletedAny { actions.append(.releaseFreePages) }
+        case .resumeDataExpiryFailed:
+            resumeDataExpiryFailed(now: now)
         case let .subscribersChanged(session, count):
             guard sessions[session] != nil else { break }
             sessions[session]?.subscribers = count

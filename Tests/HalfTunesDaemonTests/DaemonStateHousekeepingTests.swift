@@ -122,6 +122,23 @@ struct DaemonStateHousekeepingTests {
         #expect(Self.prunes(state.handle(.clockTick, now: 10_000 + 3_599)) == 0)
         #expect(state.handle(.clockTick, now: 10_000 + 3_600).contains(.pruneResumeData(createdBefore: 13_600 - DaemonState.Caps().resumeDataLifetime)))
     }
+
+    /// An expiry the journal failed (the runner logged why) is tried again a minute later, not an hour later; then
+    /// hourly again from the one that went through.
+    @Test func aFailedExpiryOfResumeDataIsTriedAgainInAMinute() {
+        var state = DaemonStateTests.state()
+        #expect(Self.prunes(state.handle(.restoreFinished, now: 10_000)) == 1)
+        #expect(state.handle(.resumeDataExpiryFailed, now: 10_002).isEmpty)
+        #expect(Self.prunes(state.handle(.clockTick, now: 10_002 + 59)) == 0, "not at every tick: the journal just failed")
+        #expect(state.handle(.clockTick, now: 10_002 + 60) == [.pruneResumeData(createdBefore: 10_062 - DaemonState.Caps().resumeDataLifetime)])
+        // That one went through: the next is an hour after it.
+        #expect(Self.prunes(state.handle(.clockTick, now: 10_062 + 3_599)) == 0)
+        #expect(Self.prunes(state.handle(.clockTick, now: 10_062 + 3_600)) == 1)
+        // Failed again: a minute again.
+        #expect(state.handle(.resumeDataExpiryFailed, now: 13_663).isEmpty)
+        #expect(Self.prunes(state.handle(.clockTick, now: 13_663 + 59)) == 0)
+        #expect(Self.prunes(state.handle(.clockTick, now: 13_663 + 60)) == 1)
+    }
 }
 
 /// The resume data each uid holds, counted by the state from the runner's reports (`max-resume-data-per-uid` is

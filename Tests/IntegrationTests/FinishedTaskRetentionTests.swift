@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HalfTunesJournal
 import HalfTunesKit
 import HalfTunesProtocol
@@ -84,6 +85,44 @@ struct FinishedTaskRetentionTests {
             #expect(try client.session("brief").taskCounts.isEmpty)
             #expect(try client.task(kept.id).state == .completed, "the default retention is a day")
             #expect(try client.session("default").taskCounts == ["completed": 1])
+        }
+    }
+
+    /// A sweep the journal refuses (a trigger added to the live daemon's journal, as a full disk or an I/O error
+    /// would) deletes nothing and loses nothing: the tasks stay listed and counted, the log says why, and the next
+    /// sweep (here the session's next acknowledgement) deletes them once the journal takes the deletion.
+    @Test func aSweepTheJournalRefusesIsLoggedAndTriedAgain() async throws {
+        try await withDaemon { daemon, origin in
+            origin.put("/api.json", Array(#"{"ok":true}"#.utf8))
+            let client = try daemon.client()
+            _ = try client.openSession("refused", configuration: SessionConfiguration(finishedTaskRetention: 0))
+            var ids: [Int64] = []
+            for _ in 0..<3 {
+                let t = try client.createTask(TaskCreateParams(session: "refused", url: origin.url("/api.json"), start: true, kind: .data))
+                ids.append(try client.waitFor(task: t.id, state: .completed).id)
+            }
+            let journal = try DatabaseQueue(path: daemon.stateDir + "/journal.sqlite")
+            defer { try? journal.close() }
+            try await journal.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER refused_by_test BEFORE DELETE ON tasks
+                    BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+                    """)
+            }
+            _ = try client.ack(session: "refused", through: try client.session("refused").lastEventSeq)
+            try eventually("the refused sweep logged") {
+                daemon.log().contains("finished tasks could not be deleted; the next sweep tries again") ? true : nil
+            }
+            #expect(daemon.log().contains("refused by the test"), "the log names the journal's error")
+            for id in ids { #expect(try client.task(id).state == .completed, "nothing deleted, nothing lost") }
+            #expect(try client.tasks(session: "refused").map(\.id) == ids)
+            #expect(try client.session("refused").taskCounts == ["completed": 3])
+
+            try await journal.write { db in try db.execute(sql: "DROP TRIGGER refused_by_test") }
+            _ = try client.ack(session: "refused", through: try client.session("refused").lastEventSeq)
+            #expect(try client.tasks(session: "refused").isEmpty, "the next sweep deleted them")
+            #expect(try client.session("refused").taskCounts.isEmpty)
+            #expect(try await journal.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM tasks WHERE session LIKE '%refused'") } == 0)
         }
     }
 
