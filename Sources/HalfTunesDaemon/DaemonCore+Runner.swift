@@ -118,6 +118,8 @@ extension DaemonCore {
                 sweepRetention(sweeps)
             case .pruneResumeData(let cutoff):
                 pruneResumeData(createdBefore: cutoff)
+            case let .hostAllowance(host, extras):
+                hostConnections.setAllowance(extras, host: host)
             case .releaseFreePages:
                 journal.submitting { try $0.releaseFreePages() }
             }

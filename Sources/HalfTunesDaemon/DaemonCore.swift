@@ -75,22 +75,10 @@ actor DaemonCore {
 
     /// Feeds an input to the state at the current time; returns the actions to carry out (`run`).
     func feed(_ input: DaemonState.Input) -> [DaemonState.Action] {
-        defer { updateHostAllowances() }
         let now = clock()
         let actions = state.handle(input, now: now)
         inputLog?.record(input, now: now, actions: actions)
         return actions
-    }
-
-    /// Gives every host whose running or queued tasks the last input changed its new allowance of extra
-    /// connections (after each input: O(hosts changed), never all hosts; below).
-    private func updateHostAllowances() {
-        let changed = state.tasks.changedHosts
-        guard !changed.isEmpty else { return }
-        let limits = state.limits
-        for host in changed {
-            hostConnections.setAllowance(state.extraAllowance(host: host, limits: limits), host: host)
-        }
     }
 
     /// Feeds an input and carries its actions out.

@@ -257,6 +257,10 @@ extension DaemonState {
         case sweepRetention([RetentionSweep])
         /// Give the journal's free pages back to the file system (many rows went at once).
         case releaseFreePages
+        /// `host` may now have `extras` extra connections in all (split downloads; `HostConnections.setAllowance`,
+        /// which asks the holders to shed what is above it): after any input that changed the host's running or
+        /// queued tasks, or the per-host limit, and so its allowance (`allowancesChanged`).
+        case hostAllowance(String, extras: Int)
         /// Delete the resume data created before `createdBefore` (`Caps.resumeDataLifetime` ago), with its partial
         /// files; feed `resumeTokensChanged` for each token taken.
         case pruneResumeData(createdBefore: Double)

@@ -53,6 +53,19 @@ extension DaemonState {
         (tasks.runningByHost[host] ?? 0) + (extrasByHost[host] ?? 0)
     }
 
+    /// After each input: every host whose running or queued tasks it changed (`TaskTable.changedHosts`) and whose
+    /// allowance of extra connections is now another than the one it was last given gets it (`hostAllowance`, in
+    /// host order). O(hosts changed), never all hosts.
+    mutating func allowancesChanged(into actions: inout [Action]) {
+        guard !tasks.changedHosts.isEmpty else { return }
+        for host in tasks.changedHosts.sorted() {
+            let allowance = extraAllowance(host: host, limits: limits)
+            guard allowance != hostAllowances[host] ?? 0 else { continue }
+            hostAllowances[host] = allowance == 0 ? nil : allowance
+            actions.append(.hostAllowance(host, extras: allowance))
+        }
+    }
+
     /// How many extra connections `host` may have in all (`HostConnections`' allowance): what the per-host
     /// limit leaves after one per running task, and none while a task for the host is queued.
     func extraAllowance(host: String, limits: SlotLimits) -> Int {

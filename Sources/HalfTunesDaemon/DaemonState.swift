@@ -64,6 +64,8 @@ struct DaemonState {
     var proxies = ProxyUse()
     /// Task rows whose journal write failed, to be written again (DaemonState+RowRewrites.swift).
     var rowRewrites: [Int64: RowRewrite] = [:]
+    /// The allowance of extra connections each host was last given (`hostAllowance`; none stored: 0).
+    var hostAllowances: [String: Int] = [:]
 
     /// The daemon-wide limits a slot is granted within (the session's own `maxConcurrent` is in `sessions`).
     struct SlotLimits: Equatable, Sendable {
@@ -98,7 +100,9 @@ struct DaemonState {
         // Two statements: in one, `self` would be read for `withNotices` before `take` changes it, and Swift would
         // keep a copy of the whole state across that change (every table copied, once per input).
         let actions = take(input, now: now)
-        return withNotices(actions, now: now)
+        var result = withNotices(actions, now: now)
+        allowancesChanged(into: &result)
+        return result
     }
 
     private mutating func take(_ input: Input, now: Double) -> [Action] {

@@ -3,7 +3,7 @@ import Dispatch
 import NIOConcurrencyHelpers
 
 /// The per-host budget of extra connections (those a download opens beyond its first, to fetch segments).
-/// The core sets each host's `allowance` after every input that changes the host's running or queued tasks:
+/// The state gives each host its `allowance` (the action `hostAllowance`) after an input that changes it:
 /// `max-connections-per-host` minus the tasks running there, and none at all while a task for the host is
 /// queued (a queued task never waits behind another task's extra connections). Attempts ask for one
 /// connection at a time from their event loops (`tryAcquire`) and give it back when its request ends

@@ -42,7 +42,7 @@ struct TaskTable {
     /// extra connections while one is queued).
     private(set) var queuedByHost: [String: Int] = [:]
     /// Hosts whose running or queued tasks changed since `clearChangedHosts` (`DaemonState.handle` clears them
-    /// before each input, so after it they are that input's: the runner gives each its allowance again).
+    /// before each input, so after it they are that input's: `allowancesChanged` gives each its allowance again).
     private(set) var changedHosts: Set<String> = []
     /// The tasks in state `queued`, in start order.
     private(set) var queue = RunQueue()

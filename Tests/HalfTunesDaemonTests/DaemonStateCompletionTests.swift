@@ -11,6 +11,8 @@ struct DaemonStateCompletionTests {
     typealias S = DaemonStateTests
     static let one = DaemonState.SlotLimits(maxConcurrent: 1, maxConnectionsPerHost: 8)
     static let validators = Validators(etag: "\"e1\"", lastModified: nil)
+    /// The host every test task downloads from (`DaemonStateTests.task`).
+    static let host = "http://127.0.0.1:9"
 
     /// Task 1 running (its transfer about to deliver every byte), task 2 queued behind it (one slot).
     static func running(checksum: String? = nil) throws -> DaemonState {
@@ -34,7 +36,7 @@ struct DaemonStateCompletionTests {
         // its transfer slot goes to task 2 at once.
         #expect(actions == [.chooseName(1, attempt: 1, avoiding: []), .journal(state.tasks[2]!.record,
                                                                                   [.stateChanged(state: .running, previous: .queued, reason: nil)]),
-                            .startAttempt(2)])
+                            .startAttempt(2), .hostAllowance(Self.host, extras: 7)]) // nothing queued for it now
         #expect(state.tasks[1]?.machine.state == .running && state.tasks[1]?.record.bytesDurable == 100)
         #expect(state.completionPhase(1) == .publishing && state.tasks.running == [2])
         #expect(state.tasks.count(in: .running) == 2)
@@ -120,7 +122,7 @@ struct DaemonStateCompletionTests {
         // Task 2 completes its transfer, is suspended while verifying: the late digest changes nothing.
         actions = state.handle(.attemptEnded(2, .completed(totalBytes: 3, validators: Self.validators),
                                                  jitterSample: 0.5), now: 12)
-        #expect(actions == [.chooseName(2, attempt: 1, avoiding: [])]) // no checksum on task 2
+        #expect(actions == [.chooseName(2, attempt: 1, avoiding: []), .hostAllowance(Self.host, extras: 0)]) // no checksum on task 2
         _ = state.handle(.task(2, .suspend), now: 13)
         #expect(state.completions[2] == nil && state.tasks[2]?.machine.state == .suspended)
         #expect(state.tasks[2]?.completing == false) // resumed later, it takes a slot again
@@ -149,7 +151,7 @@ struct DaemonStateCompletionTests {
         case .lost:
             #expect(S.completionError(actions, 1)?.code == TaskErrorCode.ioError)
         default:
-            #expect(actions == [.chooseName(1, attempt: 0, avoiding: [])] && state.completions[1] != nil)
+            #expect(actions == [.chooseName(1, attempt: 0, avoiding: []), .hostAllowance(Self.host, extras: 0)] && state.completions[1] != nil)
         }
     }
 
@@ -161,7 +163,8 @@ struct DaemonStateCompletionTests {
         var state = S.state()
         var t = Self.publishing(1, location: "/d/1 (2)")
         t.record.durableRanges = ByteRanges(prefix: 7)
-        #expect(state.handle(.taskRestored(t), now: 0) == [.recoverPublish(1, partial: "/d/.1.partial", location: "/d/1 (2)")])
+        #expect(state.handle(.taskRestored(t), now: 0) == [.recoverPublish(1, partial: "/d/.1.partial", location: "/d/1 (2)"),
+                                                           .hostAllowance(Self.host, extras: 7)]) // counted running until published
         var other = S.task(2, session: "a", owner: 1)
         other.machine = TaskStateMachine(state: .running)
         other.record.state = .running

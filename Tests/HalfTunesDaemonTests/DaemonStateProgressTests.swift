@@ -182,7 +182,9 @@ struct DaemonStateProgressTests {
             if !cancelAll { #expect(state.tasks[2]?.machine.state == .running) } // started, and it finishes
             #expect(state.tasks[3]?.machine.state == .suspended) // another session's task is left alone
 
-            #expect(state.handle(.sessionRemoved("a"), now: 2) == [.releaseSubscribers(session: "a")])
+            // Its running task (left to finish without cancelAll) goes with it: its host's allowance with it.
+            #expect(state.handle(.sessionRemoved("a"), now: 2) == [.releaseSubscribers(session: "a")]
+                        + (cancelAll ? [] : [.hostAllowance("http://127.0.0.1:9", extras: 0)]))
             #expect(state.sessions["a"] == nil && state.tasks.ids(session: "a").isEmpty)
             #expect(state.tasks.counts(session: "a").isEmpty && state.pendingEventsByUID[1] == nil)
             #expect(state.sessions["b"] != nil && state.tasks[3] != nil)
