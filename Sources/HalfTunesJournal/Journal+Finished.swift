@@ -54,15 +54,24 @@ extension Journal {
         return try read { db in try Int64.fetchAll(db.makeStatement(sql: sql), arguments: arguments) }
     }
 
-    /// One page of `task.list`: the ids `taskIDs` gives, and the rows of the finished tasks among them (one read
-    /// each; the unfinished ones the daemon describes from memory).
+    /// One page of `task.list`: the ids `taskIDs` gives, and the rows of the finished tasks among them (the
+    /// unfinished ones the daemon describes from memory). Rows kept from an earlier page are not read again
+    /// (`finishedRows`); the others are read in one statement and kept.
     public func taskPage(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> TaskPage {
         let ids = try taskIDs(after: after, sessions: sessions, state: state, limit: limit)
         guard !ids.isEmpty else { return TaskPage(ids: [], finished: [:]) }
-        // By primary key (`+state`: not through `tasks_by_state`, which would look each id up once per state).
-        let sql = "SELECT * FROM tasks WHERE id IN (" + Journal.placeholders(ids.count) + ") AND +state IN \(Journal.finishedStates)"
-        let records = try read { db in try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(ids)) }
-        return TaskPage(ids: ids, finished: Journal.byID(records))
+        let finished = try read { db in
+            var finished = finishedRows.rows(ids)
+            guard finished.count < ids.count else { return finished }
+            let unread = ids.filter { finished[$0] == nil }
+            // By primary key (`+state`: not through `tasks_by_state`, which would look each id up once per state).
+            let sql = "SELECT * FROM tasks WHERE id IN (" + Journal.placeholders(unread.count) + ") AND +state IN \(Journal.finishedStates)"
+            let records = try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(unread))
+            finishedRows.keep(records) // in the read: no change of these rows can come before
+            for record in records { if let id = record.id { finished[id] = record } }
+            return finished
+        }
+        return TaskPage(ids: ids, finished: finished)
     }
 
     /// `count` statement parameters, "?, ?, ?", for an `IN (…)` list or a row of values.

@@ -24,6 +24,8 @@ public final class Journal: Sendable {
     /// Which commits are on disk; answers and events wait for theirs.
     public let durability: JournalDurability
     let writer: JournalWriter
+    /// The finished rows `taskPage` read, forgotten as they change (FinishedRowCache.swift).
+    let finishedRows = FinishedRowCache()
 
     /// The schema version this build writes (the number of migrations it knows).
     public static var latestSchemaVersion: Int { JournalSchema.migrations.count }
@@ -85,6 +87,8 @@ public final class Journal: Sendable {
                 try Int64.fetchOne(db, sql: "SELECT max(id) FROM tasks") ?? 0)
         }
         self.writer = JournalWriter(dbQueue: queue, durability: durability, lastEventSeq: lastSeq, lastTaskID: lastTaskID)
+        let changes = FinishedRowCache.RowChanges(finishedRows)
+        queue.writeWithoutTransaction { db in db.add(transactionObserver: changes, extent: .databaseLifetime) }
     }
 
     /// Closes the database (SQLite checkpoints the WAL into the main file). Later calls throw `closed`;

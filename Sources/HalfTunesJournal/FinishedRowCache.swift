@@ -1,0 +1,79 @@
+// The rows of finished tasks `task.list` pages read, kept so a page listed again is not read and decoded again.
+import GRDB
+import Synchronization
+
+/// Rows of finished tasks that `taskPage` read, by id. A client that polls its list (an app's window, `halftunesctl
+/// list` in a loop) gets the same finished tasks page after page: reading and decoding their rows was most of a
+/// `task.list`'s cost (docs/benchmarks.md, stop 48).
+///
+/// Never stale: every change of a `tasks` row made through the journal's connection (an update or a deletion),
+/// whatever statement made it, forgets that row before its transaction commits (`RowChanges`, a GRDB transaction
+/// observer on SQLite's update hook; GRDB tells the changes made in a savepoint when the savepoint is released, or
+/// not at all if it is rolled back, when the row is as it was); a deleted session (whose rows may go by a foreign
+/// key cascade) forgets every row. Rows are kept from inside the read that returned them, on the journal's one
+/// serial connection, so no change can come between the read and the keeping. A transaction rolled back after a
+/// change forgot its row anyway: it is read again. Only the
+/// journal's own connection is watched: a journal changed by another process while the daemon runs (by hand, in
+/// a test) is not seen, as the daemon's memory does not see it either.
+///
+/// At most `capacity` rows; full, it starts again empty (a list of more finished tasks than that reads them again).
+final class FinishedRowCache: Sendable {
+    static let capacity = 4_096
+    private let rows = Mutex<[Int64: TaskRecord]>([:])
+
+    /// The kept rows among `ids`.
+    func rows(_ ids: some Sequence<Int64>) -> [Int64: TaskRecord] {
+        rows.withLock { rows in
+            var found: [Int64: TaskRecord] = [:]
+            for id in ids { if let row = rows[id] { found[id] = row } }
+            return found
+        }
+    }
+
+    /// Keeps rows just read (call it inside the read, on the journal's connection).
+    func keep(_ records: [TaskRecord]) {
+        guard !records.isEmpty else { return }
+        rows.withLock { rows in
+            if rows.count + records.count > Self.capacity { rows.removeAll(keepingCapacity: true) }
+            for record in records { if let id = record.id { rows[id] = record } }
+        }
+    }
+
+    func forget(_ id: Int64) {
+        rows.withLock { rows in _ = rows.removeValue(forKey: id) }
+    }
+
+    func forgetAll() {
+        rows.withLock { rows in rows.removeAll() }
+    }
+
+    var count: Int { rows.withLock { $0.count } }
+
+    /// Watches the journal's connection: a changed `tasks` row is forgotten (the table's row id is the task's
+    /// id), a deleted session forgets every row (its tasks went with it by the cascade).
+    final class RowChanges: TransactionObserver {
+        let cache: FinishedRowCache
+        init(_ cache: FinishedRowCache) { self.cache = cache }
+
+        /// Not inserts: a new row has an id never used before (AUTOINCREMENT), so nothing kept under it, and a
+        /// `task.create` pays nothing for the watch (the journal replaces no row by `INSERT OR REPLACE`).
+        func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool {
+            switch eventKind {
+            case .insert: false
+            case .update(let table, _): table == "tasks"
+            case .delete(let table): table == "tasks" || table == "sessions"
+            }
+        }
+
+        func databaseDidChange(with event: DatabaseEvent) {
+            if event.kind == .delete, event.tableName == "sessions" {
+                cache.forgetAll()
+            } else {
+                cache.forget(event.rowID)
+            }
+        }
+
+        func databaseDidCommit(_ db: Database) {}
+        func databaseDidRollback(_ db: Database) {}
+    }
+}
