@@ -12,18 +12,18 @@ import Synchronization
 /// not at all if it is rolled back, when the row is as it was); a deleted session (whose rows may go by a foreign
 /// key cascade) forgets every row. Rows are kept from inside the read that returned them, on the journal's one
 /// serial connection, so no change can come between the read and the keeping. A transaction rolled back after a
-/// change forgot its row anyway: it is read again. Only the
-/// journal's own connection is watched: a journal changed by another process while the daemon runs (by hand, in
-/// a test) is not seen, as the daemon's memory does not see it either.
+/// change forgot its row anyway: it is read again. Only the journal's own connection is watched: a journal
+/// changed by another process while the daemon runs (by hand, in a test) is not seen, as the daemon's memory does
+/// not see it either.
 ///
 /// At most `capacity` rows; full, it starts again empty (a list of more finished tasks than that reads them again).
 final class FinishedRowCache: Sendable {
     static let capacity = 4_096
-    private let rows = Mutex<[Int64: TaskRecord]>([:])
+    private let kept = Mutex<[Int64: TaskRecord]>([:])
 
     /// The kept rows among `ids`.
     func rows(_ ids: some Sequence<Int64>) -> [Int64: TaskRecord] {
-        rows.withLock { rows in
+        kept.withLock { rows in
             var found: [Int64: TaskRecord] = [:]
             for id in ids { if let row = rows[id] { found[id] = row } }
             return found
@@ -33,21 +33,21 @@ final class FinishedRowCache: Sendable {
     /// Keeps rows just read (call it inside the read, on the journal's connection).
     func keep(_ records: [TaskRecord]) {
         guard !records.isEmpty else { return }
-        rows.withLock { rows in
+        kept.withLock { rows in
             if rows.count + records.count > Self.capacity { rows.removeAll(keepingCapacity: true) }
             for record in records { if let id = record.id { rows[id] = record } }
         }
     }
 
     func forget(_ id: Int64) {
-        rows.withLock { rows in _ = rows.removeValue(forKey: id) }
+        kept.withLock { rows in _ = rows.removeValue(forKey: id) }
     }
 
     func forgetAll() {
-        rows.withLock { rows in rows.removeAll() }
+        kept.withLock { rows in rows.removeAll() }
     }
 
-    var count: Int { rows.withLock { $0.count } }
+    var count: Int { kept.withLock { $0.count } }
 
     /// Watches the journal's connection: a changed `tasks` row is forgotten (the table's row id is the task's
     /// id), a deleted session forgets every row (its tasks went with it by the cascade).
