@@ -57,13 +57,22 @@ extension DaemonState {
     /// allowance of extra connections is now another than the one it was last given gets it (`hostAllowance`, in
     /// host order). O(hosts changed), never all hosts.
     mutating func allowancesChanged(into actions: inout [Action]) {
-        guard !tasks.changedHosts.isEmpty else { return }
-        for host in tasks.changedHosts.sorted() {
-            let allowance = extraAllowance(host: host, limits: limits)
-            guard allowance != hostAllowances[host] ?? 0 else { continue }
-            hostAllowances[host] = allowance == 0 ? nil : allowance
-            actions.append(.hostAllowance(host, extras: allowance))
+        let changed = tasks.changedHosts
+        guard !changed.isEmpty else { return }
+        // Sorted for a replay's sake (a set's order is the process's), but not the usual single host: most inputs
+        // change one host, and a sort would allocate an array for it on every resume, suspend and cancel.
+        if changed.count == 1, let host = changed.first {
+            giveAllowance(host, into: &actions)
+        } else {
+            for host in changed.sorted() { giveAllowance(host, into: &actions) }
         }
+    }
+
+    private mutating func giveAllowance(_ host: String, into actions: inout [Action]) {
+        let allowance = extraAllowance(host: host, limits: limits)
+        guard allowance != hostAllowances[host] ?? 0 else { return }
+        hostAllowances[host] = allowance == 0 ? nil : allowance
+        actions.append(.hostAllowance(host, extras: allowance))
     }
 
     /// How many extra connections `host` may have in all (`HostConnections`' allowance): what the per-host
