@@ -49,27 +49,30 @@ extension Journal {
     /// stay). Returns the number of events deleted and the tasks whose body was dropped.
     public func ack(session: String, through: Int64) throws -> (pruned: Int, droppedBodies: [Int64]) {
         try write { db in
-            try db.execute(sql: "UPDATE sessions SET acked_through = max(acked_through, ?) WHERE identifier = ?",
-                           arguments: [through, session])
+            try db.cachedStatement(sql: "UPDATE sessions SET acked_through = max(acked_through, ?) WHERE identifier = ?")
+                .execute(arguments: [through, session])
             guard db.changesCount == 1 else { throw JournalError.unknownSession(session) }
             // The tasks whose completion goes with these events (read before they go, from the acknowledged
             // events only: the cost follows what is acknowledged, not how many tasks the session has).
-            let completed = try Int64.fetchAll(db, sql: """
+            let completed = try Int64.fetchAll(db.cachedStatement(sql: """
                 SELECT task FROM events WHERE session = ? AND seq <= ? AND type = 'didComplete' AND task IS NOT NULL
-                """, arguments: [session, through])
-            try db.execute(sql: "DELETE FROM events WHERE session = ? AND seq <= ?", arguments: [session, through])
+                """), arguments: [session, through])
+            try db.cachedStatement(sql: "DELETE FROM events WHERE session = ? AND seq <= ?")
+                .execute(arguments: [session, through])
             let pruned = db.changesCount
+            // Statements kept prepared: a client acknowledges after every few completions, each asked here.
             var dropped: [Int64] = []
             for id in completed {
-                let hasBody = try Bool.fetchOne(db, sql: """
+                let hasBody = try Bool.fetchOne(db.cachedStatement(sql: """
                     SELECT 1 FROM tasks WHERE id = ? AND kind = 'data' AND response IS NOT NULL
                         AND json_extract(response, '$.body') IS NOT NULL AND state IN ('completed', 'failed', 'canceled')
                         AND NOT EXISTS (SELECT 1 FROM events WHERE events.task = tasks.id AND events.type = 'didComplete')
-                    """, arguments: [id]) ?? false
+                    """), arguments: [id]) ?? false
                 if hasBody { dropped.append(id) }
             }
             for id in dropped {
-                try db.execute(sql: "UPDATE tasks SET response = json_remove(response, '$.body') WHERE id = ?", arguments: [id])
+                try db.cachedStatement(sql: "UPDATE tasks SET response = json_remove(response, '$.body') WHERE id = ?")
+                    .execute(arguments: [id])
             }
             return (pruned, dropped)
         }
@@ -91,21 +94,51 @@ extension Journal {
         if !exists { throw JournalError.unknownSession(identifier) }
     }
 
+    /// What the write appending events already established: a task row it wrote, with its session (which
+    /// therefore exists: the row's foreign key), so its events need no lookup of either.
+    struct WrittenRow {
+        var task: Int64
+        var session: String
+    }
+
     /// Inserts events (numbered by `JournalWriter` when submitted) inside the caller's transaction and advances
-    /// each session's `last_event_seq`.
-    static func append(_ events: [Event], _ db: Database) throws -> [Event] {
+    /// each session's `last_event_seq`. Each event's session must exist and its task (if any) belong to it;
+    /// `written` names a row the same write stored, whose task and session are taken as checked.
+    static func append(_ events: [Event], _ db: Database, written: [WrittenRow] = []) throws -> [Event] {
         let createdAt = Timestamp.now()
-        var taskOwners: [Int64: String] = [:]
-        var lastSeq: [String: Int64] = [:]
+        // Sessions known to exist and tasks' owners. Most writes append the events of one task: the last one
+        // confirmed is kept apart, so they allocate no table.
+        var lastSession: String?
+        var lastTask: WrittenRow?
+        var sessions: Set<String> = []
+        var owners: [Int64: String] = [:]
+        if written.count == 1 {
+            lastSession = written[0].session
+            lastTask = written[0]
+        } else {
+            for row in written {
+                sessions.insert(row.session)
+                owners[row.task] = row.session
+            }
+        }
+        // Each session's last seq; likewise the first session's without a table.
+        var firstSession: (session: String, seq: Int64)?
+        var otherSessions: [String: Int64] = [:]
         var stored: [Event] = []
         stored.reserveCapacity(events.count)
         let insert = try db.cachedStatement(
             sql: "INSERT INTO events (seq, session, task, type, created_at, json) VALUES (?, ?, ?, ?, ?, ?)")
         for var event in events {
-            if lastSeq[event.session] == nil { try requireSession(event.session, db) }
-            if let task = event.task {
+            if event.session != lastSession {
+                if !sessions.contains(event.session) {
+                    try requireSession(event.session, db)
+                    sessions.insert(event.session)
+                }
+                lastSession = event.session
+            }
+            if let task = event.task, task != lastTask?.task {
                 let owner: String
-                if let known = taskOwners[task] {
+                if let known = owners[task] {
                     owner = known
                 } else {
                     guard let found = try String.fetchOne(db.cachedStatement(sql: "SELECT session FROM tasks WHERE id = ?"),
@@ -113,23 +146,28 @@ extension Journal {
                         throw JournalError.unknownTask(task)
                     }
                     owner = found
-                    taskOwners[task] = found
+                    owners[task] = found
                 }
-                if owner != event.session {
-                    throw JournalError.eventSessionMismatch(task: owner, event: event.session)
-                }
+                lastTask = WrittenRow(task: task, session: owner)
+            }
+            if event.task != nil, let owner = lastTask?.session, owner != event.session {
+                throw JournalError.eventSessionMismatch(task: owner, event: event.session)
             }
             guard let seq = event.seq else { throw JournalError.eventNotNumbered }
             event.seq = nil
             try insert.execute(arguments: [seq, event.session, event.task, event.type, createdAt, try JSONText.encode(event)])
             event.seq = seq
-            lastSeq[event.session] = seq
+            if firstSession == nil || firstSession?.session == event.session {
+                firstSession = (event.session, seq)
+            } else {
+                otherSessions[event.session] = seq
+            }
             stored.append(event)
         }
-        for (session, seq) in lastSeq {
-            try db.cachedStatement(sql: "UPDATE sessions SET last_event_seq = max(last_event_seq, ?) WHERE identifier = ?")
-                .execute(arguments: [seq, session])
-        }
+        let advance = try db.cachedStatement(
+            sql: "UPDATE sessions SET last_event_seq = max(last_event_seq, ?) WHERE identifier = ?")
+        if let firstSession { try advance.execute(arguments: [firstSession.seq, firstSession.session]) }
+        for (session, seq) in otherSessions { try advance.execute(arguments: [seq, session]) }
         return stored
     }
 }

@@ -65,6 +65,8 @@ extension Journal {
         /// Every task's events, in order (numbered when submitted); `counts[i]` of them are task `i`'s.
         var events: [Event]
         var counts: [Int]
+        /// The rows, each with its session (checked, then inserted, by `write` before the events).
+        var written: [WrittenRow] = []
 
         func write(_ db: Database, _ numbered: [Event]) throws {
             var checkedSessions: Set<String> = []
@@ -72,7 +74,8 @@ extension Journal {
                 if checkedSessions.insert(record.session).inserted { try Journal.requireSession(record.session, db) }
                 try db.cachedStatement(sql: insertRowSQL).execute(arguments: arguments)
             }
-            _ = try Journal.append(numbered, db)
+            // The rows just inserted own their events; their sessions were checked above.
+            _ = try Journal.append(numbered, db, written: written)
         }
 
         func stored(_ numbered: [Event]) -> [(TaskRecord, [Event])] {
@@ -103,6 +106,7 @@ extension Journal {
                 return event
             }
             insert.counts.append(events.count)
+            insert.written.append(WrittenRow(task: id, session: t.session))
         }
         return insert
     }
@@ -140,7 +144,8 @@ extension Journal {
         return { db, numbered in
             try db.cachedStatement(sql: replaceRowSQL).execute(arguments: arguments)
             guard db.changesCount == 1 else { throw JournalError.unknownTask(id) }
-            return try Journal.append(numbered, db)
+            // The row now belongs to `t.session`, which exists (the row's foreign key).
+            return try Journal.append(numbered, db, written: [Journal.WrittenRow(task: id, session: t.session)])
         }
     }
 

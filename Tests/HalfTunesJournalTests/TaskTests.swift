@@ -118,6 +118,42 @@ import Testing
         #expect(throws: JournalError.taskHasNoID) { try journal.updateTask(noID, events: []) }
     }
 
+    /// A row update's own events need no lookup (its row and session were just written), but an event of
+    /// another task in the same write is still checked against that task's session, whatever the order.
+    @Test func aRowUpdatesEventsOfAnotherTaskAreStillChecked() throws {
+        let journal = try Journal.openInMemory()
+        try journal.upsertSession(Sample.session())
+        try journal.upsertSession(Sample.session("other"))
+        let (mine, _) = try journal.insertTask(Sample.task(), events: [])
+        let (sibling, _) = try journal.insertTask(Sample.task(name: "sibling.iso"), events: [])
+        let (theirs, _) = try journal.insertTask(Sample.task(session: "other"), events: [])
+        let (a, b, c) = (try #require(mine.id), try #require(sibling.id), try #require(theirs.id))
+
+        var queued = mine
+        queued.state = .queued
+        let appended = try journal.updateTask(queued, events: [
+            Sample.stateChanged(task: a, to: .queued, from: .suspended),
+            Sample.stateChanged(task: b, to: .queued, from: .suspended),
+            Sample.stateChanged(task: a, to: .running, from: .queued),
+        ])
+        #expect(appended.map(\.task) == [a, b, a])
+
+        var running = queued
+        running.state = .running
+        #expect(throws: JournalError.eventSessionMismatch(task: "other", event: "com.example.app")) {
+            try journal.updateTask(running, events: [
+                Sample.stateChanged(task: a, to: .running, from: .queued),
+                Sample.stateChanged(task: c, to: .running, from: .queued),
+            ])
+        }
+        #expect(throws: JournalError.eventSessionMismatch(task: "other", event: "com.example.app")) {
+            try journal.updateTask(running, events: [Sample.stateChanged(task: c, to: .running, from: .queued)])
+        }
+        #expect(try journal.loadTask(a) == queued)
+        #expect(try journal.events(session: "com.example.app", after: 0).count == 3)
+        #expect(try journal.events(session: "other", after: 0).isEmpty)
+    }
+
     @Test func checkpointUpdatesOnlyTheDurableByteCount() throws {
         let journal = try Journal.openInMemory()
         try journal.upsertSession(Sample.session())
