@@ -113,12 +113,6 @@ struct TaskTable {
     var count: Int { storage.count }
     var isEmpty: Bool { storage.isEmpty }
 
-    /// The hosts whose running or queued tasks changed since the last call (each once; tests).
-    mutating func takeChangedHosts() -> Set<String> {
-        defer { changedHosts = [] }
-        return changedHosts
-    }
-
     /// Every host with a transfer running counts as changed (the per-host limit changed: each has another
     /// allowance). O(hosts running).
     mutating func markRunningHostsChanged() {

@@ -87,7 +87,6 @@ import Testing
         #expect(try DaemonStateTests.resumeAll(&state, [a], limits: Self.limits) == [1])
         let host = state.tasks[1]!.hostKey
         #expect(state.extraAllowance(host: host, limits: Self.limits) == 3, "4 per host, 1 running")
-        _ = state.tasks.takeChangedHosts()
 
         // Task 1 splits over all four connections; task 2 for the same host is queued and held.
         _ = state.handle(.connectionsChanged(host: host, extras: 3), now: 1)
@@ -95,7 +94,7 @@ import Testing
         let b = DaemonStateTests.task(2, session: "a", owner: 1, host: "h1")
         #expect(try DaemonStateTests.resumeAll(&state, [b], limits: Self.limits, now: 2) == [])
         #expect(state.tasks[2]?.machine.state == .queued)
-        #expect(state.tasks.takeChangedHosts() == [host], "the core gives the host its allowance again")
+        #expect(state.tasks.changedHosts == [host], "the core gives the host its allowance again")
         #expect(state.extraAllowance(host: host, limits: Self.limits) == 0, "nothing extra while a task waits")
 
         // One extra given back: 1 + 2 = 3 of 4, so task 2 starts.

@@ -19,7 +19,6 @@ struct InputLogTests {
         for (index, input) in inputs.enumerated() {
             let now = Double(index) * 10
             let actions = state.handle(input, now: now)
-            _ = state.tasks.takeChangedHosts()
             log.record(input, now: now, actions: actions)
         }
         return log
