@@ -60,7 +60,8 @@ extension Journal {
             try db.cachedStatement(sql: "DELETE FROM events WHERE session = ? AND seq <= ?")
                 .execute(arguments: [session, through])
             let pruned = db.changesCount
-            // Statements kept prepared: a client acknowledges after every few completions, each asked here.
+            // One question per acknowledged completion (does it drop a body?), on a statement prepared once: a
+            // client acknowledges every few completions.
             var dropped: [Int64] = []
             for id in completed {
                 let hasBody = try Bool.fetchOne(db.cachedStatement(sql: """
