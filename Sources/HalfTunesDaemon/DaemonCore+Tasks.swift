@@ -76,7 +76,7 @@ extension DaemonCore {
 
     /// One page of the caller's tasks by id: up to `limit` after `cursor` (the last id of the page before).
     /// The ids are kept in order by `TaskTable`, so a page costs what it reads, not a sort of every task.
-    func listTasks(_ p: TaskListParams, caller: Caller) async throws(RPCError) -> TaskListResult {
+    func listTasks(_ p: TaskListParams, caller: Caller) async throws(RPCError) -> TaskListText {
         if let s = p.session { _ = try session(s, for: caller) }
         let limit = p.limit ?? TaskListParams.maxLimit
         guard (1...TaskListParams.maxLimit).contains(limit) else {
@@ -90,27 +90,39 @@ extension DaemonCore {
             after = id
         }
         // The journal holds every task, finished or not: a page is read through its primary key (with the rows of
-        // its finished tasks, in the same read, off the actor), and the unfinished tasks on it are described from
-        // memory (their progress is there).
+        // its finished tasks and their text, in the same read, off the actor), and the unfinished tasks on it are
+        // described from memory (their progress is there).
         let scope: [String]? = p.session.map { [$0] }
             ?? (caller.uid == 0 ? nil : Array(state.sessions.identifiers(of: caller.uid)))
         let (from, state) = (after, p.state)
-        let page = try await nonblocking { try $0.taskPage(after: from, sessions: scope, state: state, limit: limit + 1) }
+        let page = try await nonblocking {
+            try $0.taskPage(after: from, sessions: scope, state: state, limit: limit + 1, describe: Self.listedText)
+        }
         let ids = page.ids.prefix(limit)
         // A task unfinished when the page was read and finished since is in neither: read again (rare).
         let finishedSince = ids.filter { self.state.tasks[$0] == nil && page.finished[$0] == nil }
         let lateIDs = Array(finishedSince)
         let late = lateIDs.isEmpty ? [:] : try await nonblocking { try $0.loadTasks(ids: lateIDs) }
-        var list: [ManagedTask] = []
+        var items: [TaskListText.Item] = []
+        items.reserveCapacity(ids.count)
         for id in ids {
-            guard let t = self.state.tasks[id] ?? (page.finished[id] ?? late[id]).flatMap(finishedTask),
-                  caller.mayAccess(owner: t.owner) else { continue }
-            if let wanted = p.state, t.machine.state != wanted { continue } // changed while the page was read
-            list.append(t)
+            if let t = self.state.tasks[id] {
+                guard caller.mayAccess(owner: t.owner) else { continue }
+                if let wanted = p.state, t.machine.state != wanted { continue } // changed while the page was read
+                items.append(.info(info(t).withoutResponseBody))
+            } else if let text = page.finished[id]?.text {
+                // A finished task (no longer in memory): its session's owner may see it, as `finishedTask` decides.
+                guard let session = self.state.sessions[text.session], caller.mayAccess(owner: session.record.uid),
+                      p.state == nil || text.state == p.state else { continue }
+                items.append(.text(text))
+            } else if let t = (page.finished[id]?.record ?? late[id]).flatMap(finishedTask) {
+                guard caller.mayAccess(owner: t.owner) else { continue }
+                if let wanted = p.state, t.machine.state != wanted { continue }
+                items.append(.info(info(t).withoutResponseBody))
+            }
         }
         let more = page.ids.count > limit
-        return TaskListResult(tasks: list.map { info($0).withoutResponseBody },
-                              nextCursor: more ? ids.last.map(String.init) : nil)
+        return TaskListText(items: items, nextCursor: more ? ids.last.map(String.init) : nil)
     }
 }
 

@@ -122,8 +122,16 @@ actor DaemonCore {
     func info(_ t: ManagedTask) -> TaskInfo {
         // Only a queued task is held. Swift copies the whole state to call `hold` here (seen in a profile: a list
         // of 50 finished tasks made 50 copies), so the call is made only for a task that can have a hold.
-        let r = t.record
         let position = queuePosition(t.id)
+        return Self.info(t, queuePosition: position,
+                         hold: t.machine.state == .queued ? state.hold(t, position: position) : nil,
+                         phase: state.completionPhase(t.id), connections: connections(of: t))
+    }
+
+    /// A task as clients see it, with what only the running daemon knows about it given.
+    static func info(_ t: ManagedTask, queuePosition position: Int?, hold: TaskHold?, phase: TaskCompletionPhase?,
+                     connections: Int?) -> TaskInfo {
+        let r = t.record
         return TaskInfo(
             id: t.id, session: r.session, kind: r.kind, url: r.url,
             currentURL: r.currentURL == r.url ? nil : r.currentURL,
@@ -133,11 +141,19 @@ actor DaemonCore {
             bytesExpected: r.bytesExpected, destination: r.destination, location: r.location,
             error: t.machine.error, createdAt: Timestamp.format(r.createdAt), updatedAt: Timestamp.format(r.updatedAt),
             description: r.description, etag: r.etag, lastModified: r.lastModified, attempts: r.attempts,
-            priority: r.priority, hold: t.machine.state == .queued ? state.hold(t, position: position) : nil, checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
+            priority: r.priority, hold: hold, checksum: r.checksum, bandwidthLimit: r.bandwidthLimit,
             method: r.method, file: r.file, bytesSent: t.bytesSent, bytesExpectedToSend: t.bytesExpectedToSend,
-            response: r.response, overwrite: r.overwrite ? true : nil, phase: state.completionPhase(t.id),
-            maxConnections: r.maxConnections, connections: connections(of: t),
+            response: r.response, overwrite: r.overwrite ? true : nil, phase: phase,
+            maxConnections: r.maxConnections, connections: connections,
             earliestBeginDate: r.earliestBeginDate.map(Timestamp.format), suggestedFilename: r.suggestedFilename)
+    }
+
+    /// A finished task's `task.list` text, from its row alone: what `info` gives for a finished task the daemon
+    /// no longer holds (in no queue, no completion, no attempt), without the response body. Made once per row, in
+    /// the journal's read, and kept with it (`Journal.taskPage`).
+    @Sendable static func listedText(finished record: TaskRecord) -> TaskInfoText {
+        let t = ManagedTask(row: record, owner: 0) // the owner is not shown
+        return TaskInfoText(info(t, queuePosition: nil, hold: nil, phase: nil, connections: nil).withoutResponseBody)
     }
 
     func sessionInfo(_ s: ManagedSession) -> SessionInfo {

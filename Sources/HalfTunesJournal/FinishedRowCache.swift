@@ -1,10 +1,12 @@
 // The rows of finished tasks `task.list` pages read, kept so a page listed again is not read and decoded again.
 import GRDB
+import HalfTunesProtocol
 import Synchronization
 
-/// Rows of finished tasks that `taskPage` read, by id. A client that polls its list (an app's window, `halftunesctl
-/// list` in a loop) gets the same finished tasks page after page: reading and decoding their rows was most of a
-/// `task.list`'s cost (docs/benchmarks.md, stop 48).
+/// Rows of finished tasks that `taskPage` read, by id, each with the text the daemon describes it by
+/// (`FinishedRow`). A client that polls its list (an app's window, `halftunesctl list` in a loop) gets the same
+/// finished tasks page after page: reading and decoding their rows was most of a `task.list`'s cost
+/// (docs/benchmarks.md, stop 48), then describing them again (stop 50).
 ///
 /// Never stale: every change of a `tasks` row made through the journal's connection (an update or a deletion),
 /// whatever statement made it, forgets that row before its transaction commits (`RowChanges`, a GRDB transaction
@@ -19,23 +21,23 @@ import Synchronization
 /// At most `capacity` rows; full, it starts again empty (a list of more finished tasks than that reads them again).
 final class FinishedRowCache: Sendable {
     static let capacity = 4_096
-    private let kept = Mutex<[Int64: TaskRecord]>([:])
+    private let kept = Mutex<[Int64: FinishedRow]>([:])
 
     /// The kept rows among `ids`.
-    func rows(_ ids: some Sequence<Int64>) -> [Int64: TaskRecord] {
+    func rows(_ ids: some Sequence<Int64>) -> [Int64: FinishedRow] {
         kept.withLock { rows in
-            var found: [Int64: TaskRecord] = [:]
+            var found: [Int64: FinishedRow] = [:]
             for id in ids { if let row = rows[id] { found[id] = row } }
             return found
         }
     }
 
-    /// Keeps rows just read (call it inside the read, on the journal's connection).
-    func keep(_ records: [TaskRecord]) {
-        guard !records.isEmpty else { return }
+    /// Keeps rows just read, or just described (call it inside the read, on the journal's connection).
+    func keep(_ finished: [FinishedRow]) {
+        guard !finished.isEmpty else { return }
         kept.withLock { rows in
-            if rows.count + records.count > Self.capacity { rows.removeAll(keepingCapacity: true) }
-            for record in records { if let id = record.id { rows[id] = record } }
+            if rows.count + finished.count > Self.capacity { rows.removeAll(keepingCapacity: true) }
+            for row in finished { if let id = row.record.id { rows[id] = row } }
         }
     }
 
@@ -75,5 +77,22 @@ final class FinishedRowCache: Sendable {
 
         func databaseDidCommit(_ db: Database) {}
         func databaseDidRollback(_ db: Database) {}
+    }
+}
+
+/// A finished task's row as a `task.list` page gives it: the row, and the text the daemon describes it by when the
+/// page was read with a `describe` (made once, kept with the row: a finished task does not change, and any change
+/// of its row forgets both). A class: a page copies a reference, not the row's fields.
+public final class FinishedRow: Sendable, Equatable {
+    public let record: TaskRecord
+    public let text: TaskInfoText?
+
+    public init(record: TaskRecord, text: TaskInfoText? = nil) {
+        self.record = record
+        self.text = text
+    }
+
+    public static func == (a: FinishedRow, b: FinishedRow) -> Bool {
+        a === b || (a.record == b.record && a.text == b.text)
     }
 }

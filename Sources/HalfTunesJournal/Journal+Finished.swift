@@ -55,20 +55,30 @@ extension Journal {
     }
 
     /// One page of `task.list`: the ids `taskIDs` gives, and the rows of the finished tasks among them (the
-    /// unfinished ones the daemon describes from memory). Rows kept from an earlier page are not read again
-    /// (`finishedRows`); the others are read in one statement and kept.
-    public func taskPage(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> TaskPage {
+    /// unfinished ones the daemon describes from memory), each with its text from `describe` when given. Rows kept
+    /// from an earlier page are not read, nor described, again (`finishedRows`); the others are read in one
+    /// statement, described, and kept.
+    public func taskPage(after: Int64, sessions: [String]?, state: TaskState?, limit: Int,
+                         describe: (@Sendable (TaskRecord) -> TaskInfoText)? = nil) throws -> TaskPage {
         let ids = try taskIDs(after: after, sessions: sessions, state: state, limit: limit)
         guard !ids.isEmpty else { return TaskPage(ids: [], finished: [:]) }
         let finished = try read { db in
             var finished = finishedRows.rows(ids)
+            // Kept by a page read without a description: described now, and kept so (in the read, as below).
+            if let describe {
+                let bare = finished.values.filter { $0.text == nil }.map { FinishedRow(record: $0.record, text: describe($0.record)) }
+                for row in bare { finished[row.record.id!] = row }
+                finishedRows.keep(bare)
+            }
             guard finished.count < ids.count else { return finished }
             let unread = ids.filter { finished[$0] == nil }
             // By primary key (`+state`: not through `tasks_by_state`, which would look each id up once per state).
             let sql = "SELECT * FROM tasks WHERE id IN (" + Journal.placeholders(unread.count) + ") AND +state IN \(Journal.finishedStates)"
-            let records = try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(unread))
-            finishedRows.keep(records) // in the read: no change of these rows can come before
-            for record in records { if let id = record.id { finished[id] = record } }
+            let rows = try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(unread)).map { record in
+                FinishedRow(record: record, text: describe?(record))
+            }
+            finishedRows.keep(rows) // in the read: no change of these rows can come before
+            for row in rows { if let id = row.record.id { finished[id] = row } }
             return finished
         }
         return TaskPage(ids: ids, finished: finished)

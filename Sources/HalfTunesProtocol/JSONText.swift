@@ -96,6 +96,13 @@ extension TaskInfo: JSONTextWritable {
     /// The members in `JSONWriter`'s order (UTF-8 byte order of the keys); the optional ones only when present,
     /// the nullable ones (`bytesExpected`, `description`, `error`) always, as the Codable conformance writes them.
     public func writeJSON(into out: inout [UInt8], unqualifying prefix: String?) {
+        writeHead(into: &out)
+        JSONText.session(session, unqualifying: prefix, &out)
+        writeTail(into: &out)
+    }
+
+    /// `{` and the members before "session" (the one member that depends on who views the task).
+    func writeHead(into out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         JSONText.key("attempts", &out, first: true)
         JSONText.int(Int64(attempts), &out)
@@ -131,7 +138,10 @@ extension TaskInfo: JSONTextWritable {
         JSONText.member("priority", priority.rawValue, &out)
         JSONText.member("queuePosition", queuePosition.map(Int64.init), &out)
         JSONText.member("response", response, &out)
-        JSONText.session(session, unqualifying: prefix, &out)
+    }
+
+    /// The members after "session", and `}`.
+    func writeTail(into out: inout [UInt8]) {
         JSONText.member("state", state.rawValue, &out)
         JSONText.member("suggestedFilename", suggestedFilename, &out)
         JSONText.member("updatedAt", updatedAt, &out)
@@ -143,6 +153,14 @@ extension TaskInfo: JSONTextWritable {
 
 extension TaskListResult: JSONTextWritable {
     public func writeJSON(into out: inout [UInt8], unqualifying prefix: String?) {
+        JSONText.page(tasks, nextCursor: nextCursor, &out) { task, out in task.writeJSON(into: &out, unqualifying: prefix) }
+    }
+}
+
+extension JSONText {
+    /// `{"nextCursor":…,"tasks":[…]}` (`nextCursor` only when given), each task written by `write`.
+    static func page<C: Collection>(_ tasks: C, nextCursor: String?, _ out: inout [UInt8],
+                                    write: (C.Element, inout [UInt8]) -> Void) {
         out.reserveCapacity(out.count + 64 + tasks.count * 400)
         out.append(UInt8(ascii: "{"))
         if let nextCursor {
@@ -151,11 +169,83 @@ extension TaskListResult: JSONTextWritable {
         }
         JSONText.key("tasks", &out, first: nextCursor == nil)
         out.append(UInt8(ascii: "["))
-        for (i, task) in tasks.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            task.writeJSON(into: &out, unqualifying: prefix)
+        var first = true
+        for task in tasks {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            write(task, &out)
         }
         out.append(UInt8(ascii: "]"))
         out.append(UInt8(ascii: "}"))
+    }
+}
+
+/// A task's JSON text made once and written again for any viewer: the bytes `TaskInfo.writeJSON` writes, kept in
+/// two parts around the session name (which its owner sees without the "uid/" prefix, root with it). A finished
+/// task no longer changes, so `task.list` pages keep its text with its journal row and copy it into each page
+/// (`Journal.taskPage`), where describing it again made most of a page's cost (docs/benchmarks.md, stop 50).
+public struct TaskInfoText: JSONTextWritable, Equatable {
+    public let session: String
+    public let state: TaskState
+    let head: [UInt8]
+    let tail: [UInt8]
+
+    public init(_ info: TaskInfo) {
+        session = info.session
+        state = info.state
+        var head: [UInt8] = []
+        head.reserveCapacity(384)
+        info.writeHead(into: &head)
+        var tail: [UInt8] = []
+        info.writeTail(into: &tail)
+        self.head = head
+        self.tail = tail
+    }
+
+    public func writeJSON(into out: inout [UInt8], unqualifying prefix: String?) {
+        out.append(contentsOf: head)
+        JSONText.session(session, unqualifying: prefix, &out)
+        out.append(contentsOf: tail)
+    }
+}
+
+/// A `task.list` page as the daemon answers it: the text of a `TaskListResult` of the same tasks, each either
+/// described now (`info`: an unfinished task, from memory) or written from the text its row keeps (`text`).
+public struct TaskListText: JSONTextWritable, Encodable {
+    public enum Item: Sendable {
+        case info(TaskInfo)
+        case text(TaskInfoText)
+    }
+
+    public var items: [Item]
+    /// Present when more tasks follow, as in `TaskListResult`.
+    public var nextCursor: String?
+
+    public init(items: [Item], nextCursor: String? = nil) {
+        self.items = items
+        self.nextCursor = nextCursor
+    }
+
+    public func writeJSON(into out: inout [UInt8], unqualifying prefix: String?) {
+        JSONText.page(items, nextCursor: nextCursor, &out) { item, out in
+            switch item {
+            case .info(let info): info.writeJSON(into: &out, unqualifying: prefix)
+            case .text(let text): text.writeJSON(into: &out, unqualifying: prefix)
+            }
+        }
+    }
+
+    /// The page as a client reads it (its text decoded), for the daemon's own tests.
+    public func decoded() throws -> TaskListResult {
+        var text: [UInt8] = []
+        writeJSON(into: &text, unqualifying: nil)
+        return try JSONParser.parse(text).decode(TaskListResult.self)
+    }
+
+    /// The same members through Codable (the daemon writes the text; this is for any other encoder).
+    public func encode(to encoder: Encoder) throws {
+        var text: [UInt8] = []
+        writeJSON(into: &text, unqualifying: nil)
+        try JSONParser.parse(text).encode(to: encoder)
     }
 }

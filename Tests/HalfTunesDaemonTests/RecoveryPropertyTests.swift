@@ -119,7 +119,7 @@ struct RecoveryPropertyTests {
         var seen: [Int64: Seen] = [:]
         var cursor: String?
         repeat {
-            let page = try await core.listTasks(TaskListParams(cursor: cursor), caller: Caller(uid: 0))
+            let page = try await core.listTasks(TaskListParams(cursor: cursor), caller: Caller(uid: 0)).decoded()
             for t in page.tasks {
                 seen[t.id] = Seen(state: t.state, queuePosition: t.queuePosition, waitingReason: t.waitingReason?.code,
                                   nextAttemptAt: t.nextAttemptAt, error: t.error?.code, bytesDurable: t.bytesDurable,

@@ -1,6 +1,7 @@
 // The finished rows task.list pages keep: read once, and never served after any change of the row.
 import GRDB
 import HalfTunesProtocol
+import Synchronization
 import Testing
 @testable import HalfTunesJournal
 
@@ -30,7 +31,7 @@ import Testing
         #expect(Set(first.finished.keys) == Set(finished), "the unfinished task is described from memory")
         #expect(journal.finishedRows.count == 3)
         #expect(try Self.page(journal) == first)
-        #expect(try journal.loadTasks(ids: finished) == first.finished, "what was kept is what the table holds")
+        #expect(try journal.loadTasks(ids: finished) == first.finished.mapValues(\.record), "what was kept is what the table holds")
     }
 
     /// Whatever statement changes a kept row (the journal's own, or any other on its connection), the next page
@@ -41,12 +42,12 @@ import Testing
         var row = try #require(try journal.loadTask(finished[0]))
         row.description = "renamed"
         try journal.updateTask(row, events: [])
-        #expect(try Self.page(journal).finished[finished[0]]?.description == "renamed")
+        #expect(try Self.page(journal).finished[finished[0]]?.record.description == "renamed")
 
         try journal.dbQueue.write { db in
             try db.execute(sql: "UPDATE tasks SET description = 'by hand' WHERE id = ?", arguments: [finished[1]])
         }
-        #expect(try Self.page(journal).finished[finished[1]]?.description == "by hand")
+        #expect(try Self.page(journal).finished[finished[1]]?.record.description == "by hand")
 
         struct Undo: Error {}
         #expect(throws: Undo.self) {
@@ -55,7 +56,7 @@ import Testing
                 throw Undo()
             }
         }
-        #expect(try Self.page(journal).finished[finished[2]]?.description == nil)
+        #expect(try Self.page(journal).finished[finished[2]]?.record.description == nil)
         #expect(try Self.page(journal) == Self.page(journal))
     }
 
@@ -72,6 +73,37 @@ import Testing
         #expect(try Self.page(journal).ids.isEmpty)
     }
 
+    /// A page read with a `describe` gives each finished row's text, made once: listed again, nothing is described
+    /// again; a changed row is read and described again; a row kept by a page without one is described once.
+    @Test func aFinishedRowIsDescribedOnceAndAgainAfterAChange() throws {
+        let (journal, finished, _) = try Self.journal()
+        let described = Mutex<[Int64]>([])
+        let describe: @Sendable (TaskRecord) -> TaskInfoText = { record in
+            described.withLock { $0.append(record.id!) }
+            return TaskInfoText(TaskInfo(id: record.id!, session: record.session, kind: record.kind, url: record.url,
+                                         state: record.state, bytesReceived: 0, bytesDurable: record.bytesDurable,
+                                         bytesExpected: nil, destination: record.destination, error: record.error,
+                                         createdAt: "c", updatedAt: "u", description: record.description))
+        }
+        func page() throws -> TaskPage {
+            try journal.taskPage(after: 0, sessions: ["com.example.app"], state: nil, limit: 50, describe: describe)
+        }
+        _ = try journal.taskPage(after: 0, sessions: ["com.example.app"], state: nil, limit: 50) // kept bare
+        let first = try page()
+        #expect(described.withLock { $0 }.sorted() == finished, "each kept row described once")
+        for id in finished { #expect(first.finished[id]?.text == describe(first.finished[id]!.record)) }
+        described.withLock { $0 = [] }
+        #expect(try page() == first)
+        #expect(described.withLock { $0 }.isEmpty, "listed again: nothing described again")
+
+        var row = try #require(try journal.loadTask(finished[1]))
+        row.description = "renamed"
+        try journal.updateTask(row, events: [])
+        let after = try page()
+        #expect(described.withLock { $0 } == [finished[1]])
+        #expect(after.finished[finished[1]]?.text == describe(row))
+    }
+
     @Test func fullItStartsAgainEmpty() {
         let cache = FinishedRowCache()
         let rows = (1...Int64(FinishedRowCache.capacity)).map { id -> TaskRecord in
@@ -79,11 +111,11 @@ import Testing
             t.id = id
             return t
         }
-        cache.keep(rows)
+        cache.keep(rows.map { FinishedRow(record: $0) })
         #expect(cache.count == FinishedRowCache.capacity)
         var one = Sample.task(name: "one", state: .failed)
         one.id = Int64(FinishedRowCache.capacity) + 1
-        cache.keep([one])
+        cache.keep([FinishedRow(record: one)])
         #expect(cache.count == 1 && cache.rows([one.id!]).count == 1)
     }
 }

@@ -40,6 +40,33 @@ struct JSONTextTests {
         }
     }
 
+    /// A task's text made once writes the bytes the task writes, for root (the whole name), for its owner (the
+    /// name unqualified) and for anyone else; a page of texts and tasks mixed is the page of the tasks.
+    @Test mutating func aTextMadeOnceIsTheTaskForEveryViewer() throws {
+        for _ in 0..<300 {
+            var info = values.info()
+            if Bool.random() { info.session = "1000/" + info.session }
+            let text = TaskInfoText(info)
+            #expect(text.session == info.session && text.state == info.state)
+            for prefix in [nil, "1000/", "2000/"] {
+                #expect(Self.text(text, unqualifying: prefix) == Self.text(info, unqualifying: prefix), "\(info)")
+            }
+        }
+        for count in [0, 1, 7] {
+            for cursor in [nil, "42", "a\"b"] {
+                let tasks = (0..<count).map { _ in values.info() }
+                let items: [TaskListText.Item] = tasks.map { Bool.random() ? .info($0) : .text(TaskInfoText($0)) }
+                let page = TaskListText(items: items, nextCursor: cursor)
+                let result = TaskListResult(tasks: tasks, nextCursor: cursor)
+                #expect(Self.text(page) == Self.text(result))
+                #expect(Self.text(page, unqualifying: "1000/") == Self.text(result, unqualifying: "1000/"))
+                #expect(try JSONValue(encoding: page) == result.jsonValue)
+                let decoded = try page.decoded()
+                #expect(decoded.tasks == tasks && decoded.nextCursor == cursor)
+            }
+        }
+    }
+
     @Test func integersAtTheirLimits() throws {
         for n: Int64 in [0, 7, -7, 10, 99, -100, 1_000_000_007, .max, .min, .max - 1, .min + 1] {
             var out: [UInt8] = []

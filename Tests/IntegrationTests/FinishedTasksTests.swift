@@ -56,4 +56,49 @@ struct FinishedTasksTests {
             try check("after kill -9")
         }
     }
+
+    /// A finished task's page entry is made once from its row and kept (Journal.taskPage): every kind and end is
+    /// listed exactly as task.get shows it (the response body left out), page after page, by state, and after a
+    /// kill -9 (when the kept text is gone and made again).
+    @Test func aFinishedTaskIsListedAsTaskGetShowsIt() async throws {
+        try await withDaemon { daemon, origin in
+            var client = try daemon.client()
+            let body = TestOrigin.randomBytes(count: 70_000, seed: 82)
+            origin.put("/done.bin", body)
+            origin.put("/api/blob", body)
+            let file = try writeFile(body, named: "up.raw", in: daemon.dir.path)
+            origin.acceptUploads("/up/up.raw")
+            let download = try client.startDownload(origin.url("/done.bin"), session: "shown", destination: "done.bin")
+            let missing = try client.startDownload(origin.url("/missing.bin"), session: "shown", destination: "missing.bin")
+            let data = try client.createDataTask(session: "shown", url: origin.url("/api/blob"), start: true)
+            let upload = try client.createUpload(session: "shown", url: origin.url("/up/up.raw"), file: file, start: true)
+            let canceled = try client.createTask(TaskCreateParams(session: "shown", url: origin.url("/done.bin"),
+                                                                  destination: "canceled.bin", description: "given up"))
+            _ = try client.cancel(canceled.id)
+            for id in [download.id, data.id, upload.id] { _ = try client.waitFor(task: id, state: .completed) }
+            _ = try client.waitFor(task: missing.id, state: .failed)
+            let ids = [download.id, missing.id, data.id, upload.id, canceled.id]
+
+            func check(_ when: String) throws {
+                var shown: [TaskInfo] = []
+                for id in ids {
+                    var t = try client.task(id)
+                    t.response?.body = nil
+                    shown.append(t)
+                }
+                #expect(try client.task(data.id).response?.body != nil, "\(when): task.get keeps the body")
+                for round in 1...2 {
+                    #expect(try client.tasks(session: "shown") == shown, "\(when), page \(round)")
+                }
+                #expect(try client.tasks(session: "shown", state: .failed) == shown.filter { $0.id == missing.id }, "\(when)")
+                #expect(try client.tasks(session: "shown", state: .canceled).map(\.description) == ["given up"], "\(when)")
+                #expect(try client.tasks(state: .completed).map(\.id) == [download.id, data.id, upload.id], "\(when)")
+            }
+            try check("running")
+            daemon.kill9()
+            try daemon.restart()
+            client = try daemon.client()
+            try check("after kill -9")
+        }
+    }
 }
