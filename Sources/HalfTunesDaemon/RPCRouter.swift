@@ -75,7 +75,14 @@ struct RPCRouter: Sendable {
         routeAgents()
     }
 
-    struct Empty: Codable {}
+    /// No parameters (absent, or an object whose members are all unknown).
+    struct Empty: Codable, JSONValueParams {
+        init() {}
+        init?(jsonValue: JSONValue) {
+            guard case .object = jsonValue else { return nil }
+        }
+        static let members: Set<String> = []
+    }
 
     /// An agent's words, journaled with the session's launch record: at most 1,000 characters.
     static func capped(_ text: String) -> String { text.count > 1000 ? String(text.prefix(1000)) + "…" : text }
@@ -113,12 +120,16 @@ struct RPCRouter: Sendable {
     static func decodeParams<P: Codable>(_ params: JSONValue) throws(RPCError) -> P {
         do {
             let p: P
-            if let fast = P.self as? JSONValueDecodable.Type, let decoded = fast.init(jsonValue: params) as? P {
-                p = decoded // the usual shape, read directly; anything else through JSONDecoder for its exact error
+            let unknown: [String]
+            if let fast = P.self as? JSONValueParams.Type, case .object(let given) = params,
+               let decoded = fast.init(jsonValue: params) as? P {
+                // The usual shape, read directly; anything else through JSONDecoder for its exact error.
+                p = decoded
+                unknown = StrictParams.unknownMembers(input: given, known: fast.members)
             } else {
                 p = try params.decode(P.self)
+                unknown = StrictParams.unknownFields(input: params, decoded: try JSONValue.of(p))
             }
-            let unknown = StrictParams.unknownFields(input: params, decoded: try JSONValue.of(p))
             if !unknown.isEmpty {
                 let list = unknown.map { "'\($0)'" }.joined(separator: ", ")
                 throw RPCError.invalidParams("unknown field\(unknown.count == 1 ? "" : "s") \(list); see docs/protocol.md for this method's fields")

@@ -28,4 +28,10 @@ enum StrictParams {
             return []
         }
     }
+
+    /// `unknownFields` for parameters read directly that name the members they read (`JSONValueParams`): the
+    /// members of `input` outside `known` that are not null, sorted.
+    static func unknownMembers(input: [String: JSONValue], known: Set<String>) -> [String] {
+        input.filter { !known.contains($0.key) && $0.value != .null }.keys.sorted()
+    }
 }

@@ -196,6 +196,13 @@ public protocol JSONValueDecodable {
     init?(jsonValue: JSONValue)
 }
 
+/// Parameters read directly (`JSONValueDecodable`) that name every member they read, nested values whole: any
+/// other member of the input that is not null is unknown, found without encoding the value again (as the daemon
+/// otherwise compares the input with the decoded value encoded: the same members, JSONValueConvertibleTests).
+public protocol JSONValueParams: JSONValueDecodable {
+    static var members: Set<String> { get }
+}
+
 /// Reading optional members: absent and null are nil; any other mismatch makes the whole decode fail.
 private struct Members {
     let object: [String: JSONValue]
@@ -265,11 +272,55 @@ extension TaskCreateParams: JSONValueDecodable {
     }
 }
 
-extension TaskIDParams: JSONValueDecodable {
+extension TaskCreateParams: JSONValueParams {
+    /// Not `credentials`: an object, read by JSONDecoder (and its members compared by the daemon).
+    public static let members: Set<String> = [
+        "session", "url", "destination", "headers", "description", "resumeData", "start", "kind", "checksum",
+        "priority", "bandwidthLimit", "method", "file", "maxResponseBytes", "overwrite", "maxConnections",
+        "earliestBeginDate"]
+}
+
+extension TaskIDParams: JSONValueParams {
     public init?(jsonValue: JSONValue) {
         guard case .object(let object) = jsonValue, case .int(let id)? = object["id"] else { return nil }
         self.init(id: id)
     }
+
+    public static let members: Set<String> = ["id"]
+}
+
+extension TaskCancelParams: JSONValueParams {
+    public init?(jsonValue: JSONValue) {
+        guard case .object(let object) = jsonValue, case .int(let id)? = object["id"] else { return nil }
+        var m = Members(object: object)
+        self.init(id: id, produceResumeData: m.bool("produceResumeData"))
+        if m.failed { return nil }
+    }
+
+    public static let members: Set<String> = ["id", "produceResumeData"]
+}
+
+extension TaskListParams: JSONValueParams {
+    public init?(jsonValue: JSONValue) {
+        guard case .object(let object) = jsonValue else { return nil }
+        var m = Members(object: object)
+        let limit = m.int("limit")
+        self.init(session: m.string("session"), state: m.raw("state", TaskState.self),
+                  limit: limit.flatMap { Int(exactly: $0) }, cursor: m.string("cursor"))
+        if m.failed || (limit != nil && self.limit == nil) { return nil }
+    }
+
+    public static let members: Set<String> = ["session", "state", "limit", "cursor"]
+}
+
+extension EventsAckParams: JSONValueParams {
+    public init?(jsonValue: JSONValue) {
+        guard case .object(let object) = jsonValue, case .string(let session)? = object["session"],
+              case .int(let through)? = object["through"] else { return nil }
+        self.init(session: session, through: through)
+    }
+
+    public static let members: Set<String> = ["session", "through"]
 }
 
 extension TaskError: JSONValueDecodable {

@@ -227,4 +227,28 @@ struct PosixACLTests {
         #expect(roots.defaultDirectory(for: 1000) == base + "/1000")
         #expect(roots.defaultDirectory(for: 4242) == base)
     }
+
+    /// Parameters read directly name their unknown members as comparing the input with the decoded value encoded
+    /// again does (the way every other parameter type is checked).
+    @Test func unknownMembersOfDirectlyReadParametersAreTheComparedOnes() throws {
+        func same<P: Codable & JSONValueParams>(_ type: P.Type, _ members: [String: JSONValue]) throws {
+            let input = JSONValue.object(members)
+            let decoded = try #require(P(jsonValue: input), "\(input)")
+            #expect(StrictParams.unknownMembers(input: members, known: P.members)
+                    == StrictParams.unknownFields(input: input, decoded: try JSONValue.of(decoded)), "\(input)")
+        }
+        let extras: [[String: JSONValue]] = [[:], ["zz": .int(1)], ["zz": .null], ["b": .int(1), "a": .object([:])],
+                                             ["stat": .string("queued"), "session": .null]]
+        for extra in extras {
+            try same(TaskIDParams.self, extra.merging(["id": .int(7)]) { _, b in b })
+            try same(TaskCancelParams.self, extra.merging(["id": .int(7), "produceResumeData": .bool(true)]) { _, b in b })
+            try same(TaskListParams.self, extra.merging(["limit": .int(50), "state": .string("queued")]) { _, b in b })
+            try same(TaskListParams.self, extra)
+            try same(EventsAckParams.self, extra.merging(["session": .string("s"), "through": .int(3)]) { _, b in b })
+            try same(RPCRouter.Empty.self, extra)
+            try same(TaskCreateParams.self, extra.merging(["session": .string("s"), "url": .string("http://h/f"),
+                                                           "headers": .object(["X-A": .string("1"), "b": .string("2")]),
+                                                           "start": .bool(true), "maxConnections": .int(4)]) { _, b in b })
+        }
+    }
 }

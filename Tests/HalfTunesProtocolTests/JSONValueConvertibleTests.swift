@@ -139,6 +139,45 @@ struct JSONValueConvertibleTests {
         #expect(agreed > 500) // the usual shapes do take the direct path (985 of 3000 with this seed)
     }
 
+    /// Random parameter objects over `fields`: every field of its own type (`wellFormed`), or anything at all.
+    mutating func params(_ fields: [String: JSONValue]) -> JSONValue {
+        var members: [String: JSONValue] = [:]
+        let wellFormed = rng.next(2) == 0
+        for (field, example) in fields where rng.next(3) != 0 {
+            if wellFormed {
+                members[field] = rng.next(6) == 0 ? .null : example
+                continue
+            }
+            members[field] = [.null, .string(text()), .int(int()), .bool(rng.next(2) == 0), .double(2.5), .double(1.0),
+                              .string("suspended"), .object([:]), .array([])][rng.next(9)]
+        }
+        if rng.next(4) == 0 { members["extra"] = .string(text()) }
+        return .object(members)
+    }
+
+    /// task.list, task.cancel and events.ack parameters read directly agree with JSONDecoder wherever the direct
+    /// reading answers, and it answers for the usual shapes.
+    @Test mutating func listCancelAndAckParametersReadDirectlyAgreeWithJSONDecoder() throws {
+        func agree<P: Codable & JSONValueParams>(_ type: P.Type, _ value: JSONValue) throws -> Bool {
+            guard let fast = P(jsonValue: value) else { return false }
+            let slow = try? value.decode(P.self)
+            #expect(slow != nil, "\(value)")
+            if let slow { #expect(try JSONValue(encoding: fast) == JSONValue(encoding: slow), "\(value)") }
+            return true
+        }
+        var direct = [0, 0, 0]
+        for _ in 0..<2000 {
+            let list = params(["session": .string(text()), "state": .string(["queued", "completed", "bogus"][rng.next(3)]),
+                               "limit": .int([1, 50, 1000, Int64.max][rng.next(4)]), "cursor": .string(text())])
+            if try agree(TaskListParams.self, list) { direct[0] += 1 }
+            let cancel = params(["id": .int(int()), "produceResumeData": .bool(rng.next(2) == 0)])
+            if try agree(TaskCancelParams.self, cancel) { direct[1] += 1 }
+            let ack = params(["session": .string(text()), "through": .int(int())])
+            if try agree(EventsAckParams.self, ack) { direct[2] += 1 }
+        }
+        #expect(direct.allSatisfy { $0 > 300 }, "\(direct)")
+    }
+
     /// A task error read directly agrees with JSONDecoder wherever the direct reading answers, and answers for
     /// the shapes the journal writes.
     @Test func taskErrorsReadDirectlyAgreeWithJSONDecoder() throws {
