@@ -10,8 +10,8 @@ import Synchronization
 ///
 /// Never stale: every change of a `tasks` row made through the journal's connection (an update or a deletion),
 /// whatever statement made it, forgets that row before its transaction commits (`RowChanges`, a GRDB transaction
-/// observer on SQLite's update hook; GRDB tells the changes made in a savepoint when the savepoint is released, or
-/// not at all if it is rolled back, when the row is as it was); a deleted session (whose rows may go by a foreign
+/// observer on SQLite's update hook: a change rolled back afterwards has forgotten a row that is as it was, which
+/// is only read again); a deleted session (whose rows may go by a foreign
 /// key cascade) forgets every row. Rows are kept from inside the read that returned them, on the journal's one
 /// serial connection, so no change can come between the read and the keeping. A transaction rolled back after a
 /// change forgot its row anyway: it is read again. Only the journal's own connection is watched: a journal
