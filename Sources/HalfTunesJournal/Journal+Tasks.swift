@@ -131,8 +131,15 @@ extension Journal {
         return try submit(numbering: events, done: done) { db, numbered in _ = try update(db, numbered) }
     }
 
-    static let replaceRowSQL = "UPDATE tasks SET " + TaskRecord.columns.map { "\($0) = ?" }.joined(separator: ", ")
-        + " WHERE id = ?"
+    /// Every column but `session` (`TaskRecord.arguments()` order, then the id), which a task never changes: it is
+    /// matched instead (a row of another session is not this task's), so the update leaves `tasks_by_session`
+    /// alone (SQLite rewrites the entries of every index with a column in the `SET` list, changed or not).
+    static let replaceRowSQL: String = {
+        precondition(TaskRecord.columns.first == "session")
+        let set = TaskRecord.columns.enumerated().dropFirst().map { "\($1) = ?\($0 + 1)" }
+        return "UPDATE tasks SET " + set.joined(separator: ", ")
+            + " WHERE id = ?\(TaskRecord.columns.count + 1) AND session = ?1"
+    }()
 
     /// Checks a row replacement with its events now; returns the write that replaces the row (`unknownTask`
     /// if it does not exist) and appends the events, numbered.

@@ -118,6 +118,23 @@ import Testing
         #expect(throws: JournalError.taskHasNoID) { try journal.updateTask(noID, events: []) }
     }
 
+    /// A row update writes every column but the session, which it matches: a task is never moved to another
+    /// session, and a record naming another one is refused as a task that does not exist, with nothing written.
+    @Test func aRowUpdateNeverMovesATaskToAnotherSession() throws {
+        let journal = try Journal.openInMemory()
+        try journal.upsertSession(Sample.session())
+        try journal.upsertSession(Sample.session("other"))
+        var t = try journal.insertTask(Sample.task(), events: []).0
+        t.description = "kept"
+        try journal.updateTask(t, events: [])
+        var moved = t
+        moved.session = "other"
+        moved.description = "moved"
+        #expect(throws: JournalError.unknownTask(t.id!)) { try journal.updateTask(moved, events: []) }
+        let stored = try #require(try journal.loadTask(t.id!))
+        #expect(stored.session == "com.example.app" && stored.description == "kept")
+    }
+
     /// A row update's own events need no lookup (its row and session were just written), but an event of
     /// another task in the same write is still checked against that task's session, whatever the order.
     @Test func aRowUpdatesEventsOfAnotherTaskAreStillChecked() throws {
