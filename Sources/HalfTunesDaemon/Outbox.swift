@@ -145,11 +145,8 @@ final class Outbox: Sendable {
 
     /// Sends an event whatever is held (the replay's own, and the held ones it releases).
     func send(replayed event: Event) {
-        var params = event.jsonValue
-        if let uid = viewer.withLockedValue({ $0 }) { params = SessionNames.present(params, to: uid) }
-        guard let line = try? RPCNotification(method: HalfTunes.eventNotification, params: params).line()
-        else { return }
-        send(line: line, seq: event.seq)
+        let prefix = viewer.withLockedValue { $0 }.map(SessionNames.prefix(of:))
+        send(line: RPCNotification.eventLine(event, unqualifying: prefix), seq: event.seq)
     }
 
     func send(line: [UInt8], seq: Int64? = nil) {

@@ -249,3 +249,63 @@ public struct TaskListText: JSONTextWritable, Encodable {
         try JSONParser.parse(text).encode(to: encoder)
     }
 }
+
+extension TaskCancelResult: JSONTextWritable {
+    public func writeJSON(into out: inout [UInt8], unqualifying prefix: String?) {
+        out.append(UInt8(ascii: "{"))
+        if let resumeData {
+            JSONText.key("resumeData", &out, first: true)
+            JSONWriter.writeString(resumeData, into: &out)
+        }
+        JSONText.key("task", &out, first: resumeData == nil)
+        task.writeJSON(into: &out, unqualifying: prefix)
+        out.append(UInt8(ascii: "}"))
+    }
+}
+
+extension Event: JSONTextWritable {
+    /// A state change (the event of nearly every control call) written straight to text; any other through its
+    /// `JSONValue` (rarer, and of many shapes). The session shows as a task's does to the viewer.
+    public func writeJSON(into out: inout [UInt8], unqualifying prefix: String?) {
+        guard case let .stateChanged(state, previous, reason) = payload else {
+            var value = jsonValue
+            if let prefix, session.hasPrefix(prefix), case .object(var members) = value {
+                members["session"] = .string(String(session.dropFirst(prefix.count)))
+                value = .object(members)
+            }
+            JSONText.value(value, &out)
+            return
+        }
+        out.append(UInt8(ascii: "{"))
+        JSONText.key("previousState", &out, first: true)
+        if let previous { JSONWriter.writeString(previous.rawValue, into: &out) } else { JSONText.null(&out) }
+        if let reason {
+            JSONText.key("reason", &out)
+            JSONText.value(reason.jsonValue, &out)
+        }
+        JSONText.member("seq", seq, &out, nullable: true)
+        JSONText.session(session, unqualifying: prefix, &out)
+        JSONText.member("state", state.rawValue, &out)
+        JSONText.member("task", task, &out, nullable: true)
+        JSONText.member("time", time, &out)
+        JSONText.member("type", type, &out)
+        out.append(UInt8(ascii: "}"))
+    }
+}
+
+public extension RPCNotification {
+    /// An event's notification line (`\n`-terminated) for a viewer: the bytes `line()` writes for
+    /// `RPCNotification(method: HalfTunes.eventNotification, params: event.jsonValue)` with the viewer's own
+    /// session name unqualified, without building the `JSONValue`.
+    static func eventLine(_ event: Event, unqualifying prefix: String?) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(192)
+        bytes.append(contentsOf: #"{"jsonrpc":"2.0","method":"#.utf8)
+        JSONWriter.writeString(HalfTunes.eventNotification, into: &bytes)
+        bytes.append(contentsOf: #","params":"#.utf8)
+        event.writeJSON(into: &bytes, unqualifying: prefix)
+        bytes.append(UInt8(ascii: "}"))
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+}

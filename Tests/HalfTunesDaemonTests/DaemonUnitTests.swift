@@ -251,4 +251,29 @@ struct PosixACLTests {
                                                            "start": .bool(true), "maxConnections": .int(4)]) { _, b in b })
         }
     }
+
+    /// An event's line for a viewer (written straight to text by the outbox) is the line of its `JSONValue` with
+    /// `SessionNames.present` applied, as it was made before: for root, the owner and another uid.
+    @Test func anEventsLineShowsTheSessionAsPresentDoes() throws {
+        let error = TaskError(code: "http", message: "Not \"found\"", httpStatus: 404)
+        let response = TaskResponse(status: 200, headers: [["Session", "x"]], body: nil, bodyBytes: 3, truncated: false)
+        let payloads: [EventPayload] = [
+            .stateChanged(state: .queued, previous: .suspended, reason: nil),
+            .stateChanged(state: .waiting, previous: .running, reason: error),
+            .stateChanged(state: .suspended, previous: nil, reason: nil),
+            .didComplete(error: nil, response: response), .didFinishDownloading(location: "/d/f"),
+            .didFinishEvents(through: 9), .didBecomeInvalid,
+        ]
+        for payload in payloads {
+            for session in ["1000/music", "2000/music", "music"] {
+                let event = Event(seq: 7, session: session, task: 3, time: "2026-11-27T22:00:00Z", payload: payload)
+                for uid: UInt32? in [nil, 0, 1000] {
+                    let params = uid.map { SessionNames.present(event.jsonValue, to: $0) } ?? event.jsonValue
+                    let expected = try RPCNotification(method: HalfTunes.eventNotification, params: params).line()
+                    #expect(RPCNotification.eventLine(event, unqualifying: uid.map(SessionNames.prefix(of:))) == expected,
+                            "\(event) to \(String(describing: uid))")
+                }
+            }
+        }
+    }
 }

@@ -67,6 +67,40 @@ struct JSONTextTests {
         }
     }
 
+    /// Events (state changes straight to text, the others through their `JSONValue`) and their notification lines
+    /// are the bytes `JSONWriter` writes, with the viewer's own session unqualified; so is a cancel's answer.
+    @Test mutating func eventsTheirLinesAndCancelAnswersAreWrittenAsJSONWriterWritesThem() throws {
+        for i in 0..<800 {
+            var event = values.event()
+            if i % 2 == 0 {
+                let states = TaskState.allCases
+                event.payload = .stateChanged(state: states[i / 2 % states.count],
+                                              previous: i % 3 == 0 ? nil : states[i % states.count],
+                                              reason: i % 5 == 0 ? values.error() : nil)
+            }
+            if i % 4 < 2 { event.session = "1000/" + event.session }
+            #expect(Self.text(event) == (try JSONWriter.write(event.jsonValue)), "\(event)")
+            for prefix in ["1000/", "2000/"] {
+                var shown = event
+                if event.session.hasPrefix(prefix) { shown.session = String(event.session.dropFirst(prefix.count)) }
+                #expect(Self.text(event, unqualifying: prefix) == (try JSONWriter.write(shown.jsonValue)), "\(event)")
+                let line = try RPCNotification(method: HalfTunes.eventNotification, params: shown.jsonValue).line()
+                #expect(RPCNotification.eventLine(event, unqualifying: prefix) == line, "\(event)")
+            }
+            #expect(RPCNotification.eventLine(event, unqualifying: nil)
+                    == (try RPCNotification(method: HalfTunes.eventNotification, params: event.jsonValue).line()))
+        }
+        for i in 0..<200 {
+            var info = values.info()
+            if i % 2 == 0 { info.session = "1000/" + info.session }
+            let cancel = TaskCancelResult(task: info, resumeData: i % 3 == 0 ? nil : values.text())
+            #expect(Self.text(cancel) == (try JSONWriter.write(cancel.jsonValue)))
+            var shown = cancel
+            if info.session.hasPrefix("1000/") { shown.task.session = String(info.session.dropFirst(5)) }
+            #expect(Self.text(cancel, unqualifying: "1000/") == (try JSONWriter.write(shown.jsonValue)))
+        }
+    }
+
     @Test func integersAtTheirLimits() throws {
         for n: Int64 in [0, 7, -7, 10, 99, -100, 1_000_000_007, .max, .min, .max - 1, .min + 1] {
             var out: [UInt8] = []
