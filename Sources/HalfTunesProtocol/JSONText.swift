@@ -151,35 +151,6 @@ extension TaskInfo: JSONTextWritable {
     }
 }
 
-extension TaskListResult: JSONTextWritable {
-    public func writeJSON(into out: inout [UInt8], unqualifying prefix: String?) {
-        JSONText.page(tasks, nextCursor: nextCursor, &out) { task, out in task.writeJSON(into: &out, unqualifying: prefix) }
-    }
-}
-
-extension JSONText {
-    /// `{"nextCursor":…,"tasks":[…]}` (`nextCursor` only when given), each task written by `write`.
-    static func page<C: Collection>(_ tasks: C, nextCursor: String?, _ out: inout [UInt8],
-                                    write: (C.Element, inout [UInt8]) -> Void) {
-        out.reserveCapacity(out.count + 64 + tasks.count * 400)
-        out.append(UInt8(ascii: "{"))
-        if let nextCursor {
-            JSONText.key("nextCursor", &out, first: true)
-            JSONWriter.writeString(nextCursor, into: &out)
-        }
-        JSONText.key("tasks", &out, first: nextCursor == nil)
-        out.append(UInt8(ascii: "["))
-        var first = true
-        for task in tasks {
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            write(task, &out)
-        }
-        out.append(UInt8(ascii: "]"))
-        out.append(UInt8(ascii: "}"))
-    }
-}
-
 /// A task's JSON text made once and written again for any viewer: the bytes `TaskInfo.writeJSON` writes, kept in
 /// two parts around the session name (which its owner sees without the "uid/" prefix, root with it). A finished
 /// task no longer changes, so `task.list` pages keep its text with its journal row and copy it into each page
@@ -226,13 +197,25 @@ public struct TaskListText: JSONTextWritable, Encodable {
         self.nextCursor = nextCursor
     }
 
+    /// `{"nextCursor":…,"tasks":[…]}`, `nextCursor` only when given.
     public func writeJSON(into out: inout [UInt8], unqualifying prefix: String?) {
-        JSONText.page(items, nextCursor: nextCursor, &out) { item, out in
+        out.reserveCapacity(out.count + 64 + items.count * 400)
+        out.append(UInt8(ascii: "{"))
+        if let nextCursor {
+            JSONText.key("nextCursor", &out, first: true)
+            JSONWriter.writeString(nextCursor, into: &out)
+        }
+        JSONText.key("tasks", &out, first: nextCursor == nil)
+        out.append(UInt8(ascii: "["))
+        for (i, item) in items.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
             switch item {
             case .info(let info): info.writeJSON(into: &out, unqualifying: prefix)
             case .text(let text): text.writeJSON(into: &out, unqualifying: prefix)
             }
         }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// The page as a client reads it (its text decoded), for the daemon's own tests.

@@ -254,7 +254,7 @@ private struct Members {
     }
 }
 
-extension TaskCreateParams: JSONValueDecodable {
+extension TaskCreateParams: JSONValueParams {
     public init?(jsonValue: JSONValue) {
         guard case .object(let object) = jsonValue, case .string(let session)? = object["session"],
               object["credentials"] == nil // an object: read by JSONDecoder
@@ -270,9 +270,7 @@ extension TaskCreateParams: JSONValueDecodable {
                   earliestBeginDate: m.string("earliestBeginDate"))
         if m.failed { return nil }
     }
-}
 
-extension TaskCreateParams: JSONValueParams {
     /// Not `credentials`: an object, read by JSONDecoder (and its members compared by the daemon).
     public static let members: Set<String> = [
         "session", "url", "destination", "headers", "description", "resumeData", "start", "kind", "checksum",
