@@ -13,21 +13,25 @@ extension DaemonCore {
     func recover() async throws {
         CrashPoints.stop(CrashPoints.recoverStart)
         let began = ContinuousClock.now
-        loadLimits()
+        await loadLimits()
         feedAndRun(.proxyRulesChanged(configuration.proxyRules))
-        let pending = try journal.eventCounts()
-        for row in try journal.loadSessions() {
-            let s = ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier),
-                                   pendingEvents: pending[row.identifier] ?? 0)
-            feedAndRun(.sessionRestored(s))
+        // Every read here is awaited (`Journal.reading`, the scan's `next()`): the actor never blocks a thread,
+        // not even before anything is served.
+        let sessions = try await journal.reading { journal in
+            let pending = try journal.eventCounts()
+            return try journal.loadSessions().map { row in
+                ManagedSession(record: row, lastEventSeq: try journal.lastEventSeq(session: row.identifier),
+                               pendingEvents: pending[row.identifier] ?? 0)
+            }
         }
+        for s in sessions { feedAndRun(.sessionRestored(s)) }
         // The tasks table is read on a thread of its own while the state is rebuilt from what it has read: the
         // two take about as long. What the restored tasks ask for (journal writes, the retry timer, finishing
         // an interrupted publish) is carried out once the scan is over, since it holds the journal meanwhile.
         let scan = journal.scanTasks()
         var deferred: [DaemonState.Action] = []
         var resumed = 0
-        while let batch = try scan.next() {
+        while let batch = try await scan.next() {
             for row in batch {
                 guard let id = row.id, let session = state.sessions[row.session] else { continue }
                 // Only a task with durable bytes can have lost some (a stat of every partial file was a quarter
@@ -50,11 +54,11 @@ extension DaemonCore {
         run(deferred)
         // Read as the rest of recovery is: a journal that cannot say what resume data it keeps stops the start
         // (the caps and the disk ledger would count none of it).
-        for (uid, count) in try journal.resumeTokenCounts() {
+        for (uid, count) in try await journal.reading({ try $0.resumeTokenCounts() }) {
             feedAndRun(.resumeDataChanged(uid: uid, kept: count))
         }
         feedAndRun(.restoreFinished) // expires old resume data, which the counts above include
-        try chargeResumeDataPartials()
+        try await chargeResumeDataPartials()
         await settled() // invalidations ended and resume data expired before anything is served
         timers.housekeeping = Task { [weak self] in
             while !Task.isCancelled {
@@ -146,13 +150,13 @@ extension DaemonCore {
     var limits: DaemonLimits { state.effectiveLimits }
 
     /// At start: the configured limits, then the journaled `daemon.setLimits` values over them.
-    func loadLimits() {
+    func loadLimits() async {
         feedAndRun(.limitsConfigured(DaemonLimits(maxConcurrent: configuration.maxConcurrent,
                                                   maxConnectionsPerHost: configuration.maxConnectionsPerHost,
                                                   bandwidthLimit: configuration.bandwidthLimit)))
         let stored: [String: String]
         do {
-            stored = try journal.settings()
+            stored = try await journal.reading { try $0.settings() }
         } catch {
             logger.error("the journal's settings could not be read; the configured limits are in effect",
                          metadata: ["error": "\(error)"])

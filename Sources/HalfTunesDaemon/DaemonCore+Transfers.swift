@@ -277,9 +277,9 @@ extension DaemonCore {
 
     /// At start, after the tasks (whose partials `recover` charges as it reads them): what each kept resume-data
     /// partial holds.
-    func chargeResumeDataPartials() throws {
+    func chargeResumeDataPartials() async throws {
         guard diskLedger.limitsAnyone else { return }
-        for token in try journal.resumeTokens(createdBefore: .infinity) {
+        for token in try await journal.reading({ try $0.resumeTokens(createdBefore: .infinity) }) {
             guard let uid = state.sessions[token.session]?.record.uid, diskLedger.limit(for: uid) != nil else { continue }
             let held = token.ranges.clipped(to: PartialFile.length(path: token.partialPath) ?? 0).count
             diskLedger.set(token.partialPath, uid: uid, bytes: held)

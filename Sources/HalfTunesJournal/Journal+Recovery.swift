@@ -80,46 +80,64 @@ extension Journal {
     }
 }
 
-/// The batches of a `Journal.scanTasks` as its thread reads them.
+/// The batches of a `Journal.scanTasks` as its thread reads them. `next()` is awaited: the reader (the daemon's
+/// actor, at start) never blocks a thread while the scan's thread reads.
 public final class TaskScan: @unchecked Sendable {
-    private let condition = NSCondition()
+    // Sound as @unchecked: every stored property is read and written only with `lock` held.
+    private let lock = NSLock()
     private var batches: [[TaskRecord]] = []
     private var ended = false
     private var failure: (any Error)?
     private var finished: [String: [TaskState: Int]] = [:]
+    /// The reader awaiting the next batch (one at a time: `next()` is not called again before it returns).
+    private var waiting: CheckedContinuation<Void, Never>?
 
     fileprivate init() {}
 
     fileprivate func put(_ batch: [TaskRecord]) {
-        condition.lock()
-        batches.append(batch)
-        condition.signal()
-        condition.unlock()
+        let reader = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            batches.append(batch)
+            defer { waiting = nil }
+            return waiting
+        }
+        reader?.resume()
     }
 
     fileprivate func end(finished: [String: [TaskState: Int]], failure: (any Error)?) {
-        condition.lock()
-        self.finished = finished
-        self.failure = failure
-        ended = true
-        condition.signal()
-        condition.unlock()
+        let reader = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            self.finished = finished
+            self.failure = failure
+            ended = true
+            defer { waiting = nil }
+            return waiting
+        }
+        reader?.resume()
     }
 
-    /// The next batch of tasks, waiting until it is read; nil once every row was read. Throws what reading
-    /// threw (a row that cannot be read, say).
-    public func next() throws -> [TaskRecord]? {
-        condition.lock()
-        defer { condition.unlock() }
-        while batches.isEmpty && !ended { condition.wait() }
-        if let failure { throw failure }
-        return batches.isEmpty ? nil : batches.removeFirst()
+    /// The next batch of tasks, once it is read; nil once every row was read. Throws what reading threw (a row
+    /// that cannot be read, say). Call it from one task at a time.
+    public func next() async throws -> [TaskRecord]? {
+        while true {
+            let taken = lock.withLock { () -> Result<[TaskRecord]?, any Error>? in
+                if let failure { return .failure(failure) }
+                if !batches.isEmpty { return .success(batches.removeFirst()) }
+                return ended ? .success(nil) : nil
+            }
+            if let taken { return try taken.get() }
+            await withCheckedContinuation { (reader: CheckedContinuation<Void, Never>) in
+                // Looked at again under the lock: a batch put since the look above resumes the reader at once.
+                let ready = lock.withLock { () -> Bool in
+                    guard batches.isEmpty, !ended, failure == nil else { return true }
+                    waiting = reader
+                    return false
+                }
+                if ready { reader.resume() }
+            }
+        }
     }
 
     /// How many finished tasks each session has, per state: complete once `next()` has returned nil.
     public var finishedCounts: [String: [TaskState: Int]] {
-        condition.lock()
-        defer { condition.unlock() }
-        return finished
+        lock.withLock { finished }
     }
 }

@@ -54,7 +54,7 @@ import Testing
 
     /// A restart loads the unfinished tasks and those being published, and reads the finished ones' counts
     /// from their table; it reads them through the partial index (no finished row is visited).
-    @Test func aRestartReadsOnlyTheRowsItLoads() throws {
+    @Test func aRestartReadsOnlyTheRowsItLoads() async throws {
         let journal = try Journal.openInMemory()
         try journal.upsertSession(Sample.session("a"))
         for i in 0..<50 { _ = try journal.insertTask(Sample.task(session: "a", name: "done\(i)", state: .completed), events: []) }
@@ -67,7 +67,7 @@ import Testing
         }
         #expect(plan.contains("tasks_loaded"), "\(plan)")
         let scan = journal.scanTasks()
-        while try scan.next() != nil {}
+        while try await scan.next() != nil {}
         #expect(scan.finishedCounts == ["a": [.completed: 50]])
     }
 
