@@ -285,6 +285,7 @@ extension DaemonCore {
             return try admit(record, start: p.start == true, bytesExpectedToSend: exchange.fileBytes)
         }
         let isReserved = { (path: String) in self.state.isReserved(path) } // the batch's admitted creates included
+        let downloadRoots = self.downloadRoots // made once for the create: it normalizes the configured directory
         let directory = s.record.configuration.destinationDirectory ?? downloadRoots.defaultDirectory(for: s.record.uid)
         var explicit = p.destination
         if explicit == nil, let resume, !FileManager.default.fileExists(atPath: resume.destination),

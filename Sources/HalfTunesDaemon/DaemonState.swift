@@ -119,9 +119,11 @@ struct DaemonState {
             admitted.partials.removeAll { $0 == into } // nothing of it there to remove if the batch is withdrawn
             actions.append(.removePartial(path: partial))
         case let .created(created):
+            let brought = Set(admitted.partials) // the resume data partials moved into the batch's tasks' paths
             admitted = Admitted() // the batch's admitted creates, now counted as tasks
             for var t in created {
                 t = withFirstProxy(t)
+                t.partialMayExist = !t.record.durableRanges.isEmpty || brought.contains(t.record.partialPath)
                 if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 } // its place is taken
                 Self.deferIfEarly(&t, now: now)
                 tasks[t.id] = t // a queued one joins the queue with its state (or waits for its date)
@@ -394,6 +396,7 @@ struct DaemonState {
                 enqueue(&t)
             case .startTransfer:
                 startNow = true
+                t.partialMayExist = true // the attempt opens (or makes) it
                 t.record.attempts += 1 // journaled with the start, so a crash never loses an attempt's count
                 t.attemptInFlight = true
                 proxies.attemptStarted(id, owner: t.owner, proxy: t.firstProxy)
@@ -408,7 +411,7 @@ struct DaemonState {
             case .discardPartial:
                 if t.attemptInFlight {
                     t.discardPartialWhenStopped = true
-                } else {
+                } else if t.partialMayExist {
                     actions.append(.removePartial(path: t.record.partialPath))
                 }
                 t.record.bytesDurable = 0

@@ -20,6 +20,10 @@ struct ManagedTask: Equatable {
     var attemptInFlight = false
     /// What to do with the partial data once the transfer has stopped (after cancel).
     var discardPartialWhenStopped = false
+    /// Whether its partial file may exist: false only for a task created in this run that has not started an
+    /// attempt and brought no resume data's partial (`DaemonState`'s `created`), so a cancel has no file to
+    /// remove; true for a restored one (a crash may have left a file its row does not know of).
+    var partialMayExist = true
     /// Uploads: progress of the current attempt.
     var bytesSent: Int64?
     var bytesExpectedToSend: Int64?

@@ -156,7 +156,7 @@ extension Journal {
             }
             guard let seq = event.seq else { throw JournalError.eventNotNumbered }
             event.seq = nil
-            try insert.execute(arguments: [seq, event.session, event.task, event.type, createdAt, try JSONText.encode(event)])
+            try insert.executeBound([seq, event.session, event.task, event.type, createdAt, try JSONText.encode(event)])
             event.seq = seq
             if firstSession == nil || firstSession?.session == event.session {
                 firstSession = (event.session, seq)
@@ -167,8 +167,8 @@ extension Journal {
         }
         let advance = try db.cachedStatement(
             sql: "UPDATE sessions SET last_event_seq = max(last_event_seq, ?) WHERE identifier = ?")
-        if let firstSession { try advance.execute(arguments: [firstSession.seq, firstSession.session]) }
-        for (session, seq) in otherSessions { try advance.execute(arguments: [seq, session]) }
+        if let firstSession { try advance.executeBound([firstSession.seq, firstSession.session]) }
+        for (session, seq) in otherSessions { try advance.executeBound([seq, session]) }
         return stored
     }
 }

@@ -72,7 +72,7 @@ extension Journal {
             var checkedSessions: Set<String> = []
             for (record, arguments) in zip(records, arguments) {
                 if checkedSessions.insert(record.session).inserted { try Journal.requireSession(record.session, db) }
-                try db.cachedStatement(sql: insertRowSQL).execute(arguments: arguments)
+                try db.cachedStatement(sql: insertRowSQL).executeBound(arguments)
             }
             // The rows just inserted own their events; their sessions were checked above.
             _ = try Journal.append(numbered, db, written: written)
@@ -149,7 +149,7 @@ extension Journal {
         var arguments = try t.arguments()
         arguments += [id]
         return { db, numbered in
-            try db.cachedStatement(sql: replaceRowSQL).execute(arguments: arguments)
+            try db.cachedStatement(sql: replaceRowSQL).executeBound(arguments)
             guard db.changesCount == 1 else { throw JournalError.unknownTask(id) }
             // The row now belongs to `t.session`, which exists (the row's foreign key).
             return try Journal.append(numbered, db, written: [Journal.WrittenRow(task: id, session: t.session)])
@@ -179,11 +179,11 @@ extension Journal {
                     bytes_expected = ?, current_url = ?
                 WHERE id = ?
                 """)
-                .execute(arguments: [durable.count, durable.storedText, head.etag, head.lastModified,
-                                     head.bytesExpected, head.currentURL, task])
+                .executeBound([durable.count, durable.storedText, head.etag, head.lastModified,
+                               head.bytesExpected, head.currentURL, task])
         } else {
             try db.cachedStatement(sql: "UPDATE tasks SET bytes_durable = ?, durable_ranges = ? WHERE id = ?")
-                .execute(arguments: [durable.count, durable.storedText, task])
+                .executeBound([durable.count, durable.storedText, task])
         }
         guard db.changesCount == 1 else { throw JournalError.unknownTask(task) }
     }

@@ -60,6 +60,21 @@ struct DaemonStateResumeAdmissionTests {
         #expect(state.handle(.admissionsWithdrawn, now: 3).isEmpty)
     }
 
+    /// A task whose path received resume data's partial has a file to remove on cancel, whatever ranges it
+    /// continues from; the batch's other tasks, never started, have none.
+    @Test func aTaskGivenResumeDatasPartialHasOneToRemove() {
+        var state = DaemonStateTests.state()
+        _ = state.handle(.admitting(Self.resuming(length: 300)), now: 0)
+        let moved = DaemonStateTests.task(7, session: "a", owner: 1) // bare ranges: only the moved file says so
+        let moveTarget = { var t = moved; t.record.partialPath = "/d/.file.partial"; return t }()
+        let plain = DaemonStateTests.task(8, session: "a", owner: 1)
+        _ = state.handle(.created([moveTarget, plain]), now: 1)
+        #expect(state.tasks[7]?.partialMayExist == true && state.tasks[8]?.partialMayExist == false)
+        #expect(state.handle(.task(7, .cancel(keepPartial: false)), now: 2).contains(.removePartial(path: "/d/.file.partial")))
+        #expect(!state.handle(.task(8, .cancel(keepPartial: false)), now: 2)
+            .contains { if case .removePartial = $0 { true } else { false } })
+    }
+
     @Test func aRefusedCreateLeavesTheTokensPartialAloneUnlessItCannotBeKept() {
         var state = A.state()
         _ = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)

@@ -259,8 +259,9 @@ struct DaemonStateTests {
 
     @Test func cancelDiscardsThePartialOnceNothingWritesIt() throws {
         var state = Self.state()
-        _ = try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1),
-                                        Self.task(3, session: "a", owner: 1)])
+        var third = Self.task(3, session: "a", owner: 1)
+        third.record.durableRanges = ByteRanges(prefix: 10) // a partial from an earlier attempt
+        _ = try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1), third])
         // Queued: no attempt, so the partial goes at once and the task leaves memory.
         var actions = state.handle(.task(3, .cancel(keepPartial: false)), now: 1)
         #expect(actions.contains(.removePartial(path: "/d/.3.partial")) && state.tasks[3] == nil)
@@ -268,6 +269,30 @@ struct DaemonStateTests {
         // Cancelled for resume data: the partial stays.
         actions = state.handle(.task(2, .cancel(keepPartial: true)), now: 1)
         #expect(actions.contains(.stopAttempt(2)) && !actions.contains(where: { if case .removePartial = $0 { true } else { false } }))
+    }
+
+    /// A task created in this run that never started has no partial file: its cancel removes none (no file
+    /// operation in the user's directory for nothing). One that started once, or was restored (a crash may have
+    /// left a file its row does not know of), or brought resume data's partial, has its path removed.
+    @Test func aCancelRemovesAPartialOnlyWhereOneMayBe() throws {
+        var state = Self.state()
+        _ = try Self.resumeAll(&state, [Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1),
+                                        Self.task(3, session: "a", owner: 1)])
+        #expect(state.tasks[3]?.machine.state == .queued && state.tasks[3]?.partialMayExist == false)
+        var actions = state.handle(.task(3, .cancel(keepPartial: false)), now: 1)
+        #expect(!actions.contains { if case .removePartial = $0 { true } else { false } } && state.tasks[3] == nil, "\(actions)")
+        // Task 1 started: once its attempt has stopped, the cancel removes its partial.
+        #expect(state.tasks[1]?.partialMayExist == true)
+        _ = state.handle(.task(1, .suspend), now: 2)
+        _ = state.handle(.attemptEnded(1, .stopped(durable: ByteRanges()), jitterSample: 0), now: 2)
+        actions = state.handle(.task(1, .cancel(keepPartial: false)), now: 3)
+        #expect(actions.contains(.removePartial(path: "/d/.1.partial")), "\(actions)")
+        // A restored task that never started in this run: its partial may be there.
+        let restored = Self.task(4, session: "a", owner: 1)
+        _ = state.handle(.taskRestored(restored, partialLength: nil), now: 3)
+        #expect(state.tasks[4]?.partialMayExist == true)
+        actions = state.handle(.task(4, .cancel(keepPartial: false)), now: 4)
+        #expect(actions.contains(.removePartial(path: "/d/.4.partial")), "\(actions)")
     }
 
     @Test func refusedInputsChangeNothing() throws {

@@ -84,6 +84,23 @@ struct QueuePlannerTests {
         #expect(HostKey.of("http://[::1]/f") == "http://[::1]:80")
         #expect(HostKey.of("http://a:80/x") == HostKey.of("http://A/y"))
     }
+
+    /// The byte-by-byte reading of ASCII URLs gives what the general one gives, odd URLs included; a URL with
+    /// other characters is read the general way.
+    @Test func hostKeysOfASCIIURLsAreTheGeneralOnes() {
+        let urls = ["http://Example.ORG/a?b", "https://example.org/", "HTTPS://user:pw@example.org:8443/x",
+                    "http://127.0.0.1:8080", "http://[::1]:81/f", "http://[::1]/f", "http://[::1", "http://[::1]x:9/",
+                    "http://a:/x", "http://h?x=1", "http://h#f", "example.org:81/x", "example.org", "", ":", "://",
+                    "ftp://a@b@c:7", "http://u:p@[fe80::1]:8080/p", "HTTP://H:443", "https://h:80/", "http://h:8:9/",
+                    "http:/h/x", "http://a\r\nb:1/", "HtTpS://MiXeD.Example:0443?q#f", "http://@/", "http:///x"]
+        for url in urls {
+            var bytes = url
+            let fast = bytes.withUTF8 { HostKey.ascii($0) }
+            #expect(fast == HostKey.general(url), "\(url)")
+            #expect(HostKey.of(url) == HostKey.general(url), "\(url)")
+        }
+        #expect(HostKey.of("http://Ünï.example:81/x") == "http://ünï.example:81")
+    }
 }
 
 @Suite("Limit settings")
