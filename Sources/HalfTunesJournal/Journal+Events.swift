@@ -66,7 +66,7 @@ extension Journal {
             for id in completed {
                 let hasBody = try Bool.fetchOne(db.cachedStatement(sql: """
                     SELECT 1 FROM tasks WHERE id = ? AND kind = 'data' AND response IS NOT NULL
-                        AND json_extract(response, '$.body') IS NOT NULL AND state IN ('completed', 'failed', 'canceled')
+                        AND json_extract(response, '$.body') IS NOT NULL AND \(Journal.isFinished)
                         AND NOT EXISTS (SELECT 1 FROM events WHERE events.task = tasks.id AND events.type = 'didComplete')
                     """), arguments: [id]) ?? false
                 if hasBody { dropped.append(id) }

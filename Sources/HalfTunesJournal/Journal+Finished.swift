@@ -4,7 +4,14 @@ import HalfTunesProtocol
 /// Finished tasks (completed, failed, canceled) live in the journal only: the daemon loads the unfinished ones,
 /// counts the finished ones, and reads them by id or by page when a client asks.
 extension Journal {
-    static let finishedStates = "('\(TaskState.completed.rawValue)', '\(TaskState.failed.rawValue)', '\(TaskState.canceled.rawValue)')"
+    /// "The task is finished", as the `tasks_finished` index and the triggers of `finished_counts` say it (schema
+    /// v14): comparisons, not an `IN` list (SQLite builds a temporary b-tree for each run of a statement with an
+    /// `IN` list of three values). A query that is to use the partial index must say it exactly so.
+    static let isFinished = "(state = '\(TaskState.completed.rawValue)' OR state = '\(TaskState.failed.rawValue)' OR state = '\(TaskState.canceled.rawValue)')"
+    /// `isFinished` tested on the row, not through an index (`+state`).
+    static let isFinishedOnTheRow = isFinished.replacingOccurrences(of: "state =", with: "+state =")
+    /// Its negation, as the `tasks_loaded` index says it.
+    static let isUnfinished = "(state <> '\(TaskState.completed.rawValue)' AND state <> '\(TaskState.failed.rawValue)' AND state <> '\(TaskState.canceled.rawValue)')"
 
     /// The ids of up to `limit` tasks with ids above `after`, ascending, of `sessions` (every session when nil), in
     /// `state` when given: one page of `task.list`, read through an index whose rows are in id order (rows are read
@@ -73,7 +80,7 @@ extension Journal {
             guard finished.count < ids.count else { return finished }
             let unread = ids.filter { finished[$0] == nil }
             // By primary key (`+state`: not through `tasks_by_state`, which would look each id up once per state).
-            let sql = "SELECT * FROM tasks WHERE id IN (" + Journal.placeholders(unread.count) + ") AND +state IN \(Journal.finishedStates)"
+            let sql = "SELECT * FROM tasks WHERE id IN (" + Journal.placeholders(unread.count) + ") AND \(Journal.isFinishedOnTheRow)"
             let rows = try Journal.taskRecords(db, sql: sql, arguments: StatementArguments(unread)).map { record in
                 FinishedRow(record: record, text: describe?(record))
             }
@@ -147,7 +154,7 @@ extension Journal {
     /// the session's first event left to acknowledge), limit.
     static let sweepSQL = """
         SELECT id, state FROM tasks INDEXED BY tasks_finished
-            WHERE session = ? AND state IN \(finishedStates) AND updated_at <= ? AND phase != 'publishing'
+            WHERE session = ? AND \(isFinished) AND updated_at <= ? AND phase != 'publishing'
             AND NOT EXISTS (SELECT 1 FROM events WHERE events.task = tasks.id)
             ORDER BY updated_at LIMIT ?
         """

@@ -35,7 +35,7 @@ extension Journal {
     }
 
     /// The rows a restart loads: unfinished, or being published (finished rows stay in the journal only).
-    static let loadedRows = "state NOT IN \(finishedStates) OR phase = 'publishing'"
+    static let loadedRows = "\(isUnfinished) OR phase = 'publishing'"
 
     /// One pass over the rows a restart loads (through the `tasks_loaded` index, so finished rows cost nothing):
     /// each read whole and delivered in batches of `batchSize`; and the finished tasks per session and state,

@@ -17,6 +17,7 @@ enum JournalSchema {
         ("v11", v11),
         ("v12", v12),
         ("v13", v13),
+        ("v14", v14),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -218,5 +219,46 @@ enum JournalSchema {
     static let v13 = """
         CREATE INDEX tasks_by_state ON tasks(state);
         CREATE INDEX tasks_by_session_state ON tasks(session, state);
+        """
+
+    /// Issue 28: v11's partial indexes and triggers test "finished" with comparisons instead of `IN` lists. SQLite
+    /// evaluates an `IN` list of three or more values through a temporary b-tree built for each run of the
+    /// statement: every row update built six (the two indexes' conditions for the old and the new row, the two
+    /// triggers' `WHEN`), every insert three — ~4 % of the daemon's samples under control-plane load. Same rows,
+    /// same counts; the queries that use the indexes say "finished" the same way (`Journal.isFinished`,
+    /// `Journal.loadedRows`), as a partial index requires.
+    static let v14 = """
+        DROP TRIGGER finished_counts_insert;
+        DROP TRIGGER finished_counts_delete;
+        DROP TRIGGER finished_counts_update_old;
+        DROP TRIGGER finished_counts_update_new;
+        CREATE TRIGGER finished_counts_insert AFTER INSERT ON tasks
+            WHEN (NEW.state = 'completed' OR NEW.state = 'failed' OR NEW.state = 'canceled') AND NEW.phase != 'publishing'
+        BEGIN
+            INSERT INTO finished_counts (session, state, count) VALUES (NEW.session, NEW.state, 1)
+                ON CONFLICT (session, state) DO UPDATE SET count = count + 1;
+        END;
+        CREATE TRIGGER finished_counts_delete AFTER DELETE ON tasks
+            WHEN (OLD.state = 'completed' OR OLD.state = 'failed' OR OLD.state = 'canceled') AND OLD.phase != 'publishing'
+        BEGIN
+            UPDATE finished_counts SET count = count - 1 WHERE session = OLD.session AND state = OLD.state;
+        END;
+        CREATE TRIGGER finished_counts_update_old AFTER UPDATE OF session, state, phase ON tasks
+            WHEN (OLD.state = 'completed' OR OLD.state = 'failed' OR OLD.state = 'canceled') AND OLD.phase != 'publishing'
+        BEGIN
+            UPDATE finished_counts SET count = count - 1 WHERE session = OLD.session AND state = OLD.state;
+        END;
+        CREATE TRIGGER finished_counts_update_new AFTER UPDATE OF session, state, phase ON tasks
+            WHEN (NEW.state = 'completed' OR NEW.state = 'failed' OR NEW.state = 'canceled') AND NEW.phase != 'publishing'
+        BEGIN
+            INSERT INTO finished_counts (session, state, count) VALUES (NEW.session, NEW.state, 1)
+                ON CONFLICT (session, state) DO UPDATE SET count = count + 1;
+        END;
+        DROP INDEX tasks_loaded;
+        CREATE INDEX tasks_loaded ON tasks(id)
+            WHERE (state <> 'completed' AND state <> 'failed' AND state <> 'canceled') OR phase = 'publishing';
+        DROP INDEX tasks_finished;
+        CREATE INDEX tasks_finished ON tasks(session, updated_at)
+            WHERE (state = 'completed' OR state = 'failed' OR state = 'canceled');
         """
 }

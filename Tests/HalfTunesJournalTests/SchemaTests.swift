@@ -9,7 +9,7 @@ import Testing
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 13)
+            #expect(journal.schemaVersion == 14)
             #expect(journal.schemaVersion == Journal.latestSchemaVersion)
             #expect(journal.path == path)
             let tables = try journal.dbQueue.read { db in
@@ -35,7 +35,7 @@ import Testing
             try first.close()
 
             let second = try Journal(path: path)
-            #expect(second.schemaVersion == 13)
+            #expect(second.schemaVersion == 14)
             #expect(try second.loadSessions() == [Sample.session()])
             #expect(try second.loadTasks() == [task])
             try second.close()
@@ -59,7 +59,7 @@ import Testing
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 13)
+            #expect(journal.schemaVersion == 14)
             let tasks = try journal.loadTasks()
             #expect(tasks.count == 1)
             #expect(tasks.first?.priority == .normal)
