@@ -36,7 +36,7 @@ struct CoreServices: Sendable {
 struct LiveTransfers {
     /// The attempts in flight (`ManagedTask.attemptInFlight` in the state).
     var attempts: [Int64: LiveAttempt] = [:]
-    /// Suspend and cancel requests waiting for a move in flight to end (`waitUntilMoved`).
+    /// Suspend and cancel requests waiting for a move in flight to end (`heldWhileMoving`, `moveEnded`).
     var moveWaiters: [Int64: [CheckedContinuation<Void, Never>]] = [:]
     /// The complete partial whose checksum was verified, held open for its move (the move publishes that very
     /// file, or fails if its path names another by then).

@@ -114,7 +114,7 @@ extension DaemonCore {
         }
         await Self.wait(atMost: grace, for: stopped)
         // A file being moved into place finishes moving, and the journal says so.
-        for id in Array(state.completions.keys) { await waitUntilMoved(id) }
+        for id in Array(state.completions.keys) { await moveEnded(id) }
         feedAndRun(.shutdownGraceEnded) // the rows of attempts still in flight carry their durable ranges
         inputLog?.writeReport()
         inputLog = nil // the inputs of the last moments (an attempt that outlived the grace) are not replayed

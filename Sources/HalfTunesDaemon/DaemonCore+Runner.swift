@@ -30,6 +30,9 @@ extension DaemonCore {
             throw RPCError.daemonShuttingDown
         case .resumeDataRefused(let refusal)?:
             throw RPCError(refusal)
+        case .heldWhileMoving?:
+            await moveEnded(id)
+            return try await apply(input, to: id) // on the state the move left
         default:
             break
         }
@@ -52,6 +55,8 @@ extension DaemonCore {
             case .refused(let refusal):
                 // `apply` and the edits answer a refusal before running anything.
                 logger.debug("task input refused", metadata: ["task": "\(refusal.task)", "input": "\(refusal.transition.input)"])
+            case .heldWhileMoving:
+                break // `apply` waits for the move and feeds the input again
             case .refusedWhileShuttingDown(let id):
                 logger.debug("task input refused while shutting down", metadata: ["task": "\(id)"])
             case .resumeDataRefused(let refusal):
@@ -319,14 +324,13 @@ extension DaemonCore {
         feedAndRun(.completion(id, attempt: attempt, input))
     }
 
-    /// Suspend and cancel wait here while the task's file is being moved into place, then act on the state
-    /// the move left (usually `completed`, which they may not change).
-    func waitUntilMoved(_ id: Int64) async {
-        while state.isMoving(id) {
-            logger.debug("waiting for the file to be moved into place", metadata: ["task": "\(id)"])
-            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-                transfers.moveWaiters[id, default: []].append(waiter)
-            }
+    /// Returns once the move into place under way for the task has ended (`completionEnded`): what a
+    /// `heldWhileMoving` input waits for before it is fed again, and shutdown for each move under way.
+    func moveEnded(_ id: Int64) async {
+        guard state.isMoving(id) else { return }
+        logger.debug("waiting for the file to be moved into place", metadata: ["task": "\(id)"])
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            transfers.moveWaiters[id, default: []].append(waiter)
         }
     }
 

@@ -15,8 +15,7 @@ extension DaemonCore {
     /// final: everything received was fsynced and journaled, and a resume continues exactly there.
     func suspendTask(_ id: Int64, caller: Caller) async throws(RPCError) -> TaskInfo {
         _ = try await task(id, for: caller) // only the owner (or root) may
-        await waitUntilMoved(id)
-        try await apply(.suspend, to: id)
+        try await apply(.suspend, to: id) // after the move into place under way, if any (`heldWhileMoving`)
         await attemptStopped(id) // stopping: wait for its end
         return info(try await task(id, for: caller))
     }
@@ -37,7 +36,7 @@ extension DaemonCore {
     /// holds. The answer has the resume data once its token is journaled.
     func cancelTask(_ id: Int64, produceResumeData: Bool, caller: Caller) async throws(RPCError) -> TaskCancelResult {
         _ = try await task(id, for: caller) // only the owner (or root) may
-        await waitUntilMoved(id)
+        // After the move into place under way, if any (`heldWhileMoving`).
         let after = try await apply(.cancel(keepPartial: produceResumeData), to: id)
         guard state.resumeDataBeingMade[id] != nil else {
             // Nothing was awaited since `apply`: its answer is the task as it is.

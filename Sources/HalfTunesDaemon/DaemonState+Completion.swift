@@ -14,7 +14,7 @@ struct Completion: Equatable {
 
 extension DaemonState {
     /// Whether the task's file is being moved into place: it takes no lifecycle input until the move's outcome
-    /// (suspend and cancel wait for it, `DaemonCore.waitUntilMoved`; a session invalidation or a resource
+    /// (a client's suspend and cancel are held until it ends, `heldWhileMoving`; a session invalidation or a resource
     /// deadline lets it finish), so the journal always says whether the file moved.
     func isMoving(_ id: Int64) -> Bool { completions[id]?.machine.isMoving == true }
 

@@ -184,6 +184,9 @@ extension DaemonState {
         case refused(Refused)
         /// A `task.resume` while shutting down is refused: nothing changed (answered `shuttingDown`).
         case refusedWhileShuttingDown(task: Int64)
+        /// A suspend or cancel of a task whose file is being moved into place: nothing changed; the runner feeds
+        /// it again once the move has ended (`completionEnded`), and it then acts on the state the move left.
+        case heldWhileMoving(task: Int64)
         /// A `task.cancel` asking for resume data is refused: its owner keeps the most allowed; nothing changed.
         case resumeDataRefused(ResumeDataRefusal)
         /// Journal the task's row with these events in one transaction, then deliver them live (the row's durable

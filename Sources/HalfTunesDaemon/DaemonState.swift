@@ -145,6 +145,9 @@ struct DaemonState {
         case let .task(id, taskInput, extra):
             // Nothing starts any more: a resume would only journal a queued task for the next start.
             if shuttingDown, taskInput == .resume { return [.refusedWhileShuttingDown(task: id)] }
+            // A suspend or cancel acts on the state the move leaves (usually `completed`, which they may not
+            // change): it is held until the move's outcome, and fed again then.
+            if isMoving(id), Self.waitsForAMove(taskInput) { return [.heldWhileMoving(task: id)] }
             if taskInput == .cancel(keepPartial: true) { return cancelAskingResumeData(id, extra: extra, now: now) }
             do {
                 try apply(taskInput, to: id, extra: extra, now: now, into: &actions)
@@ -365,6 +368,15 @@ struct DaemonState {
                                                                              suggestedFilename: suggested)] : []))
         }
         return actions
+    }
+
+    /// A client's suspend or cancel waits for a move into place to end (`heldWhileMoving`); every other input
+    /// is ignored meanwhile (`apply`).
+    static func waitsForAMove(_ input: TaskStateMachine.Input) -> Bool {
+        switch input {
+        case .suspend, .cancel: true
+        default: false
+        }
     }
 
     /// The task's state machine takes the input; its actions become the runner's. Returns the machine's actions.

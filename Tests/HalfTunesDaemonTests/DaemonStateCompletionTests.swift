@@ -47,8 +47,14 @@ struct DaemonStateCompletionTests {
         #expect(actions.last == .move(1, attempt: 1, partial: "/d/.1.partial", location: "/d/1", replacing: false,
                                       partialIsDurable: true))
         #expect(state.isMoving(1))
-        // While the file moves, lifecycle inputs are not taken (suspend waits for the move in the runner).
-        #expect(state.handle(.task(1, .suspend), now: 12).isEmpty)
+        // While the file moves, lifecycle inputs are not taken: a client's suspend or cancel is held (the runner
+        // feeds it again once the move has ended), anything else is ignored; the task is left as it was.
+        let moving = state.tasks[1]
+        #expect(state.handle(.task(1, .suspend), now: 12) == [.heldWhileMoving(task: 1)])
+        #expect(state.handle(.task(1, .cancel(keepPartial: false)), now: 12) == [.heldWhileMoving(task: 1)])
+        #expect(state.handle(.task(1, .cancel(keepPartial: true)), now: 12) == [.heldWhileMoving(task: 1)])
+        #expect(state.handle(.task(1, .resume), now: 12).isEmpty)
+        #expect(state.tasks[1] == moving && state.isMoving(1) && state.resumeDataBeingMade.isEmpty)
         #expect(state.handle(.clockTick, now: 1e12) == [.pruneResumeData(createdBefore: 1e12 - DaemonState.Caps().resumeDataLifetime)], "only housekeeping: nothing of the task")
 
         actions = state.handle(.completion(1, attempt: 1, .moveEnded(.published)), now: 13)
@@ -59,6 +65,9 @@ struct DaemonStateCompletionTests {
         #expect(state.tasks[1] == nil && state.completions.isEmpty && !state.isMoving(1))
         #expect(state.completionPhase(1) == nil && state.tasks.running == [2])
         #expect(state.tasks.count(in: .completed) == 1)
+        // The held suspend, fed again, acts on the state the move left: the task is finished (the runner answers
+        // it from the journal's row as `finishedTask`).
+        #expect(state.handle(.task(1, .suspend), now: 14).isEmpty)
     }
 
     /// A name taken between the choice and the move: choose again avoiding it (the intent is recorded again).
