@@ -7,8 +7,9 @@ release binaries. Runs, in order (each needs nginx; the peers are curl and aria2
                   also writes its own table into docs/benchmarks.md (--doc)
   smallfiles.py   2,000 files of 64 KiB, 16 at a time (curl --parallel, aria2c -j16)
   scale.py        20,000 tasks created, listed, and a restart after kill -9 (halftunesd alone: no peer keeps tasks)
-  controlplane.py 24 clients looping create/resume/suspend/get/list/cancel, as the issue describes the load and
-                  with --slots 20 (a resumed task only queues), beside aria2c's RPC
+  controlplane.py 24 clients looping create/resume/suspend/get/list/cancel while 20 paced downloads hold every
+                  slot (the issue's load: a resumed task only queues), and with 100 slots (every resume also
+                  starts a transfer in halftunesd, not in aria2c), beside aria2c's RPC
   callcost.py     what each control call costs the daemon (CPU per call, round trip), method by method, one client,
                   beside aria2c's RPC
   heldqueue.py    what a create + cancel costs with 0 / 10,000 / 50,000 tasks queued behind a session's limit, a
@@ -109,13 +110,16 @@ def scale_rows(r, tasks):
              "–", "–", "–")]
 
 
-def controlplane_rows(r, label):
+def controlplane_rows(r, label, targets=True):
+    """The issue's targets apply to its load; the run with slots to spare (different work for the two tools) has
+    none."""
     d, a = r["results"]["halftunesd"], r["results"].get("aria2c")
     rows = [(f"control plane, {label}: calls/s", f"{d['callsPerSecond']:,.0f}",
              f"aria2c {a['callsPerSecond']:,.0f}" if a else "–", ratio(d["callsPerSecond"], a and a["callsPerSecond"]),
-             "≥ 4,000"),
+             "≥ 4,000" if targets else "–"),
             (f"control plane, {label}: `daemon.status` p99", f"{d['probeP99ms']:.1f} ms",
-             f"aria2c {a['probeP99ms']:.1f} ms" if a else "–", ratio(d["probeP99ms"], a and a["probeP99ms"]), "≤ 10 ms"),
+             f"aria2c {a['probeP99ms']:.1f} ms" if a else "–", ratio(d["probeP99ms"], a and a["probeP99ms"]),
+             "≤ 10 ms" if targets else "–"),
             (f"control plane, {label}: written to disk", f"{d['writtenMiB']:,.0f} MiB",
              f"aria2c {a['writtenMiB']:,.0f} MiB" if a else "–", "–", "–")]
     return rows
@@ -195,10 +199,11 @@ def main():
         rows += scale_rows(run("scale.py", bins + ["--tasks", str(tasks), "--step", str(tasks)],
                                os.path.join(out, "scale.json")), tasks)
         seconds = ["--seconds", "5"] if quick else ["--seconds", "15"]
-        rows += controlplane_rows(run("controlplane.py", bins + seconds, os.path.join(out, "cp.json")),
-                                  "the issue's load")
-        rows += controlplane_rows(run("controlplane.py", bins + seconds + ["--slots", "20"],
-                                      os.path.join(out, "cp-queued.json")), "`--slots 20`")
+        rows += controlplane_rows(run("controlplane.py", bins + seconds, os.path.join(out, "cp-queued.json")),
+                                  "the issue's load (20 downloads hold every slot)")
+        rows += controlplane_rows(run("controlplane.py", bins + seconds + ["--slots", "100"],
+                                      os.path.join(out, "cp.json")), "100 slots (every resume also transfers)",
+                                  targets=False)
         calls = ["--calls", "300", "--transfers", "30"] if quick else []
         rows += callcost_rows(run("callcost.py", bins + calls, os.path.join(out, "callcost.json")))
         held = ["--queued", "0,2000", "--calls", "100"] if quick else []

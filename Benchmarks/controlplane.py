@@ -16,12 +16,12 @@ Reports calls per second (all clients together), the probe's p50/p99/worst, the 
 seconds / wall seconds) and what it wrote to disk meanwhile (/proc/PID/io write_bytes). Needs nginx and aria2c
 (`apt-get install nginx aria2`).
 
-The two tools do not do the same work under this load by default: halftunesd starts a resumed task's transfer at
-once, so every resume downloads what nginx sends before the suspend (its first burst, up to --rate bytes) and
-makes it durable; aria2c starts an unpaused download on a later turn of its loop, after the forcePause that
-follows, and downloads nothing. `--slots N` gives both tools N transfer slots (halftunesd --max-concurrent,
-aria2c -j); with N = --transfers every slot is held by the paced downloads, a resumed task only queues, and the
-loop measures the control plane alone in both.
+`--slots N` gives both tools N transfer slots (halftunesd --max-concurrent, aria2c -j). By default N = --transfers,
+the load issue 28 describes: the 20 paced downloads run and hold every slot, so a resumed task only queues and
+both tools do the same work, the control plane's. With more slots than downloads (`--slots 100`) the two do not
+do the same work: halftunesd starts a resumed task's transfer at once, so every resume downloads what nginx
+sends before the suspend (its first burst, up to --rate bytes) and makes it durable; aria2c starts an unpaused
+download on a later turn of its loop, after the forcePause that follows, and downloads nothing.
 
     Benchmarks/controlplane.py --bin-dir .build/release
     Benchmarks/controlplane.py --bin-dir .build-bench/release --clients 24 --seconds 20 --json out.json
@@ -114,7 +114,7 @@ def halftunesd_probe(socket_path, seconds, start_at, results):
 
 
 def run_halftunesd(bin_dir, work, url, args):
-    daemon = Daemon(bin_dir, work, ["--max-concurrent", str(args.slots or 100), "--max-connections-per-host", "100"])
+    daemon = Daemon(bin_dir, work, ["--max-concurrent", str(args.slots), "--max-connections-per-host", "100"])
     daemon.start()
     try:
         c = Connection(daemon.socket)
@@ -196,7 +196,7 @@ def aria2_rpc(work, jobs):
 
 
 def run_aria2(work, url, args):
-    with aria2_rpc(work, args.slots or 1000) as (process, port):
+    with aria2_rpc(work, args.slots) as (process, port):
         c = Aria2(port)
         for i in range(args.transfers):
             c.call("aria2.addUri", [[url], {"out": f"bulk-{i}.bin"}])
@@ -302,9 +302,11 @@ def main():
     parser.add_argument("--clients", type=int, default=24)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--transfers", type=int, default=20)
-    parser.add_argument("--slots", type=int, help="transfer slots of both tools (default: plenty; = --transfers: "
-                        "resumed tasks only queue)")
+    parser.add_argument("--slots", type=int, help="transfer slots of both tools (default: --transfers, so resumed "
+                        "tasks only queue; more: every resume also starts a transfer in halftunesd)")
     args = parser.parse_args()
+    if args.slots is None:
+        args.slots = args.transfers
     results = side_by_side(args, "htd-controlplane-", run_halftunesd, run_aria2)
     print(f"{'tool':<12}{'calls/s':>10}{'status p50':>12}{'p99':>10}{'max':>10}{'cores':>8}{'written':>12}")
     for tool, r in results.items():
