@@ -82,9 +82,8 @@ extension DaemonCore {
     /// Once a second: fail pending tasks whose resource timeout has passed (from the deadline index, without a
     /// walk over the tasks); hourly, expire resume data.
     func tick() {
-        guard !state.shuttingDown else { return }
         let now = clock()
-        feedAndRun(.clockTick)
+        feedAndRun(.clockTick) // nothing once shutting down (the state's rule)
         // Clients made for proxies nobody has used for a minute are closed.
         let idle = clients.takeIdle(now: now)
         if !idle.isEmpty {
@@ -182,7 +181,7 @@ extension DaemonCore {
     /// The limits are shared by every user of the daemon, so only root and the daemon's own user may
     /// change them.
     func setLimits(_ p: DaemonSetLimitsParams, uid: UInt32) async throws(RPCError) -> DaemonLimits {
-        let daemonUID = UInt32(geteuid())
+        let daemonUID = state.daemonUID // the uid the daemon runs as, as the state knows it (launches, agents)
         guard uid == 0 || uid == daemonUID else {
             throw RPCError(.permissionDenied, "Only root\(daemonUID == 0 ? "" : " and uid \(daemonUID), the daemon's user,") "
                 + "may change the daemon-wide limits; they apply to every user of this daemon")

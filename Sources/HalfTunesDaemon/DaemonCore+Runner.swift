@@ -74,12 +74,18 @@ extension DaemonCore {
             case .stopAttempt(let id):
                 attempts[id]?.runtime.stop()
             case let .checkpoint(id, durable, head):
-                // Submitted after every write of the task before it. Should it fail, the rows written later carry
-                // the ranges anyway (they are durable on disk already; the journal only lags).
+                // Submitted after every write of the task before it. A failure goes to the state, which writes the
+                // task's row again (`rowWriteFailed`): the ranges are durable on disk already, the journal only lags.
+                guard let session = state.tasks[id]?.record.session else { break }
+                let failed: @Sendable (Error) -> Void = { [weak self] error in
+                    Task { await self?.checkpointFailed(id, session: session, error: error) }
+                }
                 do {
-                    try journal.submitCheckpoint(task: id, durable: durable, head: head)
+                    try journal.submitCheckpoint(task: id, durable: durable, head: head) { error in
+                        if let error { failed(error) }
+                    }
                 } catch {
-                    logger.error("journal checkpoint failed for task \(id): \(error)", metadata: ["task": "\(id)"])
+                    failed(error)
                 }
             case let .deliver(session, id, payload):
                 broadcast([Event(seq: nil, session: session, task: id, time: Timestamp.format(clock()), payload: payload)])
@@ -181,6 +187,13 @@ extension DaemonCore {
                                 metadata: ["session": "\(identifier)", "uid": "\(uid)"])
         }
         outbox.send(line: line)
+    }
+
+    /// A checkpoint the journal did not take: the state has the task's row written again (`rowWriteFailed`, after a
+    /// wait that grows with its failures), which carries the durable ranges.
+    private func checkpointFailed(_ id: Int64, session: String, error: any Error) {
+        logger.error("journal checkpoint failed for task \(id): \(error)", metadata: ["task": "\(id)"])
+        feedAndRun(.rowWriteFailed(id, session: session, lostEvents: 0, finished: nil))
     }
 
     /// `recordLaunch`: the session's launch record, journaled in its turn (submitted: a failure is logged).

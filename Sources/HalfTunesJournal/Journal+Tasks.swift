@@ -168,8 +168,11 @@ extension Journal {
     }
 
     /// `recordCheckpoint` without waiting (see `submitTaskUpdate`): queued for the journal's writer.
-    public func submitCheckpoint(task: Int64, durable: ByteRanges, head: CheckpointHead?) throws {
-        try submit { db, _ in try Journal.checkpoint(task, durable, head, db) }
+    /// `done`, when given, is told the write's outcome on the writer's thread (a failure is then not reported to
+    /// `onSubmittedWriteFailure`).
+    public func submitCheckpoint(task: Int64, durable: ByteRanges, head: CheckpointHead?,
+                                 done: (@Sendable (Error?) -> Void)? = nil) throws {
+        _ = try submit(done: done) { db, _ in try Journal.checkpoint(task, durable, head, db) }
     }
 
     static func checkpoint(_ task: Int64, _ durable: ByteRanges, _ head: CheckpointHead?, _ db: Database) throws {

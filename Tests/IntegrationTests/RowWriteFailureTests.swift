@@ -53,4 +53,45 @@ struct RowWriteFailureTests {
             #expect(origin.requests("/late.bin").count == 1, "completed once, not downloaded again")
         }
     }
+
+    /// A checkpoint the journal refuses (a trigger, as a full disk would) is not only logged: the state has the
+    /// task's row written again, which carries the durable ranges. The download stalls after its first bytes, so
+    /// nothing else would write the row: once the journal takes writes again, it has the durable bytes the daemon
+    /// shows.
+    @Test func aRefusedCheckpointIsWrittenAgainWithTheRow() async throws {
+        try await withDaemon() { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 600_000, seed: 7302)
+            origin.put("/stalled.bin", body)
+            var stall = TestOrigin.Behavior()
+            stall.stallAfterBytes = 200_000
+            origin.setBehavior("/stalled.bin", stall)
+            let client = try daemon.client()
+            let journal = try DatabaseQueue(path: daemon.stateDir + "/journal.sqlite")
+            defer { try? journal.close() }
+            try await journal.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER refused_by_test BEFORE UPDATE OF bytes_durable ON tasks
+                        WHEN NEW.bytes_durable > OLD.bytes_durable
+                    BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+                    """)
+            }
+            func journaledBytes(_ id: Int64) async throws -> Int64? {
+                try await journal.read { db in try Int64.fetchOne(db, sql: "SELECT bytes_durable FROM tasks WHERE id = ?", arguments: [id]) }
+            }
+            let t = try client.startDownload(origin.url("/stalled.bin"))
+            try eventually("the checkpoint refused") { daemon.log().contains("journal checkpoint failed for task \(t.id)") ? true : nil }
+            let shown = try client.task(t.id)
+            #expect(shown.state == .running && shown.bytesDurable == 200_000, "durable on disk, shown from memory")
+            #expect(try await journaledBytes(t.id) == 0, "the journal lags")
+            try await journal.write { db in try db.execute(sql: "DROP TRIGGER refused_by_test") }
+            // Nothing else writes the row while the origin stalls: only the state's rewrite brings it up to date.
+            try eventually("the row written again", timeout: 30) {
+                try journal.read { db in try Int64.fetchOne(db, sql: "SELECT bytes_durable FROM tasks WHERE id = ?", arguments: [t.id]) } == 200_000 ? true : nil
+            }
+            #expect(try client.task(t.id).state == .running)
+            origin.releaseStall("/stalled.bin")
+            let done = try client.waitFor(task: t.id, state: .completed, timeout: 30)
+            #expect(try sha256(ofFile: try #require(done.location)) == TestOrigin.sha256Hex(body))
+        }
+    }
 }
