@@ -76,7 +76,7 @@ extension DaemonCore {
             case let .checkpoint(id, durable, head):
                 // Submitted after every write of the task before it. A failure goes to the state, which writes the
                 // task's row again (`rowWriteFailed`): the ranges are durable on disk already, the journal only lags.
-                guard let session = state.tasks[id]?.record.session else { break }
+                let session = state.tasks[id]?.record.session // always there: `checkpointed` came from the task
                 let failed: @Sendable (Error) -> Void = { [weak self] error in
                     Task { await self?.checkpointFailed(id, session: session, error: error) }
                 }
@@ -191,8 +191,9 @@ extension DaemonCore {
 
     /// A checkpoint the journal did not take: the state has the task's row written again (`rowWriteFailed`, after a
     /// wait that grows with its failures), which carries the durable ranges.
-    private func checkpointFailed(_ id: Int64, session: String, error: any Error) {
+    private func checkpointFailed(_ id: Int64, session: String?, error: any Error) {
         logger.error("journal checkpoint failed for task \(id): \(error)", metadata: ["task": "\(id)"])
+        guard let session else { return }
         feedAndRun(.rowWriteFailed(id, session: session, lostEvents: 0, finished: nil))
     }
 

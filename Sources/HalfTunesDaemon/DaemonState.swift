@@ -136,7 +136,7 @@ struct DaemonState {
                 guard let t = tasks[id], t.inserting else { continue }
                 if failed {
                     tasks[id] = nil
-                    if !t.record.durableRanges.isEmpty { actions.append(.removePartial(path: t.record.partialPath)) }
+                    if t.partialMayExist { actions.append(.removePartial(path: t.record.partialPath)) } // resume data's
                 } else {
                     tasks[id]?.inserting = false
                 }

@@ -75,6 +75,23 @@ struct DaemonStateResumeAdmissionTests {
             .contains { if case .removePartial = $0 { true } else { false } })
     }
 
+    /// The batch's insert fails: the partial resume data brought goes, even when the ranges it continues from are
+    /// empty (the kept ones lay past what the file held); a task that brought none has nothing to remove.
+    @Test func aFailedInsertRemovesThePartialResumeDataBrought() {
+        var state = DaemonStateTests.state()
+        _ = state.handle(.admitting(Self.resuming(length: 300)), now: 0)
+        var moved = DaemonStateTests.task(7, session: "a", owner: 1)
+        moved.record.partialPath = "/d/.file.partial" // ranges empty: only the moved file says so
+        moved.inserting = true
+        var plain = DaemonStateTests.task(8, session: "a", owner: 1)
+        plain.inserting = true
+        _ = state.handle(.created([moved, plain]), now: 1)
+        let actions = state.handle(.createsJournaled([7, 8], failed: true), now: 2)
+        #expect(actions.contains(.removePartial(path: "/d/.file.partial")), "\(actions)")
+        #expect(!actions.contains(.removePartial(path: "/d/.8.partial")), "\(actions)")
+        #expect(state.tasks[7] == nil && state.tasks[8] == nil)
+    }
+
     @Test func aRefusedCreateLeavesTheTokensPartialAloneUnlessItCannotBeKept() {
         var state = A.state()
         _ = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)
