@@ -39,37 +39,11 @@ struct CrashPointTests {
         try await origin.shutdown()
     }
 
-    /// A suspend that arrives while the finished file is being moved into place is held by the state
-    /// (`heldWhileMoving`) until the move ends, then answered from the state the move left: completed.
-    @Test func aSuspendDuringTheMoveWaitsAndFindsTheTaskCompleted() async throws {
-        let origin = try await TestOrigin.start()
-        let (daemon, release) = try Self.daemonHoldingMoves()
-        defer { daemon.kill9(); daemon.dir.remove() }
-        let body = TestOrigin.randomBytes(count: 128 * 1024 + 5, seed: 52)
-        origin.put("/held.bin", body)
-        let client = try daemon.client()
-        let t = try client.startDownload(origin.url("/held.bin"))
-        try eventually("the move to be held") { daemon.log().contains("held at publish.moving") ? true : nil }
-        let raw = try RawSocket(path: daemon.socketPath)
-        try raw.send(#"{"jsonrpc":"2.0","id":8,"method":"task.suspend","params":{"id":\#(t.id)}}"# + "\n")
-        try eventually("the suspend to wait for the move") {
-            daemon.log().contains("waiting for the file to be moved into place") ? true : nil
-        }
-        #expect(try client.task(t.id).phase == .publishing) // still moving: the suspend changed nothing
-        #expect(FileManager.default.createFile(atPath: release, contents: nil))
-        let answer = try #require(try raw.readObject())
-        let error = try #require(answer["error"] as? [String: Any], "\(answer)")
-        #expect(error["code"] as? Int == RPCErrorCode.illegalStateChange.rawValue)
-        #expect((error["message"] as? String)?.contains("completed") == true, "\(error)")
-        let done = try client.task(t.id)
-        #expect(done.state == .completed && done.location == daemon.downloadsDir + "/held.bin")
-        #expect(try sha256(ofFile: daemon.downloadsDir + "/held.bin") == TestOrigin.sha256Hex(body))
-        try await origin.shutdown()
-    }
-
-    /// A cancel that arrives while the finished file is being moved into place waits for the move: the task
-    /// ends completed with its file whole at the destination (never canceled with a file left behind).
-    @Test func aCancelDuringTheMoveWaitsAndFindsTheTaskCompleted() async throws {
+    /// A cancel (or a suspend) that arrives while the finished file is being moved into place is held by the state
+    /// (`heldWhileMoving`) until the move ends, then answered from the state the move left: the task ends completed
+    /// with its file whole at the destination (never canceled with a file left behind).
+    @Test(arguments: ["task.cancel", "task.suspend"])
+    func aCancelDuringTheMoveWaitsAndFindsTheTaskCompleted(method: String) async throws {
         let origin = try await TestOrigin.start()
         let (daemon, release) = try Self.daemonHoldingMoves()
         defer { daemon.kill9(); daemon.dir.remove() }
@@ -79,11 +53,12 @@ struct CrashPointTests {
         let t = try client.startDownload(origin.url("/moving.bin"))
         try eventually("the move to be held") { daemon.log().contains("held at publish.moving") ? true : nil }
         let raw = try RawSocket(path: daemon.socketPath)
-        try raw.send(#"{"jsonrpc":"2.0","id":7,"method":"task.cancel","params":{"id":\#(t.id)}}"# + "\n")
-        try eventually("the cancel to wait for the move") {
+        try raw.send(#"{"jsonrpc":"2.0","id":7,"method":"\#(method)","params":{"id":\#(t.id)}}"# + "\n")
+        try eventually("the \(method) to wait for the move") {
             daemon.log().contains("waiting for the file to be moved into place") ? true : nil
         }
-        #expect(try client.task(t.id).state == .running) // the daemon still answers meanwhile
+        let moving = try client.task(t.id) // the daemon still answers meanwhile
+        #expect(moving.state == .running && moving.phase == .publishing, "the held input changed nothing")
         #expect(FileManager.default.createFile(atPath: release, contents: nil))
         let answer = try #require(try raw.readObject())
         let error = try #require(answer["error"] as? [String: Any], "\(answer)")
