@@ -77,15 +77,14 @@ extension DaemonCore {
                 // Submitted after every write of the task before it. A failure goes to the state, which writes the
                 // task's row again (`rowWriteFailed`): the ranges are durable on disk already, the journal only lags.
                 let session = state.tasks[id]?.record.session // always there: `checkpointed` came from the task
-                let failed: @Sendable (Error) -> Void = { [weak self] error in
+                let written: @Sendable (Error?) -> Void = { [weak self] error in
+                    guard let error else { return }
                     Task { await self?.checkpointFailed(id, session: session, error: error) }
                 }
                 do {
-                    try journal.submitCheckpoint(task: id, durable: durable, head: head) { error in
-                        if let error { failed(error) }
-                    }
+                    try journal.submitCheckpoint(task: id, durable: durable, head: head, done: written)
                 } catch {
-                    failed(error)
+                    written(error)
                 }
             case let .deliver(session, id, payload):
                 broadcast([Event(seq: nil, session: session, task: id, time: Timestamp.format(clock()), payload: payload)])

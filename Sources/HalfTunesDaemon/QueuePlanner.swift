@@ -132,7 +132,7 @@ enum HostKey {
     static func ascii(_ url: UnsafeBufferPointer<UInt8>) -> String {
         let colon = UInt8(ascii: ":"), slash = UInt8(ascii: "/")
         var start = 0, end = url.count
-        var scheme: [UInt8] = Array("http".utf8)
+        var scheme: [UInt8]? // lowercased; nil: no "://", "http"
         var i = 0
         while i + 2 < url.count {
             if url[i] == colon && url[i + 1] == slash && url[i + 2] == slash {
@@ -157,14 +157,16 @@ enum HostKey {
             host = start..<c
             port = (c + 1)..<end
         }
-        var key = scheme
-        key += Array("://".utf8)
-        key += url[host].map(lowered)
+        var key: [UInt8] = []
+        key.reserveCapacity(url.count + 8)
+        if let scheme { key += scheme } else { key.append(contentsOf: "http".utf8) }
+        key.append(contentsOf: "://".utf8)
+        key += url[host].lazy.map(lowered)
         key.append(colon)
         if let port, !port.isEmpty {
             key += url[port]
         } else {
-            key += Array((scheme == Array("https".utf8) ? "443" : "80").utf8)
+            key.append(contentsOf: (scheme?.elementsEqual("https".utf8) == true ? "443" : "80").utf8)
         }
         return String(decoding: key, as: UTF8.self)
     }

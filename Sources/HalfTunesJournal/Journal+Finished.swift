@@ -7,9 +7,13 @@ extension Journal {
     /// "The task is finished", as the `tasks_finished` index and the triggers of `finished_counts` say it (schema
     /// v14): comparisons, not an `IN` list (SQLite builds a temporary b-tree for each run of a statement with an
     /// `IN` list of three values). A query that is to use the partial index must say it exactly so.
-    static let isFinished = "(state = '\(TaskState.completed.rawValue)' OR state = '\(TaskState.failed.rawValue)' OR state = '\(TaskState.canceled.rawValue)')"
+    static let isFinished = finished(column: "state")
     /// `isFinished` tested on the row, not through an index (`+state`).
-    static let isFinishedOnTheRow = isFinished.replacingOccurrences(of: "state =", with: "+state =")
+    static let isFinishedOnTheRow = finished(column: "+state")
+
+    private static func finished(column: String) -> String {
+        "(\(column) = '\(TaskState.completed.rawValue)' OR \(column) = '\(TaskState.failed.rawValue)' OR \(column) = '\(TaskState.canceled.rawValue)')"
+    }
     /// Its negation, as the `tasks_loaded` index says it.
     static let isUnfinished = "(state <> '\(TaskState.completed.rawValue)' AND state <> '\(TaskState.failed.rawValue)' AND state <> '\(TaskState.canceled.rawValue)')"
 

@@ -62,9 +62,7 @@ struct RowWriteFailureTests {
         try await withDaemon() { daemon, origin in
             let body = TestOrigin.randomBytes(count: 600_000, seed: 7302)
             origin.put("/stalled.bin", body)
-            var stall = TestOrigin.Behavior()
-            stall.stallAfterBytes = 200_000
-            origin.setBehavior("/stalled.bin", stall)
+            origin.setBehavior("/stalled.bin", .stalled(after: 200_000))
             let client = try daemon.client()
             let journal = try DatabaseQueue(path: daemon.stateDir + "/journal.sqlite")
             defer { try? journal.close() }

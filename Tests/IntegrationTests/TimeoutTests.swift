@@ -28,9 +28,7 @@ struct TimeoutTests {
             origin.setBehavior("/slow.bin", .throttled(200_000))
             let stalled = TestOrigin.randomBytes(count: 500_000, seed: 731)
             origin.put("/stall.bin", stalled)
-            var stall = TestOrigin.Behavior()
-            stall.stallAfterBytes = 100_000
-            origin.setBehavior("/stall.bin", stall)
+            origin.setBehavior("/stall.bin", .stalled(after: 100_000))
             let client = try daemon.client()
             let events = try client.openHostileSession("idle", retry: RetryPolicy(initialDelay: 3600, jitter: 0),
                                                        requestTimeout: 0.5)

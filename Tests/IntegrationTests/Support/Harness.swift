@@ -65,6 +65,13 @@ extension TestOrigin.Behavior {
         b.bytesPerSecond = bytesPerSecond
         return b
     }
+
+    /// Every response stops writing after `bytes` body bytes (the connection stays open) until `releaseStall`.
+    static func stalled(after bytes: Int64) -> TestOrigin.Behavior {
+        var b = TestOrigin.Behavior()
+        b.stallAfterBytes = bytes
+        return b
+    }
 }
 
 extension HalfTunesClient {
