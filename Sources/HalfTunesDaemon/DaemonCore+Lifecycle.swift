@@ -13,7 +13,7 @@ extension DaemonCore {
     func recover() async throws {
         CrashPoints.stop(CrashPoints.recoverStart)
         let began = ContinuousClock.now
-        await loadLimits()
+        try await loadLimits()
         feedAndRun(.proxyRulesChanged(configuration.proxyRules))
         // Every read here is awaited (`Journal.reading`, the scan's `next()`): the actor never blocks a thread,
         // not even before anything is served.
@@ -148,8 +148,10 @@ extension DaemonCore {
     /// The limits in effect (the state's: DaemonState+Limits.swift).
     var limits: DaemonLimits { state.effectiveLimits }
 
-    /// At start: the configured limits, then the journaled `daemon.setLimits` values over them.
-    func loadLimits() async {
+    /// At start: the configured limits, then the journaled `daemon.setLimits` values over them. Read as the rest of
+    /// recovery is: a journal that cannot say which limits were set stops the start (running with the configured
+    /// ones instead would quietly undo what a user set, and the next `daemon.setLimits` would write over it).
+    func loadLimits() async throws {
         feedAndRun(.limitsConfigured(DaemonLimits(maxConcurrent: configuration.maxConcurrent,
                                                   maxConnectionsPerHost: configuration.maxConnectionsPerHost,
                                                   bandwidthLimit: configuration.bandwidthLimit)))
@@ -157,9 +159,7 @@ extension DaemonCore {
         do {
             stored = try await journal.reading { try $0.settings() }
         } catch {
-            logger.error("the journal's settings could not be read; the configured limits are in effect",
-                         metadata: ["error": "\(error)"])
-            return
+            throw DaemonError.journal("the limits set with daemon.setLimits (table settings) cannot be read: \(error)")
         }
         feedAndRun(.limitsRestored(stored: stored))
         guard state.limitSources.overrides != DaemonSetLimitsParams() else { return }

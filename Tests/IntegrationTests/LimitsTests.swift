@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HalfTunesKit
 import HalfTunesProtocol
 import TestOrigin
@@ -97,6 +98,34 @@ struct LimitsTests {
             #expect(readyLines.count == 2 && readyLines.last!.contains("maxConcurrent=2 "), "\(readyLines)")
             let text = try ctl(["limits"], socket: daemon.socketPath)
             #expect(text.stdout.contains("512 KiB/s"), "\(text.stdout)")
+        }
+    }
+
+    /// The limits a user set are part of what the journal holds: a journal that cannot say what they are stops the
+    /// start, with the reason in the log, rather than running with the configured ones (and the next
+    /// `daemon.setLimits` writing over what was set). Once the table reads again, the set values are in effect.
+    @Test func unreadableSetLimitsStopTheStart() async throws {
+        try await withDaemon(["--max-concurrent", "3"]) { daemon, _ in
+            let set = try ctl(["limits", "--max-concurrent", "2"], socket: daemon.socketPath)
+            #expect(set.status == 0, "\(set.stderr)")
+            daemon.kill9()
+            let path = daemon.stateDir + "/journal.sqlite"
+            func edit(_ sql: String) throws {
+                let journal = try DatabaseQueue(path: path)
+                defer { try? journal.close() }
+                try journal.write { db in try db.execute(sql: sql) }
+            }
+            try edit("ALTER TABLE settings RENAME TO settings_hidden_by_test")
+
+            #expect(throws: (any Error).self) { try daemon.restart() }
+            #expect(!daemon.isRunning)
+            let log = daemon.log()
+            #expect(log.contains("cannot replay the journal: the limits set with daemon.setLimits (table settings) cannot be read"), "\(log)")
+            #expect(log.contains("no such table: settings"), "\(log)")
+
+            try edit("ALTER TABLE settings_hidden_by_test RENAME TO settings")
+            try daemon.restart()
+            #expect(try daemon.client().status().maxConcurrent == 2, "the value set, not the flag's")
         }
     }
 }
