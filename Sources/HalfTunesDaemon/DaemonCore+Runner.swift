@@ -196,9 +196,20 @@ extension DaemonCore {
         feedAndRun(.rowWriteFailed(id, session: session, lostEvents: 0, finished: nil))
     }
 
-    /// `recordLaunch`: the session's launch record, journaled in its turn (submitted: a failure is logged).
+    /// `recordLaunch`: the session's launch record, journaled in its turn; a failure goes to the state, which writes
+    /// it again (`launchRecordWriteFailed`).
     func recordLaunch(_ identifier: String, _ record: SessionLaunchRecord?) {
-        journal.submitting { try $0.setSessionLaunch(identifier, record) }
+        let written = journal.submitting { try $0.setSessionLaunch(identifier, record) }
+        Task { [weak self] in
+            guard let error = await written.failure else { return }
+            await self?.launchRecordFailed(identifier, error: error)
+        }
+    }
+
+    private func launchRecordFailed(_ identifier: String, error: String) {
+        logger.error("the session's launch record could not be journaled; it is written again",
+                     metadata: ["session": "\(identifier)", "error": "\(error)"])
+        feedAndRun(.launchRecordWriteFailed(identifier))
     }
 
     private func launchStartAnswered(_ identifier: String, unit: String, error: String?) {

@@ -122,6 +122,9 @@ extension DaemonState {
         case launchStartAnswered(String, unit: String, error: String?)
         /// The session's started launch unit ended (its service `Result` and main exit status).
         case launchUnitEnded(String, unit: String, result: String, exitStatus: Int32)
+        /// The session's launch record (`recordLaunch`) could not be journaled: the state writes it again later
+        /// (DaemonState+Launch.swift), as it has it then.
+        case launchRecordWriteFailed(String)
         /// At start: the resume data each uid keeps, as the journal holds it.
         case resumeDataChanged(uid: UInt32, kept: Int)
         /// Resume data tokens of `session` were taken from the journal (redeemed by a task.create, or expired:

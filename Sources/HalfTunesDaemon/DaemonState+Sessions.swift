@@ -94,9 +94,11 @@ extension DaemonState {
     }
 
     /// The session is gone (invalidated, its tasks ended and its journal rows deleted; or its new row failed): its
-    /// tasks, counts, unacknowledged events, rows to write again, launch machine and proxy rules go with it.
+    /// tasks, counts, unacknowledged events, rows and launch record to write again, launch machine and proxy rules go
+    /// with it.
     mutating func removeSession(_ identifier: String, into actions: inout [Action]) {
         launches[identifier] = nil
+        launchRewrites[identifier] = nil
         proxies.remove(session: identifier)
         guard let s = sessions[identifier] else { return }
         actions.append(.releaseSubscribers(session: identifier))

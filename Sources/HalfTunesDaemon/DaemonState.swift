@@ -44,6 +44,8 @@ struct DaemonState {
     var conditionsSerial = 0
     /// The relaunch machine of each session with a `launchUnit` (DaemonState+Launch.swift).
     var launches: [String: LaunchMachine] = [:]
+    /// Launch records whose journal write failed, to be written again (DaemonState+Launch.swift).
+    var launchRewrites: [String: LaunchRewrite] = [:]
     /// The daemon's own uid: its sessions' units start in the daemon's own service manager; every other user's in
     /// that user's, by their agent (`agents`: the uids with one connected).
     var daemonUID: UInt32 = 0
@@ -194,6 +196,7 @@ struct DaemonState {
             launchesDue(now: now, into: &actions)
             housekeepingDue(now: now, into: &actions)
             rowRewritesDue(now: now, into: &actions)
+            launchRewritesDue(now: now, into: &actions)
         case let .attemptEnded(id, outcome, jitterSample):
             attemptEnded(id, outcome, jitterSample: jitterSample, limits: limits, now: now, into: &actions)
         case let .completion(id, attempt, completionInput):
@@ -306,6 +309,8 @@ struct DaemonState {
         case let .launchStartAnswered(session, unit, error):
             guard launchUnit(of: session) == unit else { break } // reconfigured meanwhile
             feedLaunch(session, .startAnswered(error: error), now: now, into: &actions)
+        case .launchRecordWriteFailed(let session):
+            launchRecordWriteFailed(session, now: now)
         case let .launchUnitEnded(session, unit, result, exitStatus):
             guard launchUnit(of: session) == unit else { break }
             feedLaunch(session, .unitEnded(result: result, exitStatus: exitStatus, pending: hasPendingEvents(session),
@@ -349,6 +354,7 @@ struct DaemonState {
                 if let t = tasks[id] { actions.append(.journal(t.record, [])) }
             }
             rowRewritesDue(now: now, all: true, into: &actions) // a last try: nothing after this would
+            launchRewritesDue(now: now, all: true, into: &actions)
         case let .connectionsChanged(host, extras):
             let before = extrasByHost[host] ?? 0
             extrasByHost[host] = extras > 0 ? extras : nil

@@ -202,4 +202,36 @@ struct DaemonStateLaunchTests {
         _ = state.handle(.launchUnitEnded("u", unit: "app.service", result: "failed", exitStatus: 1), now: 176)
         #expect(state.sessions["u"]?.record.launch?.failures ?? 0 == 0, "the old unit's end is not the new one's")
     }
+
+    /// A launch record the journal refused is written again on the clock tick, after the wait a task row's rewrite
+    /// has (1 s, doubling with each failure in a row), as the session has it then; one whose failure does not come
+    /// back within its wait counts as written. Shutdown's grace writes every one left; a removed session drops its.
+    @Test func aLaunchRecordTheJournalRefusedIsWrittenAgain() {
+        var state = Self.launching()
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 1, count: 1), now: 0)
+        let failed = state.handle(.launchStartAnswered("a", unit: "app.service", error: "Unit app.service not found."), now: 1)
+        let record = state.sessions["a"]?.record.launch
+        #expect(record?.failures == 1 && Self.recorded(failed) == [record])
+
+        #expect(state.handle(.launchRecordWriteFailed("a"), now: 1.1).isEmpty, "written again on the clock, not at once")
+        #expect(Self.recorded(state.handle(.clockTick, now: 2)).isEmpty)
+        #expect(Self.recorded(state.handle(.clockTick, now: 2.2)) == [record])
+        // Refused again: the wait doubles.
+        _ = state.handle(.launchRecordWriteFailed("a"), now: 2.5)
+        #expect(Self.recorded(state.handle(.clockTick, now: 4.4)).isEmpty)
+        #expect(Self.recorded(state.handle(.clockTick, now: 4.5)) == [record])
+        // No failure came back within its wait: written, nothing more (the unit's start is due at 11 only).
+        #expect(Self.recorded(state.handle(.clockTick, now: 8.5)).isEmpty)
+        #expect(state.launchRewrites.isEmpty)
+
+        // Shutdown's grace writes the ones left at once; a removed session's is dropped.
+        _ = state.handle(.launchRecordWriteFailed("a"), now: 9)
+        _ = state.handle(.launchRecordWriteFailed("u"), now: 9)
+        _ = state.handle(.sessionRemoved("u"), now: 9)
+        _ = state.handle(.shutdownBegan, now: 9.1)
+        #expect(Self.recorded(state.handle(.shutdownGraceEnded, now: 9.2)) == [record])
+        // A session the state does not have has nothing to write.
+        #expect(state.handle(.launchRecordWriteFailed("gone"), now: 10).isEmpty)
+        #expect(state.launchRewrites["gone"] == nil)
+    }
 }

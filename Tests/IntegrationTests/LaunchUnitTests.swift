@@ -1,5 +1,7 @@
 // A session's launchUnit through the binaries without a service manager: validation, other users, a start that fails.
 import Foundation
+import GRDB
+import HalfTunesJournal
 import HalfTunesKit
 import HalfTunesProtocol
 import TestOrigin
@@ -68,6 +70,64 @@ struct LaunchUnitTests {
             let cleared = try ctl(["session", "open", "lonely", "--no-launch-unit"], socket: daemon.socketPath)
             #expect(cleared.status == 0 && cleared.stdout.contains("launch unit:        none"), "\(cleared.stdout)")
             #expect(try show("lonely", daemon).launch == nil)
+        }
+    }
+
+    /// A launch record the journal refuses (a trigger on the live daemon's journal, as a full disk would) is not
+    /// only logged: the daemon writes it again, with a wait that grows, until the journal takes it. Without that, the
+    /// journal would keep no record of the failed start, and a restart would start the unit at once instead of
+    /// after the backoff the daemon announced.
+    @Test func aLaunchRecordTheJournalRefusedIsWrittenAgain() async throws {
+        try await withDaemon { daemon, origin in
+            origin.put("/r.bin", TestOrigin.randomBytes(count: 10_000, seed: 412))
+            daemon.kill9()
+            daemon.environment = ["XDG_RUNTIME_DIR": daemon.dir.path + "/no-runtime-dir",
+                                  "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(daemon.dir.path)/no-session-bus"]
+            try daemon.restart()
+            let opened = try ctl(["session", "open", "refused", "--launch-unit", "refused-events@.service"], socket: daemon.socketPath)
+            #expect(opened.status == 0, "\(opened.stdout)\(opened.stderr)")
+            let journal = try DatabaseQueue(path: daemon.stateDir + "/journal.sqlite")
+            defer { try? journal.close() }
+            try await journal.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER refused_by_test BEFORE UPDATE OF launch ON sessions
+                    BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+                    """)
+            }
+            func journaled() throws -> SessionLaunchRecord? {
+                let text = try journal.read { db in
+                    try String.fetchOne(db, sql: "SELECT launch FROM sessions WHERE identifier LIKE '%/refused'")
+                }
+                return try text.map { try JSONDecoder().decode(SessionLaunchRecord.self, from: Data($0.utf8)) }
+            }
+            let client = try daemon.client()
+            let t = try client.createTask(TaskCreateParams(session: "refused", url: origin.url("/r.bin"), start: true))
+            _ = try client.waitFor(task: t.id, state: .completed)
+            let failed = try eventually("the start to fail", timeout: 30) { () -> SessionLaunch? in
+                let launch = try show("refused", daemon).launch
+                return launch?.lastResult == "startFailed" ? launch : nil
+            }
+            #expect(failed.failures == 1)
+            // Refused, written again and refused again: the journal still has no record.
+            try eventually("the record written again and refused again", timeout: 30) {
+                daemon.log().components(separatedBy: "the session's launch record could not be journaled").count > 3 ? true : nil
+            }
+            #expect(daemon.log().contains("refused by the test"))
+            #expect(try journaled() == nil)
+
+            try await journal.write { db in try db.execute(sql: "DROP TRIGGER refused_by_test") }
+            let written = try eventually("the record written once the journal takes it", timeout: 30) { () -> SessionLaunchRecord? in
+                let record = try journaled()
+                return record?.lastResult == "startFailed" ? record : nil
+            }
+            #expect(written.failures >= 1 && written.nextAttemptAt != nil)
+
+            daemon.kill9()
+            try daemon.restart()
+            let kept = try #require(try show("refused", daemon).launch)
+            #expect(kept.failures == written.failures && kept.lastResult == "startFailed", "\(kept)")
+            let keptAt = try #require(kept.nextAttemptAt.flatMap(Timestamp.parse))
+            #expect(abs(keptAt - (written.nextAttemptAt ?? 0)) < 0.01, "the backoff journaled, not a start at once: \(kept)")
         }
     }
 }
