@@ -33,17 +33,17 @@ extension DaemonCore {
         var resumed = 0
         while let batch = try await scan.next() {
             for row in batch {
-                guard let id = row.id, let session = state.sessions[row.session] else { continue }
                 // Only a task with durable bytes can have lost some (a stat of every partial file was a quarter
                 // of a restart with 100,000 tasks that never started): the state keeps what is on disk.
                 let length = DaemonState.partialMayBeShort(row) ? PartialFile.length(path: row.partialPath) : nil
-                let actions = feed(.taskRestored(ManagedTask(row: row, owner: session.record.uid), partialLength: length))
-                if let kept = state.tasks[id]?.record.durableRanges, kept != row.durableRanges {
+                let actions = feed(.taskRestored(row, partialLength: length))
+                guard let id = row.id, let t = state.tasks[id] else { continue } // not taken (no session of its name)
+                if t.record.durableRanges != row.durableRanges {
                     logger.warning("partial data shorter than journaled; resuming from what is on disk",
-                                   metadata: ["task": "\(id)", "journaled": "\(row.durableRanges)", "onDisk": "\(kept)"])
+                                   metadata: ["task": "\(id)", "journaled": "\(row.durableRanges)", "onDisk": "\(t.record.durableRanges)"])
                 }
-                if !row.state.isTerminal, row.bytesDurable > 0 {
-                    diskLedger.set(row.partialPath, uid: session.record.uid, bytes: state.tasks[id]?.record.bytesDurable ?? 0)
+                if !t.record.state.isTerminal, t.record.bytesDurable > 0 { // the ledger follows what the state kept
+                    diskLedger.set(t.record.partialPath, uid: t.owner, bytes: t.record.bytesDurable)
                 }
                 if !actions.isEmpty { resumed += 1 }
                 deferred.append(contentsOf: actions)

@@ -85,12 +85,13 @@ extension DaemonState {
         case eventsAcknowledged(session: String, through: Int64, pruned: Int, droppedBodies: [Int64])
         /// Recovery: a journaled session with its unacknowledged events (fed before its tasks).
         case sessionRestored(ManagedSession)
-        /// Recovery: a journaled unfinished task (or one whose publish a crash interrupted), in any order: it
-        /// keeps its place in the queue, and tasks queued later take places after every journaled one.
-        /// `partialLength`: the partial file's length on disk, when `partialMayBeShort` said to look (nil: not
-        /// looked at, or no file); durable ranges past it were lost (a disk that lost writes, a file cut) and are
-        /// dropped, so the transfer resumes from what is there.
-        case taskRestored(ManagedTask, partialLength: Int64? = nil)
+        /// Recovery: a journaled unfinished task's row (or one whose publish a crash interrupted), as the journal
+        /// holds it, in any order: the task is built from it, owned by its session's user, and keeps its place in
+        /// the queue; tasks queued later take places after every journaled one. A row of a session the state does
+        /// not have is left alone. `partialLength`: the partial file's length on disk, when `partialMayBeShort` said
+        /// to look (nil: not looked at, or no file); durable ranges past it were lost (a disk that lost writes, a
+        /// file cut) and are dropped, so the transfer resumes from what is there.
+        case taskRestored(TaskRecord, partialLength: Int64? = nil)
         /// Recovery: how many finished tasks (in the journal only) each session has, per state.
         case finishedTasksCounted([String: [TaskState: Int]])
         /// Recovery fed every session and task: invalidations that were waiting for nothing more finish.

@@ -319,8 +319,9 @@ struct DaemonState {
             sessions[s.record.identifier] = s
             proxySettings(session: s.record.identifier, s.record.configuration)
             if s.pendingEvents > 0 { pendingEventsByUID[s.record.uid, default: 0] += s.pendingEvents }
-        case let .taskRestored(t, partialLength):
-            var t = t
+        case let .taskRestored(row, partialLength):
+            guard row.id != nil, let s = sessions[row.session] else { break } // the journal deletes a session's tasks with it
+            var t = ManagedTask(row: row, owner: s.record.uid)
             if let length = partialLength, Self.partialMayBeShort(t.record), length < t.record.durableRanges.upperBound {
                 t.record.durableRanges = t.record.durableRanges.clipped(to: length)
                 t.bytesReceived = t.record.bytesDurable

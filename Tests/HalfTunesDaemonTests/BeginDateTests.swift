@@ -44,12 +44,12 @@ import Testing
         suspended.record.state = .queued
         suspended.machine = TaskStateMachine(state: .queued)
         suspended.record.queueOrder = 7
-        _ = restored.handle(.taskRestored(suspended), now: 50)
+        _ = restored.handle(.taskRestored(suspended.record), now: 50)
         #expect(restored.tasks[2]?.deferredUntil == 100 && !restored.tasks.queue.contains(2))
         #expect(T.started(restored.handle(.clockTick, now: 100.5)) == [2])
 
         var late = T.state()
-        _ = late.handle(.taskRestored(suspended), now: 200)
+        _ = late.handle(.taskRestored(suspended.record), now: 200)
         #expect(late.tasks[2]?.deferredUntil == nil && late.tasks.queue.contains(2))
     }
 }

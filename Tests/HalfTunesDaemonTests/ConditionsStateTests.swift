@@ -111,14 +111,15 @@ import Testing
         var waiting = T.task(9, session: "a", owner: 1)
         waiting.machine = TaskStateMachine(state: .waiting, waitingReason: TaskError(code: TaskErrorCode.networkExpensive, message: "m"))
         waiting.record.state = .waiting
+        waiting.record.waitingReason = waiting.machine.waitingReason // as the journal's row has it
         waiting.record.queueOrder = 3
-        let restored = restarted.handle(.taskRestored(waiting), now: 50)
+        let restored = restarted.handle(.taskRestored(waiting.record), now: 50)
         #expect(restarted.tasks[9]?.machine.state == .queued && restarted.tasks[9]?.record.queueOrder == 3)
         #expect(T.journaled(restored, 9) == [.stateChanged(state: .queued, previous: .waiting, reason: nil)])
         // … and still blocked: it keeps waiting, with nothing journaled.
         var still = Self.state()
         _ = still.handle(.conditionsChanged(Self.metered, serial: 3), now: 0)
-        #expect(still.handle(.taskRestored(waiting), now: 50).isEmpty)
+        #expect(still.handle(.taskRestored(waiting.record), now: 50).isEmpty)
         #expect(still.tasks[9]?.machine.isWaitingForConditions == true && !still.tasks.queue.contains(9))
     }
 

@@ -172,12 +172,12 @@ struct DaemonStateCompletionTests {
         var state = S.state()
         var t = Self.publishing(1, location: "/d/1 (2)")
         t.record.durableRanges = ByteRanges(prefix: 7)
-        #expect(state.handle(.taskRestored(t), now: 0) == [.recoverPublish(1, partial: "/d/.1.partial", location: "/d/1 (2)"),
+        #expect(state.handle(.taskRestored(t.record), now: 0) == [.recoverPublish(1, partial: "/d/.1.partial", location: "/d/1 (2)"),
                                                            .hostAllowance(Self.host, extras: 7)]) // counted running until published
         var other = S.task(2, session: "a", owner: 1)
         other.machine = TaskStateMachine(state: .running)
         other.record.state = .running
-        let restored = state.handle(.taskRestored(other), now: 0)
+        let restored = state.handle(.taskRestored(other.record), now: 0)
         #expect(!restored.contains { if case .recoverPublish = $0 { true } else { false } })
         #expect(state.tasks[2]?.machine.state == .queued)
         _ = state.handle(.recoveredCompletion(1, .needsPublish, totalBytes: nil), now: 1)

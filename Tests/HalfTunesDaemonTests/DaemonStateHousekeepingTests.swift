@@ -175,16 +175,31 @@ struct DaemonStateRestoreTests {
         var state = DaemonStateTests.state()
         let t = Self.running(durable: ByteRanges(prefix: 4096))
         #expect(DaemonState.partialMayBeShort(t.record))
-        _ = state.handle(.taskRestored(t, partialLength: 1000), now: 1)
+        _ = state.handle(.taskRestored(t.record, partialLength: 1000), now: 1)
         #expect(state.tasks[5]?.record.durableRanges == ByteRanges(prefix: 1000))
         #expect(state.tasks[5]?.bytesReceived == 1000)
         // A file that holds them all (or was not looked at) changes nothing.
         var whole = DaemonStateTests.state()
-        _ = whole.handle(.taskRestored(t, partialLength: 8192), now: 1)
+        _ = whole.handle(.taskRestored(t.record, partialLength: 8192), now: 1)
         #expect(whole.tasks[5]?.record.durableRanges == ByteRanges(prefix: 4096))
         var unseen = DaemonStateTests.state()
-        _ = unseen.handle(.taskRestored(t), now: 1)
+        _ = unseen.handle(.taskRestored(t.record), now: 1)
         #expect(unseen.tasks[5]?.record.durableRanges == ByteRanges(prefix: 4096))
+    }
+
+    /// A restored row becomes a task of its session's user (the row names no owner); a row of a session the state
+    /// does not have is left alone, starts nothing and counts nowhere.
+    @Test func aRowJoinsAsItsSessionsUsersTaskAndOneOfNoSessionIsLeftAlone() {
+        var state = DaemonStateTests.state()
+        var row = DaemonStateTests.task(6, session: "b", owner: 99).record // the owner given here goes nowhere
+        row.state = .queued
+        _ = state.handle(.taskRestored(row), now: 1)
+        #expect(state.tasks[6]?.owner == 2 && state.tasks.queue.contains(6))
+        row.id = 7
+        row.session = "gone"
+        #expect(state.handle(.taskRestored(row), now: 1).isEmpty)
+        #expect(state.tasks[7] == nil && !state.tasks.queue.contains(7))
+        #expect(state.tasks.ids(session: "gone").isEmpty)
     }
 
     @Test func aTaskWithNothingDurableOrFinishedIsNotLookedAt() {

@@ -351,7 +351,7 @@ struct DaemonStateProgressTests {
         var restarted = 0
         var asked: [DaemonState.Action] = []
         for t in rows {
-            let actions = state.handle(.taskRestored(t), now: 1)
+            let actions = state.handle(.taskRestored(t.record), now: 1)
             if !actions.isEmpty { restarted += 1 }
             if t.id == 4 { asked = actions }
         }
@@ -381,8 +381,8 @@ struct DaemonStateProgressTests {
                                        state: .active, createdAt: 0)
             _ = state.handle(.sessionRestored(ManagedSession(record: record, lastEventSeq: 0, pendingEvents: 0)), now: 0)
         }
-        _ = state.handle(.taskRestored(T.task(7, session: "none", owner: 1)), now: 0)
-        _ = state.handle(.taskRestored(T.task(8, session: "none", owner: 1)), now: 0)
+        _ = state.handle(.taskRestored(T.task(7, session: "none", owner: 1).record), now: 0)
+        _ = state.handle(.taskRestored(T.task(8, session: "none", owner: 1).record), now: 0)
         _ = state.handle(.limitsChanged(DaemonState.SlotLimits(maxConcurrent: 4, maxConnectionsPerHost: 4)), now: 0)
         #expect(T.started(state.handle(.task(8, .resume), now: 0)) == [8])
         _ = state.handle(.task(8, .cancel(keepPartial: false)), now: 0) // canceled, its transfer still stopping

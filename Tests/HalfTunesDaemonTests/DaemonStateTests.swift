@@ -289,7 +289,7 @@ struct DaemonStateTests {
         #expect(actions.contains(.removePartial(path: "/d/.1.partial")), "\(actions)")
         // A restored task that never started in this run: its partial may be there.
         let restored = Self.task(4, session: "a", owner: 1)
-        _ = state.handle(.taskRestored(restored, partialLength: nil), now: 3)
+        _ = state.handle(.taskRestored(restored.record, partialLength: nil), now: 3)
         #expect(state.tasks[4]?.partialMayExist == true)
         actions = state.handle(.task(4, .cancel(keepPartial: false)), now: 4)
         #expect(actions.contains(.removePartial(path: "/d/.4.partial")), "\(actions)")
