@@ -112,6 +112,8 @@ extension DaemonCore {
             case .writeResumeToken(let row, _):
                 assert(awaited == nil, "one awaited row per input: its caller awaits one outcome")
                 awaited = journal.submitting { try $0.insertResumeToken(row) }
+            case .keepResumeToken(let token):
+                keepResumeToken(token)
             case .releaseSubscribers(let session):
                 letSubscribersGo(session)
             case .finishInvalidation(let session):

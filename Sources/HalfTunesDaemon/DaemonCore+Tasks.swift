@@ -174,23 +174,20 @@ extension DaemonCore {
                 results[index] = .failure(error)
             }
         }
+        // From here until the batch ends nothing is awaited: the state has the batch's tokens, and keeps again those
+        // no admitted create used up (`keepResumeToken` when the batch ends), after the batch's tasks are in it.
+        for index in redeemed.keys.sorted() { feedAndRun(.resumeTokenRedeemed(redeemed[index]!)) }
         var pending: [(index: Int, create: PendingCreate)] = []
-        var putBack: [ResumeTokenRecord] = []
         for (index, (p, caller)) in requests.enumerated()
         where !refused.contains(index) && (p.resumeData == nil || redeemed[index] != nil) {
-            var consumed = false
             do throws(RPCError) {
-                let create = try prepareCreate(p, caller: caller, resume: redeemed[index], consumed: &consumed)
-                pending.append((index, create))
+                pending.append((index, try prepareCreate(p, caller: caller, resume: redeemed[index])))
             } catch {
                 results[index] = .failure(error)
-                if let token = redeemed[index], !consumed { putBack.append(token) } // not used up by a refused request
             }
         }
-        // Tokens of refused creates are kept again only once the others are in the state (an await before would
-        // let other calls in between these checks and the tasks taking what they checked).
         guard !pending.isEmpty else {
-            for token in putBack { await keep(token) }
+            feedAndRun(.admissionsWithdrawn) // the batch ends with nothing admitted
             return results
         }
         let stored: [(TaskRecord, [Event])]
@@ -201,7 +198,6 @@ extension DaemonCore {
             // Resume data already used up and its partial moved here: no task or token will ever name it.
             feedAndRun(.admissionsWithdrawn)
             for (index, _) in pending { results[index] = .failure(error) }
-            for token in putBack { await keep(token) }
             return results
         }
         var created: [ManagedTask] = []
@@ -220,7 +216,6 @@ extension DaemonCore {
         // journal only: it is described from the row submitted for it.
         var finished: [Int64: TaskRecord] = [:]
         for case let .journal(record, _) in actions where record.state.isTerminal { finished[record.id!] = record }
-        for token in putBack { await keep(token) }
 
         let ids = stored.map { $0.0.id! }
         if let error = await written.failure {
@@ -254,10 +249,9 @@ extension DaemonCore {
     /// Checks one task.create and builds its row, then asks the state to admit it (`admitting`: the caps, the
     /// session taking tasks, its lifecycle and queue place). Changes nothing but what a resume data token needs
     /// (the token is used up, its partial data moved next to the new destination). `resume`: the token of the
-    /// request's resume data, redeemed already (`redeem`); `consumed` is set when a refusal used it up (its
-    /// partial is removed), else the caller keeps it again (`keep`).
-    func prepareCreate(_ p: TaskCreateParams, caller: Caller, resume: ResumeTokenRecord?,
-                       consumed: inout Bool) throws(RPCError) -> PendingCreate {
+    /// request's resume data, redeemed already (`redeem`) and fed to the state, which keeps it again if this create
+    /// is refused.
+    func prepareCreate(_ p: TaskCreateParams, caller: Caller, resume: ResumeTokenRecord?) throws(RPCError) -> PendingCreate {
         let s = try session(p.session, for: caller)
         try validateHeaders(p.headers ?? [:])
         try validateControls(p)
@@ -268,20 +262,12 @@ extension DaemonCore {
 
         let urlString = resume?.url ?? p.url
         guard let urlString else { throw RPCError.invalidParams("url is required (or resumeData)") }
-        let url: URL
-        do {
-            url = try Destination.validate(url: urlString)
-        } catch {
-            if let resume {
-                discardPartial(resume.partialPath)
-                consumed = true
-            }
-            throw error
-        }
+        let url = try Destination.validate(url: urlString) // a token's URL refused so was used up when it was redeemed
         if let exchange {
             var record = exchangeTask(p, exchange, url: urlString)
             record.credentials = p.credentials
-            return try admit(record, start: p.start == true, bytesExpectedToSend: exchange.fileBytes)
+            return try admit(record, start: p.start == true, bytesExpectedToSend: exchange.fileBytes,
+                             disk: diskShare(owner: s.record.uid))
         }
         let isReserved = { (path: String) in self.state.isReserved(path) } // the batch's admitted creates included
         let downloadRoots = self.downloadRoots // made once for the create: it normalizes the configured directory
@@ -324,7 +310,7 @@ extension DaemonCore {
     private func admit(_ record: TaskRecord, start: Bool, bytesExpectedToSend: Int64? = nil,
                        disk: DaemonState.DiskShare? = nil, resume: ResumeTokenRecord? = nil) throws(RPCError) -> PendingCreate {
         let offer = resume.map {
-            DaemonState.ResumeOffer(ranges: $0.ranges, partial: $0.partialPath,
+            DaemonState.ResumeOffer(token: $0.token, ranges: $0.ranges, partial: $0.partialPath,
                                     partialLength: PartialFile.length(path: $0.partialPath), into: record.partialPath)
         }
         let new = DaemonState.NewTask(session: record.session,
@@ -365,21 +351,23 @@ extension DaemonCore {
         guard let token = try await journaling({ try $0.takeResumeToken(name) }) else {
             throw RPCError(.invalidResumeData, "This resume data was already used, has expired, or is not from this daemon")
         }
-        feedAndRun(.resumeTokensChanged(session: token.session, by: -1)) // redeemed: counted for its own session's owner
-        return token
+        return token // fed to the state (`resumeTokenRedeemed`) with the batch's others, after the last wait
     }
 
-    /// Keeps a redeemed token again (its create was refused); if it cannot be written, the state has its partial
-    /// removed.
-    private func keep(_ token: ResumeTokenRecord) async {
-        do throws(RPCError) {
-            try await journaling { try $0.insertResumeToken(token) }
-            feedAndRun(.resumeTokensChanged(session: token.session, by: 1))
-        } catch {
-            logger.error("resume data of a refused task.create could not be kept; its partial data is removed",
-                         metadata: ["url": "\(token.url)", "error": "\(error)"])
-            feedAndRun(.resumeTokenNotKept(partial: token.partialPath))
+    /// `keepResumeToken`: the token of a refused create is journaled again, in its turn; a write that fails goes to
+    /// the state, which has its partial removed.
+    func keepResumeToken(_ token: ResumeTokenRecord) {
+        let written = journal.submitting { try $0.insertResumeToken(token) }
+        Task { [weak self] in
+            guard let error = await written.failure else { return }
+            await self?.resumeTokenNotKept(token, error: error)
         }
+    }
+
+    private func resumeTokenNotKept(_ token: ResumeTokenRecord, error: String) {
+        logger.error("resume data of a refused task.create could not be kept; its partial data is removed",
+                     metadata: ["url": "\(token.url)", "error": "\(error)"])
+        feedAndRun(.resumeTokenNotKept(session: token.session, partial: token.partialPath))
     }
 
     /// `admitted` with `resumed` ranges: moves the token's partial into place, and the new row continues from

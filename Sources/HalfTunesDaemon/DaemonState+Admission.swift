@@ -26,9 +26,9 @@ extension DaemonState {
         var destination: String?
         /// `start`: queued at once (else suspended, as a `URLSessionTask` is created).
         var start: Bool
-        /// A new download's owner's share of the disk (`max-disk-per-uid`, read from the runner's ledger, which
-        /// follows the partial files); nil: no limit for the owner, or not a download. Not checked for a create
-        /// from resume data, whose bytes are counted already.
+        /// The owner's share of the disk (`max-disk-per-uid`, read from the runner's ledger, which follows the
+        /// partial files); nil: no limit for the owner. Checked for a new download only (an upload or a data task
+        /// writes no file), and not for one from resume data, whose bytes are counted already.
         var disk: DiskShare? = nil
         /// A download created from resume data (its token redeemed): what it kept, and where.
         var resume: ResumeOffer? = nil
@@ -36,6 +36,8 @@ extension DaemonState {
 
     /// The bytes a redeemed resume data token kept, offered to a new download.
     struct ResumeOffer: Equatable, Sendable {
+        /// The token (its name), redeemed in this batch (`resumeTokenRedeemed`): admitted, it is used up.
+        var token: String
         /// The token's durable ranges.
         var ranges: ByteRanges
         /// The token's partial file, and its length on disk now (nil: gone).
@@ -95,6 +97,9 @@ extension DaemonState {
         var eventsByUID: [UInt32: Int] = [:]
         /// The partial files resume data brought them (removed if they are withdrawn).
         var partials: [String] = []
+        /// The resume data tokens redeemed for the batch's creates and not used up by an admitted one: when the batch
+        /// ends (`created`, `admissionsWithdrawn`) they are kept again (`keepResumeToken`).
+        var redeemed: [String: ResumeTokenRecord] = [:]
 
         var isEmpty: Bool { tasksBySession.isEmpty }
     }
@@ -124,6 +129,7 @@ extension DaemonState {
         var admission = Admission(machine: machine, queueOrder: queueOrder, resourceDeadline: deadline, events: events,
                                   owner: owner)
         guard let resume = new.resume else { return [.admitted(admission)] }
+        admitted.redeemed[resume.token] = nil // used up, whatever the partial holds
         // Resume data whose partial is gone or empty: the task starts from byte 0 (as URLSession does with resume
         // data it cannot use), and whatever is left of the partial goes.
         guard let length = resume.partialLength, length > 0 else {
@@ -138,6 +144,29 @@ extension DaemonState {
     /// places stay taken (a place is never handed out twice); the partials resume data brought them go.
     mutating func withdrawAdmissions(into actions: inout [Action]) {
         for path in admitted.partials { actions.append(.removePartial(path: path)) }
+        batchEnded(into: &actions)
+    }
+
+    /// `resumeTokenRedeemed`: the token was taken from the journal for a create of this batch; its owner keeps one
+    /// fewer. A token whose URL this daemon refuses can never be used: it is used up now, with its partial (the
+    /// create is refused by the runner's check of the URL). Any other is kept again if no create is admitted with
+    /// it (`batchEnded`).
+    mutating func resumeTokenRedeemed(_ token: ResumeTokenRecord, into actions: inout [Action]) {
+        if let uid = sessions[token.session]?.record.uid { Self.add(-1, to: &resumeDataKept, uid) }
+        guard (try? Destination.validate(url: token.url)) != nil else {
+            return actions.append(.removePartial(path: token.partialPath))
+        }
+        admitted.redeemed[token.token] = token
+    }
+
+    /// The batch is over (its creates `created`, or withdrawn, or none admitted): the tokens redeemed for creates
+    /// that were refused are kept again, counted for their owner at once (`resumeTokenNotKept` if the write fails),
+    /// after the batch's tasks are in the state and their insert submitted.
+    mutating func batchEnded(into actions: inout [Action]) {
+        for token in admitted.redeemed.values.sorted(by: { $0.token < $1.token }) {
+            if let uid = sessions[token.session]?.record.uid { Self.add(1, to: &resumeDataKept, uid) }
+            actions.append(.keepResumeToken(token))
+        }
         admitted = Admitted()
     }
 
@@ -160,7 +189,7 @@ extension DaemonState {
             return .ownerEvents(uid, held: ownerPending, max: caps.maxPendingEventsPerUID)
         }
         guard s.record.state == .active else { return .sessionInvalidated(identifier) }
-        if new.resume == nil, let disk = new.disk, disk.held >= disk.limit {
+        if new.destination != nil, new.resume == nil, let disk = new.disk, disk.held >= disk.limit {
             return .diskFull(uid, held: disk.held, limit: disk.limit)
         }
         return nil

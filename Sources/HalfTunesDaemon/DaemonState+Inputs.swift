@@ -128,9 +128,10 @@ extension DaemonState {
         case launchRecordWriteFailed(String)
         /// At start: the resume data each uid keeps, as the journal holds it.
         case resumeDataChanged(uid: UInt32, kept: Int)
-        /// Resume data tokens of `session` were taken from the journal (redeemed by a task.create, or expired:
-        /// `by` < 0) or kept again (a refused create's: `by` > 0); its owner's count follows. Nothing for a session
-        /// gone meanwhile (its tokens went with it). A `task.cancel`'s own token is counted by `resumeTokenWritten`.
+        /// Resume data tokens of `session` were taken from the journal (expired: `by` < 0); its owner's count
+        /// follows. Nothing for a session gone meanwhile (its tokens went with it). A `task.cancel`'s own token is
+        /// counted by `resumeTokenWritten`, a redeemed one by `resumeTokenRedeemed`, one kept again by
+        /// `keepResumeToken` (and `resumeTokenNotKept`).
         case resumeTokensChanged(session: String, by: Int)
         /// A task row (`journal`) was submitted but its write failed: its `lostEvents` journaled events never
         /// reached the journal (nor anyone: their seqs were withdrawn), and the row is written again later
@@ -140,9 +141,12 @@ extension DaemonState {
         /// The partial of resume data admitted at a task.create (`Admission.resumed`) could not be moved to the new
         /// task's (`into`): the task starts from byte 0, and the token's partial goes.
         case resumePartialNotMoved(partial: String, into: String)
-        /// A redeemed token of a refused task.create could not be kept again (its write failed): nothing will ever
-        /// name its partial, which goes.
-        case resumeTokenNotKept(partial: String)
+        /// A resume data token was taken from the journal for a task.create of the batch being checked (fed after
+        /// the batch's last wait, before its first `admitting`): used by an admitted create, else kept again when the
+        /// batch ends (`keepResumeToken`).
+        case resumeTokenRedeemed(ResumeTokenRecord)
+        /// A `keepResumeToken` could not be written: nothing will ever name its partial, which goes.
+        case resumeTokenNotKept(session: String, partial: String)
         /// The transfer of a task canceled keeping resume data stopped (or none was in flight): `durable`, the
         /// stopped attempt's ranges (nil: none was in flight); `partialLength`, the partial's length now (nil:
         /// gone); `token`, a new random token. Answered `writeResumeToken`, or the partial's `removePartial`.
@@ -242,6 +246,9 @@ extension DaemonState {
         /// Journal the resume data of a canceled task (`resumeDataStopped`'s answer); the runner hands the write's
         /// outcome back to the caller, who answers with the resume data (of `owner`) and feeds `resumeTokenWritten`.
         case writeResumeToken(ResumeTokenRecord, owner: UInt32)
+        /// Journal again a token redeemed for a create that was refused (submitted after the batch's insert); a write
+        /// that fails is fed back as `resumeTokenNotKept`.
+        case keepResumeToken(ResumeTokenRecord)
         /// The session left the state: tell its subscribers (`didBecomeInvalid`) and let them go, so none of them
         /// is left registered for an identifier opened again later.
         case releaseSubscribers(session: String)

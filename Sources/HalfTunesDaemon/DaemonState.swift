@@ -115,14 +115,18 @@ struct DaemonState {
             actions = admit(new, now: now)
         case .admissionsWithdrawn:
             withdrawAdmissions(into: &actions)
-        case .resumeTokenNotKept(let partial):
+        case let .resumeTokenRedeemed(token):
+            resumeTokenRedeemed(token, into: &actions)
+        case let .resumeTokenNotKept(session, partial):
+            if let uid = sessions[session]?.record.uid { Self.add(-1, to: &resumeDataKept, uid) } // counted at `keepResumeToken`
             actions.append(.removePartial(path: partial))
         case let .resumePartialNotMoved(partial, into):
             admitted.partials.removeAll { $0 == into } // nothing of it there to remove if the batch is withdrawn
             actions.append(.removePartial(path: partial))
         case let .created(created):
             let brought = Set(admitted.partials) // the resume data partials moved into the batch's tasks' paths
-            admitted = Admitted() // the batch's admitted creates, now counted as tasks
+            var kept: [Action] = []
+            batchEnded(into: &kept) // the batch's admitted creates, now counted as tasks; refused ones' tokens kept
             for var t in created {
                 t = withFirstProxy(t)
                 t.partialMayExist = !t.record.durableRanges.isEmpty || brought.contains(t.record.partialPath)
@@ -132,6 +136,7 @@ struct DaemonState {
                 if t.machine.state == .queued, !mayTransfer(session: t.record.session) { regate(t.id, now: now, into: &actions) }
             }
             grantSlots(limits, now: now, into: &actions)
+            actions.append(contentsOf: kept)
         case let .createsJournaled(ids, failed, lostEvents):
             for (session, count) in lostEvents { eventsLost(session, count: count) }
             for id in ids {

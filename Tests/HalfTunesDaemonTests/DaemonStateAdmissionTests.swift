@@ -108,13 +108,18 @@ struct DaemonStateAdmissionTests {
     }
 
     /// A new download while its owner's partials hold all that `max-disk-per-uid` allows is refused, after the
-    /// caps and the session's state (as task.create always answered them).
+    /// caps and the session's state (as task.create always answered them). An upload or a data task (no
+    /// destination) writes no file: the same share admits it.
     @Test func aNewDownloadNeedsRoomInItsOwnersDiskShare() throws {
         var state = Self.state(caps: DaemonState.Caps(maxTasksPerSession: 1))
-        var full = Self.new("a")
+        var full = Self.new("a", "/d/full") // a download (it has a destination)
         full.disk = DaemonState.DiskShare(held: 4096, limit: 4096)
         #expect(Self.refusal(state.handle(.admitting(full), now: 0)) == .diskFull(1, held: 4096, limit: 4096))
         #expect(state.admitted.isEmpty)
+        var exchange = Self.new("a")
+        exchange.disk = full.disk
+        var other = Self.state()
+        #expect(Self.admission(other.handle(.admitting(exchange), now: 0)) != nil, "no file, no disk share needed")
         var room = full
         room.disk = DaemonState.DiskShare(held: 4095, limit: 4096)
         #expect(Self.admission(state.handle(.admitting(room), now: 0)) != nil)

@@ -15,7 +15,7 @@ struct DaemonStateResumeAdmissionTests {
     static func resuming(length: Int64?, disk: DaemonState.DiskShare? = nil) -> DaemonState.NewTask {
         var new = A.new("a", "/d/file")
         new.disk = disk
-        new.resume = DaemonState.ResumeOffer(ranges: kept, partial: "/d/.old.partial", partialLength: length,
+        new.resume = DaemonState.ResumeOffer(token: "old-token", ranges: kept, partial: "/d/.old.partial", partialLength: length,
                                              into: "/d/.file.partial")
         return new
     }
@@ -96,6 +96,58 @@ struct DaemonStateResumeAdmissionTests {
         var state = A.state()
         _ = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)
         #expect(A.refusal(state.handle(.admitting(Self.resuming(length: 300)), now: 1)) == .sessionInvalidated("a"))
-        #expect(state.handle(.resumeTokenNotKept(partial: "/d/.old.partial"), now: 2) == [.removePartial(path: "/d/.old.partial")])
+        #expect(state.handle(.resumeTokenNotKept(session: "a", partial: "/d/.old.partial"), now: 2) == [.removePartial(path: "/d/.old.partial")])
+    }
+
+    static func token(_ name: String, url: String = "http://127.0.0.1:9/file") -> ResumeTokenRecord {
+        ResumeTokenRecord(token: name, session: "a", url: url, partialPath: "/d/.\(name).partial", destination: "/d/file",
+                          ranges: kept, createdAt: 0)
+    }
+
+    static func kept(_ actions: [DaemonState.Action]) -> [String] {
+        actions.compactMap { if case .keepResumeToken(let t) = $0 { t.token } else { nil } }
+    }
+
+    /// Which redeemed tokens go back to the journal is the state's: one an admitted create used is used up; one whose
+    /// create was refused (by the state or by the runner's checks) is kept again when the batch ends, after the
+    /// batch's tasks joined the state, and counted for its owner again (one that cannot be written is not).
+    @Test func aRedeemedTokenIsUsedUpByAnAdmittedCreateAndKeptAgainOtherwise() {
+        var state = A.state()
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 3), now: 0)
+        for name in ["used", "refused", "unchecked"] { _ = state.handle(.resumeTokenRedeemed(Self.token(name)), now: 0) }
+        #expect(state.resumeDataHeld(by: 1) == 0, "taken from the journal")
+        var used = Self.resuming(length: 300)
+        used.resume?.token = "used"
+        let admission = A.admission(state.handle(.admitting(used), now: 0))
+        #expect(admission != nil)
+        var refused = Self.resuming(length: 300)
+        refused.resume?.token = "refused"
+        refused.session = "gone"
+        #expect(A.refusal(state.handle(.admitting(refused), now: 0)) == .sessionInvalidated("gone"))
+        // "unchecked" was refused by the runner's checks: never fed as `admitting`.
+        let created = state.handle(.created([A.created(9, admission!)]), now: 1)
+        #expect(Self.kept(created) == ["refused", "unchecked"], "\(created)")
+        if let first = created.firstIndex(where: { if case .keepResumeToken = $0 { true } else { false } }) {
+            #expect(created[first...].allSatisfy { if case .keepResumeToken = $0 { true } else { false } }, "after the batch's own actions")
+        }
+        #expect(state.resumeDataHeld(by: 1) == 2)
+        #expect(Self.kept(state.handle(.created([]), now: 2)).isEmpty, "kept once")
+        // One the journal did not take: its partial goes, and it counts no more.
+        #expect(state.handle(.resumeTokenNotKept(session: "a", partial: "/d/.refused.partial"), now: 3)
+            == [.removePartial(path: "/d/.refused.partial")])
+        #expect(state.resumeDataHeld(by: 1) == 1)
+    }
+
+    /// A batch that ends without a journaled create (none admitted, or its insert not submitted) keeps its tokens
+    /// again too; a token whose URL this daemon refuses is used up when redeemed, its partial with it.
+    @Test func aWithdrawnBatchKeepsItsTokensAndAnUnusableOneIsUsedUp() {
+        var state = A.state()
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 2), now: 0)
+        _ = state.handle(.resumeTokenRedeemed(Self.token("plain")), now: 0)
+        let unusable = state.handle(.resumeTokenRedeemed(Self.token("ftp", url: "ftp://127.0.0.1/file")), now: 0)
+        #expect(unusable == [.removePartial(path: "/d/.ftp.partial")])
+        #expect(Self.kept(state.handle(.admissionsWithdrawn, now: 1)) == ["plain"])
+        #expect(Self.kept(state.handle(.admissionsWithdrawn, now: 2)).isEmpty)
+        #expect(state.resumeDataHeld(by: 1) == 1, "one taken and kept again, one used up: \(state.resumeDataKept)")
     }
 }

@@ -84,6 +84,9 @@ struct PerUserDiskTests {
             root = try daemon.client()
             let refused = try run(Self.b, ["download", origin.url("/small.bin"), "--session", "disk"])
             #expect(refused.status != 0 && refused.stderr.contains("max-disk-per-uid"), "\(refused.stdout)\(refused.stderr)")
+            // A data task writes no file: B's full budget does not refuse it.
+            let fetched = try run(Self.b, ["fetch", origin.url("/small.bin"), "--session", "disk", "--output", "/dev/null"])
+            #expect(fetched.status == 0, "\(fetched.stdout)\(fetched.stderr)")
             #expect(try run(Self.a, ["download", origin.url("/small.bin"), "--session", "disk", "--wait"]).status == 0)
             #expect(try run(Self.b, ["cancel", String(held)]).status == 0)
             let after = try run(Self.b, ["download", origin.url("/small.bin"), "--session", "disk", "--wait"])
