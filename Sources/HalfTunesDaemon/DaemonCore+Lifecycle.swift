@@ -115,8 +115,8 @@ extension DaemonCore {
         // A file being moved into place finishes moving, and the journal says so.
         for id in Array(state.completions.keys) { await moveEnded(id) }
         feedAndRun(.shutdownGraceEnded) // the rows of attempts still in flight carry their durable ranges
-        inputLog?.writeReport()
-        inputLog = nil // the inputs of the last moments (an attempt that outlived the grace) are not replayed
+        feeding.inputLog?.writeReport()
+        feeding.inputLog = nil // the inputs of the last moments (an attempt that outlived the grace) are not replayed
         let unfinished = attempts.count
         let written = journal.writeCounts
         logger.info("transfers checkpointed", metadata: ["stopped": "\(runtimes.count - unfinished)",

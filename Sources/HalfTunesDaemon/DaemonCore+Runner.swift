@@ -46,8 +46,26 @@ extension DaemonCore {
 
     /// Carries out the state's actions, in order. Returns the outcome of the row it submitted for the caller that
     /// fed the input to answer with (`writeSession`, `writeResumeToken`).
+    /// Inputs fed while they are carried out wait for the end of the list (`feedAndRun`), then are fed and carried
+    /// out in turn.
     @discardableResult
     func run(_ actions: [DaemonState.Action]) -> WriteOutcome? {
+        feeding.depth += 1
+        let awaited = carryOut(actions)
+        feeding.depth -= 1
+        guard feeding.depth == 0 else { return awaited }
+        while !feeding.waiting.isEmpty {
+            let actions = feed(feeding.waiting.removeFirst())
+            feeding.depth += 1
+            carryOut(actions)
+            feeding.depth -= 1
+        }
+        return awaited
+    }
+
+    /// The runner's one switch: each action carried out, in order.
+    @discardableResult
+    private func carryOut(_ actions: [DaemonState.Action]) -> WriteOutcome? {
         var awaited: WriteOutcome?
         var lastRow: (submitted: Bool, completionSeq: Int64?) = (false, nil) // the `journal` a `notify` follows
         for action in actions {

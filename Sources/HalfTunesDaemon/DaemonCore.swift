@@ -24,8 +24,8 @@ actor DaemonCore {
     var timers = CoreTimers()
     /// Authenticates resume data (`<state>/resume-data.key`).
     let resumeKey: SymmetricKey
-    /// Every input and its actions, for the replay check at shutdown (tests only: `InputLog.path`).
-    var inputLog: InputLog?
+    /// How inputs are fed: one at a time, each input's actions carried out before the next (`Feeding`).
+    var feeding = Feeding()
 
     nonisolated var journal: Journal { services.journal }
     nonisolated var clients: HTTPClients { services.clients }
@@ -59,7 +59,7 @@ actor DaemonCore {
                                                         maxResumeDataPerUID: configuration.maxResumeDataPerUID,
                                                         resumeDataLifetime: configuration.resumeDataLifetime),
                                  proxyRules: configuration.proxyRules, daemonUID: geteuid())
-        if let path = InputLog.path { self.inputLog = InputLog(initial: state, reportPath: path) }
+        if let path = InputLog.path { self.feeding.inputLog = InputLog(initial: state, reportPath: path) }
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")
         }
@@ -75,14 +75,20 @@ actor DaemonCore {
 
     /// Feeds an input to the state at the current time; returns the actions to carry out (`run`).
     func feed(_ input: DaemonState.Input) -> [DaemonState.Action] {
+        // Never while another input's actions are carried out (`feedAndRun` makes such an input wait): checked in
+        // every debug build, so the whole test suite holds the runner to it.
+        assert(feeding.depth == 0, "an input was fed while another input's actions were being carried out: \(input)")
         let now = clock()
         let actions = state.handle(input, now: now)
-        inputLog?.record(input, now: now, actions: actions)
+        feeding.inputLog?.record(input, now: now, actions: actions)
         return actions
     }
 
-    /// Feeds an input and carries its actions out.
+    /// Feeds an input and carries its actions out. While another input's actions are being carried out (an action
+    /// whose outcome is known at once: events numbered by a row's submission, a name chosen, a file looked at), the
+    /// input waits until they all are (`run` feeds it then): an input's actions never interleave with another's.
     func feedAndRun(_ input: DaemonState.Input) {
+        guard feeding.depth == 0 else { return feeding.waiting.append(input) }
         run(feed(input))
     }
 

@@ -126,3 +126,13 @@ struct InputLog {
         return text.count > 1500 ? String(text.prefix(1500)) + "…" : text
     }
 }
+
+/// How the runner feeds the state: the inputs fed while an action list is carried out (`depth` > 0) wait for the
+/// end of the list, in order (`waiting`), so an input's actions never interleave with another's; and, in tests,
+/// the log every input goes to (`inputLog`).
+struct Feeding {
+    var depth = 0
+    var waiting: [DaemonState.Input] = []
+    /// Every input and its actions, for the replay check at shutdown (tests only: `InputLog.path`).
+    var inputLog: InputLog?
+}
