@@ -112,10 +112,11 @@ extension DaemonCore {
                 armRetryTimer(at: at)
             case let .computeDigest(id, attempt, path):
                 computeDigest(id, attempt: attempt, path: path)
-            case let .chooseName(id, attempt, avoiding):
-                chooseNameAndGoOn(id, attempt: attempt, avoiding: avoiding)
-            case let .move(id, attempt, partial, location, replacing, durable):
-                move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable)
+            case let .chooseName(id, attempt, preferred, destination, avoiding):
+                chooseNameAndGoOn(id, attempt: attempt, preferred: preferred, destination: destination, avoiding: avoiding)
+            case let .move(id, attempt, partial, location, replacing, durable, metadata):
+                move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable,
+                     metadata: metadata)
             case let .recoverPublish(id, partial, location):
                 recoverPublish(id, partial: partial, location: location)
             case let .completionEnded(id, location, error):
@@ -379,8 +380,12 @@ extension DaemonCore {
     }
 
     /// The runner's part of `DaemonState`'s completion actions.
-    func chooseNameAndGoOn(_ id: Int64, attempt: Int, avoiding: Set<String>) {
-        completionInput(id, attempt: attempt, .nameChosen(chooseName(id, avoiding: avoiding)))
+    /// `chooseName`: the state's preferred name unless it exists or is to be avoided, else a free `name (n).ext` of
+    /// the destination that no other task holds (`FilePublisher.publishName`: it looks at the file system).
+    func chooseNameAndGoOn(_ id: Int64, attempt: Int, preferred: String, destination: String, avoiding: Set<String>) {
+        let name = FilePublisher.publishName(preferred: preferred, destination: destination, avoiding: avoiding,
+                                             isReserved: { state.isReserved($0, byAnotherThan: id) })
+        completionInput(id, attempt: attempt, .nameChosen(name))
     }
 
     func completionEnded(_ id: Int64, location: String?, error: TaskError?) {
@@ -424,24 +429,6 @@ extension DaemonCore {
         transfers.verifiedPartials[id] = nil // not taken: the task stopped or failed meanwhile (closes the file)
     }
 
-    /// The name to publish at: the journaled location (or the destination) unless it exists or is in
-    /// `avoiding`, else a free `name (n).ext` that no other unfinished task holds (`FilePublisher.publishName`).
-    private func chooseName(_ id: Int64, avoiding: Set<String>) -> String {
-        guard let t = state.tasks[id] else { return "" }
-        let own = t.record.destination
-        let location = t.record.location ?? own
-        return FilePublisher.publishName(preferred: location, destination: own, avoiding: avoiding,
-                                         isReserved: { $0 != own && state.tasks.isReserved($0) })
-    }
-
-    /// The origin URL (credentials stripped), a `Referer` header of the task, and (unless the session says
-    /// otherwise) the response's `Last-Modified` as the mtime, for the published file.
-    func publishMetadata(_ id: Int64) -> PublishMetadata {
-        guard let t = state.tasks[id], t.record.kind == TaskKind.download.rawValue else { return PublishMetadata() }
-        let preserve = state.sessions[t.record.session]?.record.configuration.preserveModificationTime ?? true
-        return PublishMetadata.of(url: t.record.url, headers: t.record.headers, lastModified: t.record.lastModified,
-                                  preserveModificationTime: preserve)
-    }
 
     /// Syncs the journal (the recorded intent), then moves the complete partial file into place, off the actor
     /// and off the cooperative pool (`BlockingWork`: fsyncs of the file and both directories).
@@ -450,9 +437,9 @@ extension DaemonCore {
     /// else opened here without following a symlink): the metadata (`fsetxattr`, `futimens`), the fsync and the
     /// link of that very inode, after checking that the path still names it. A partial swapped for a symlink, a
     /// hard link or another file fails the task, and nothing else is touched.
-    func move(_ id: Int64, attempt: Int, partial: String, to location: String, replacing: Bool, partialIsDurable durable: Bool) {
+    func move(_ id: Int64, attempt: Int, partial: String, to location: String, replacing: Bool, partialIsDurable durable: Bool,
+              metadata: PublishMetadata) {
         let journal = self.journal
-        let metadata = publishMetadata(id)
         let logger = self.logger
         let verified = transfers.verifiedPartials.removeValue(forKey: id)
         Task.detached { [weak self] in

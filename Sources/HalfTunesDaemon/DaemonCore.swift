@@ -120,10 +120,7 @@ actor DaemonCore {
         return state.tasks[id] ?? record.flatMap(finishedTask)
     }
 
-    func finishedTask(_ record: TaskRecord) -> ManagedTask? {
-        guard record.state.isTerminal, let session = state.sessions[record.session] else { return nil }
-        return ManagedTask(row: record, owner: session.record.uid)
-    }
+    func finishedTask(_ record: TaskRecord) -> ManagedTask? { state.finishedTask(record) }
 
     func info(_ t: ManagedTask) -> TaskInfo {
         // Only a queued task is held. Swift copies the whole state to call `hold` here (seen in a profile: a list

@@ -81,7 +81,8 @@ extension DaemonState {
                 actions.append(.computeDigest(id, attempt: c.attempt, path: t.record.partialPath))
             case .chooseName(let avoiding):
                 guard t.record.overwrite else {
-                    actions.append(.chooseName(id, attempt: c.attempt, avoiding: avoiding))
+                    actions.append(.chooseName(id, attempt: c.attempt, preferred: t.record.location ?? t.record.destination,
+                                               destination: t.record.destination, avoiding: avoiding))
                     break
                 }
                 // `overwrite`: the client's own destination, replaced in one step; never another name.
@@ -95,7 +96,8 @@ extension DaemonState {
                 actions.append(.journal(intent.record, [])) // synced by the move first
             case .move(let location):
                 actions.append(.move(id, attempt: c.attempt, partial: t.record.partialPath, location: location,
-                                     replacing: t.record.overwrite, partialIsDurable: c.partialIsDurable))
+                                     replacing: t.record.overwrite, partialIsDurable: c.partialIsDurable,
+                                     metadata: publishMetadata(of: t)))
             case .complete(let location):
                 completions[id] = nil
                 tasks[id]?.completing = false
@@ -114,5 +116,21 @@ extension DaemonState {
                 actions.append(.completionEnded(id, location: nil, error: error))
             }
         }
+    }
+
+    /// What a published download's file is given: its origin URL (credentials stripped), the task's `Referer`
+    /// header, and, unless its session says otherwise (`preserveModificationTime`), the response's `Last-Modified`
+    /// as its modification time.
+    func publishMetadata(of t: ManagedTask) -> PublishMetadata {
+        guard t.record.kind == TaskKind.download.rawValue else { return PublishMetadata() }
+        let preserve = sessions[t.record.session]?.record.configuration.preserveModificationTime ?? true
+        return PublishMetadata.of(url: t.record.url, headers: t.record.headers, lastModified: t.record.lastModified,
+                                  preserveModificationTime: preserve)
+    }
+
+    /// Whether another task than `id` holds the path (its destination or location): a name chosen for `id` avoids
+    /// it (`chooseName`).
+    func isReserved(_ path: String, byAnotherThan id: Int64) -> Bool {
+        path != tasks[id]?.record.destination && tasks.isReserved(path)
     }
 }

@@ -219,12 +219,14 @@ extension DaemonState {
         case armRetryTimer(at: Double)
         /// Compute the digest of the task's partial off the core; feed it back as `completion(.digestComputed)`.
         case computeDigest(Int64, attempt: Int, path: String)
-        /// Choose a free name to publish at (it looks at the file system); feed it back as
-        /// `completion(.nameChosen)`.
-        case chooseName(Int64, attempt: Int, avoiding: Set<String>)
-        /// Sync the journal (the intent), then move the partial to `location` off the core; feed the outcome
-        /// back as `completion(.moveEnded)`.
-        case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool)
+        /// Choose a free name to publish at: `preferred` (the journaled location, else the destination) unless it
+        /// exists or is in `avoiding`, else a free `name (n).ext` of `destination` that no other task holds (it looks
+        /// at the file system); feed it back as `completion(.nameChosen)`.
+        case chooseName(Int64, attempt: Int, preferred: String, destination: String, avoiding: Set<String>)
+        /// Sync the journal (the intent), then move the partial to `location` off the core, giving the file
+        /// `metadata` (its origin, referrer and modification time); feed the outcome back as `completion(.moveEnded)`.
+        case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool,
+                  metadata: PublishMetadata)
         /// A restored task's publish intent was journaled before the daemon stopped: look at the file system
         /// (`FilePublisher.recover`: is `partial` at `location` already?) and the partial's length, and feed
         /// `recoveredCompletion`.

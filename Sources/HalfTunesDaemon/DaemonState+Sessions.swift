@@ -142,6 +142,13 @@ extension DaemonState {
         pendingEventsByUID[s.record.uid] = total == 0 ? nil : total
     }
 
+    /// A finished task's journal row as a task, owned by its session's user; nil for an unfinished row (the state
+    /// has the task itself) or a row of a session the state does not have (nobody's: never shown).
+    func finishedTask(_ row: TaskRecord) -> ManagedTask? {
+        guard row.state.isTerminal, let s = sessions[row.session] else { return nil }
+        return ManagedTask(row: row, owner: s.record.uid)
+    }
+
     /// Whether recovery must look at the row's partial file: an unfinished transfer with durable bytes, which the
     /// file may no longer hold (`taskRestored`'s `partialLength`).
     static func partialMayBeShort(_ row: TaskRecord) -> Bool {

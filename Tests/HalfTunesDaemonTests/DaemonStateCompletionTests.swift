@@ -14,6 +14,9 @@ struct DaemonStateCompletionTests {
     /// The host every test task downloads from (`DaemonStateTests.task`).
     static let host = "http://127.0.0.1:9"
 
+    /// What a test task's published file is given: its origin (no Referer, no Last-Modified in these tests).
+    static func metadata(_ id: Int64) -> PublishMetadata { PublishMetadata(originURL: "\(host)/\(id)") }
+
     /// Task 1 running (its transfer about to deliver every byte), task 2 queued behind it (one slot).
     static func running(checksum: String? = nil) throws -> DaemonState {
         var state = S.state()
@@ -34,7 +37,7 @@ struct DaemonStateCompletionTests {
                                                      jitterSample: 0.5), now: 10)
         // No checksum: no journal write yet (the intent records the length). Still running, publishing, but
         // its transfer slot goes to task 2 at once.
-        #expect(actions == [.chooseName(1, attempt: 1, avoiding: []), .journal(state.tasks[2]!.record,
+        #expect(actions == [.chooseName(1, attempt: 1, preferred: "/d/1", destination: "/d/1", avoiding: []), .journal(state.tasks[2]!.record,
                                                                                   [.stateChanged(state: .running, previous: .queued, reason: nil)]),
                             .startAttempt(2), .hostAllowance(Self.host, extras: 7)]) // nothing queued for it now
         #expect(state.tasks[1]?.machine.state == .running && state.tasks[1]?.record.bytesDurable == 100)
@@ -45,7 +48,7 @@ struct DaemonStateCompletionTests {
         let row = try #require(Self.intent(actions))
         #expect(row.location == "/d/1" && row.bytesDurable == 100 && row.bytesExpected == 100)
         #expect(actions.last == .move(1, attempt: 1, partial: "/d/.1.partial", location: "/d/1", replacing: false,
-                                      partialIsDurable: true))
+                                      partialIsDurable: true, metadata: Self.metadata(1)))
         #expect(state.isMoving(1))
         // While the file moves, lifecycle inputs are not taken: a client's suspend or cancel is held (the runner
         // feeds it again once the move has ended), anything else is ignored; the task is left as it was.
@@ -83,7 +86,7 @@ struct DaemonStateCompletionTests {
         #expect(!actions.contains { if case .chooseName = $0 { true } else { false } })
         #expect(Self.intent(actions)?.location == "/d/1")
         #expect(actions.contains(.move(1, attempt: 1, partial: "/d/.1.partial", location: "/d/1", replacing: true,
-                                       partialIsDurable: true)))
+                                       partialIsDurable: true, metadata: Self.metadata(1))))
     }
 
     @Test func aNameTakenMeanwhileIsChosenAgain() throws {
@@ -92,7 +95,7 @@ struct DaemonStateCompletionTests {
                                            jitterSample: 0.5), now: 10)
         _ = state.handle(.completion(1, attempt: 1, .nameChosen("/d/1")), now: 11)
         var actions = state.handle(.completion(1, attempt: 1, .moveEnded(.destinationExists)), now: 12)
-        #expect(actions == [.chooseName(1, attempt: 1, avoiding: ["/d/1"])] && !state.isMoving(1))
+        #expect(actions == [.chooseName(1, attempt: 1, preferred: "/d/1", destination: "/d/1", avoiding: ["/d/1"])] && !state.isMoving(1))
         actions = state.handle(.completion(1, attempt: 1, .nameChosen("/d/1 (1)")), now: 13)
         #expect(Self.intent(actions)?.location == "/d/1 (1)" && state.isMoving(1))
         actions = state.handle(.completion(1, attempt: 1, .moveEnded(.failed("EIO"))), now: 14)
@@ -131,7 +134,7 @@ struct DaemonStateCompletionTests {
         // Task 2 completes its transfer, is suspended while verifying: the late digest changes nothing.
         actions = state.handle(.attemptEnded(2, .completed(totalBytes: 3, validators: Self.validators),
                                                  jitterSample: 0.5), now: 12)
-        #expect(actions == [.chooseName(2, attempt: 1, avoiding: []), .hostAllowance(Self.host, extras: 0)]) // no checksum on task 2
+        #expect(actions == [.chooseName(2, attempt: 1, preferred: "/d/2", destination: "/d/2", avoiding: []), .hostAllowance(Self.host, extras: 0)]) // no checksum on task 2
         _ = state.handle(.task(2, .suspend), now: 13)
         #expect(state.completions[2] == nil && state.tasks[2]?.machine.state == .suspended)
         #expect(state.tasks[2]?.completing == false) // resumed later, it takes a slot again
@@ -160,7 +163,7 @@ struct DaemonStateCompletionTests {
         case .lost:
             #expect(S.completionError(actions, 1)?.code == TaskErrorCode.ioError)
         default:
-            #expect(actions == [.chooseName(1, attempt: 0, avoiding: []), .hostAllowance(Self.host, extras: 0)] && state.completions[1] != nil)
+            #expect(actions == [.chooseName(1, attempt: 0, preferred: "/d/1", destination: "/d/1", avoiding: []), .hostAllowance(Self.host, extras: 0)] && state.completions[1] != nil)
         }
     }
 
@@ -182,5 +185,34 @@ struct DaemonStateCompletionTests {
         #expect(state.tasks[2]?.machine.state == .queued)
         _ = state.handle(.recoveredCompletion(1, .needsPublish, totalBytes: nil), now: 1)
         #expect(state.completions[1]?.machine.total == 7)
+    }
+
+    /// What the published file is given and where it goes first are the state's: the origin URL without its
+    /// credentials, the task's Referer, the response's Last-Modified unless the session keeps the write's time; the
+    /// journaled location (a name the response gave) before the destination.
+    @Test func theMoveCarriesTheFilesMetadataAndTheNameTheLocationFirst() {
+        var config = SessionConfiguration()
+        config.preserveModificationTime = false
+        let state = S.state(sessions: [("a", 1, .init()), ("b", 2, config)])
+        var t = S.task(1, session: "a", owner: 1)
+        t.record.url = "http://user:secret@127.0.0.1:9/1"
+        t.record.headers = ["Referer": "http://127.0.0.1:9/page"]
+        t.record.lastModified = "Sun, 06 Nov 1994 08:49:37 GMT"
+        #expect(state.publishMetadata(of: t) == PublishMetadata(originURL: "http://127.0.0.1:9/1",
+                                                                 referrerURL: "http://127.0.0.1:9/page",
+                                                                 modificationTime: 784_111_777))
+        t.record.session = "b"
+        #expect(state.publishMetadata(of: t).modificationTime == nil, "the session keeps the write's time")
+        t.record.kind = TaskKind.data.rawValue
+        #expect(state.publishMetadata(of: t) == PublishMetadata())
+
+        var named = Self.publishing(1, location: "/d/1 (2)")
+        named.record.phase = .transfer
+        var restored = S.state()
+        _ = restored.handle(.created([named]), now: 0)
+        restored.tasks[1]?.record.phase = .publishing
+        let actions = restored.handle(.recoveredCompletion(1, .needsPublish, totalBytes: 5), now: 1)
+        #expect(actions.contains(.chooseName(1, attempt: 0, preferred: "/d/1 (2)", destination: "/d/1", avoiding: [])), "\(actions)")
+        #expect(restored.isReserved("/d/1", byAnotherThan: 2) && !restored.isReserved("/d/1", byAnotherThan: 1))
     }
 }
