@@ -3,6 +3,7 @@ import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
+import Logging
 
 extension DaemonCore {
     // MARK: - Applying lifecycle inputs
@@ -220,17 +221,25 @@ extension DaemonCore {
     /// `recordLaunch`: the session's launch record, journaled in its turn; a failure goes to the state, which writes
     /// it again (`launchRecordWriteFailed`).
     func recordLaunch(_ identifier: String, _ record: SessionLaunchRecord?) {
-        let written = journal.submitting { try $0.setSessionLaunch(identifier, record) }
+        submit({ try $0.setSessionLaunch(identifier, record) },
+               failing: "the session's launch record could not be journaled; it is written again",
+               metadata: ["session": "\(identifier)"], feeds: .launchRecordWriteFailed(identifier))
+    }
+
+    /// Submits a journal write in its turn, not waited for; if it fails, the error is logged with `message` and the
+    /// state is fed `input` (what it does about it is its own).
+    func submit(_ write: @escaping @Sendable (Journal) throws -> Void, failing message: String,
+                metadata: Logger.Metadata, feeds input: DaemonState.Input) {
+        let written = journal.submitting(write)
         Task { [weak self] in
             guard let error = await written.failure else { return }
-            await self?.launchRecordFailed(identifier, error: error)
+            await self?.writeFailed(message, metadata: metadata, error: error, feeds: input)
         }
     }
 
-    private func launchRecordFailed(_ identifier: String, error: String) {
-        logger.error("the session's launch record could not be journaled; it is written again",
-                     metadata: ["session": "\(identifier)", "error": "\(error)"])
-        feedAndRun(.launchRecordWriteFailed(identifier))
+    private func writeFailed(_ message: String, metadata: Logger.Metadata, error: String, feeds input: DaemonState.Input) {
+        logger.error("\(message)", metadata: metadata.merging(["error": "\(error)"]) { _, new in new })
+        feedAndRun(input)
     }
 
     private func launchStartAnswered(_ identifier: String, unit: String, error: String?) {

@@ -357,17 +357,9 @@ extension DaemonCore {
     /// `keepResumeToken`: the token of a refused create is journaled again, in its turn; a write that fails goes to
     /// the state, which has its partial removed.
     func keepResumeToken(_ token: ResumeTokenRecord) {
-        let written = journal.submitting { try $0.insertResumeToken(token) }
-        Task { [weak self] in
-            guard let error = await written.failure else { return }
-            await self?.resumeTokenNotKept(token, error: error)
-        }
-    }
-
-    private func resumeTokenNotKept(_ token: ResumeTokenRecord, error: String) {
-        logger.error("resume data of a refused task.create could not be kept; its partial data is removed",
-                     metadata: ["url": "\(token.url)", "error": "\(error)"])
-        feedAndRun(.resumeTokenNotKept(session: token.session, partial: token.partialPath))
+        submit({ try $0.insertResumeToken(token) },
+               failing: "resume data of a refused task.create could not be kept; its partial data is removed",
+               metadata: ["url": "\(token.url)"], feeds: .resumeTokenNotKept(session: token.session, partial: token.partialPath))
     }
 
     /// `admitted` with `resumed` ranges: moves the token's partial into place, and the new row continues from

@@ -15,6 +15,27 @@ struct LaunchUnitTests {
         return try JSONDecoder().decode(SessionInfo.self, from: Data(r.stdout.utf8))
     }
 
+    /// Restarts the daemon with neither a user manager nor a user bus to reach (a developer's session bus must not
+    /// answer instead): every start of a launch unit fails.
+    func restartWithoutAManager(_ daemon: DaemonProcess) throws {
+        daemon.kill9()
+        daemon.environment = ["XDG_RUNTIME_DIR": daemon.dir.path + "/no-runtime-dir",
+                              "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(daemon.dir.path)/no-session-bus"]
+        try daemon.restart()
+    }
+
+    /// Downloads `url` in the session and waits for the start of its launch unit (for the download's events) to
+    /// fail: the launch as the session shows it then.
+    func downloadUntilTheStartFails(_ url: String, session: String, _ daemon: DaemonProcess) throws -> SessionLaunch {
+        let client = try daemon.client()
+        let t = try client.createTask(TaskCreateParams(session: session, url: url, start: true))
+        _ = try client.waitFor(task: t.id, state: .completed)
+        return try eventually("the start to fail", timeout: 30) { () -> SessionLaunch? in
+            let launch = try show(session, daemon).launch
+            return launch?.lastResult == "startFailed" ? launch : nil
+        }
+    }
+
     /// Bad unit names and over-long template instances are refused with the field named; another user's session
     /// may have one (its user's agent starts it in that user's manager: AgentTests), checked the same way.
     @Test func launchUnitsAreValidated() async throws {
@@ -43,20 +64,10 @@ struct LaunchUnitTests {
     @Test func aStartThatCannotReachTheManagerBacksOff() async throws {
         try await withDaemon { daemon, origin in
             origin.put("/l.bin", TestOrigin.randomBytes(count: 10_000, seed: 411))
-            daemon.kill9()
-            // Neither a user manager nor a user bus (a developer's session bus must not answer instead).
-            daemon.environment = ["XDG_RUNTIME_DIR": daemon.dir.path + "/no-runtime-dir",
-                                  "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(daemon.dir.path)/no-session-bus"]
-            try daemon.restart()
+            try restartWithoutAManager(daemon)
             let opened = try ctl(["session", "open", "lonely", "--launch-unit", "lonely-events@.service"], socket: daemon.socketPath)
             #expect(opened.status == 0 && opened.stdout.contains("lonely-events@lonely.service; not started yet"), "\(opened.stdout)")
-            let client = try daemon.client()
-            let t = try client.createTask(TaskCreateParams(session: "lonely", url: origin.url("/l.bin"), start: true))
-            _ = try client.waitFor(task: t.id, state: .completed)
-            let failed = try eventually("the start to fail", timeout: 30) { () -> SessionLaunch? in
-                let launch = try show("lonely", daemon).launch
-                return launch?.lastResult == "startFailed" ? launch : nil
-            }
+            let failed = try downloadUntilTheStartFails(origin.url("/l.bin"), session: "lonely", daemon)
             #expect(failed.failures == 1 && failed.nextAttemptAt != nil && failed.lastMessage?.contains("service manager") == true,
                     "\(failed)")
             let shown = try ctl(["session", "show", "lonely"], socket: daemon.socketPath)
@@ -80,10 +91,7 @@ struct LaunchUnitTests {
     @Test func aLaunchRecordTheJournalRefusedIsWrittenAgain() async throws {
         try await withDaemon { daemon, origin in
             origin.put("/r.bin", TestOrigin.randomBytes(count: 10_000, seed: 412))
-            daemon.kill9()
-            daemon.environment = ["XDG_RUNTIME_DIR": daemon.dir.path + "/no-runtime-dir",
-                                  "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(daemon.dir.path)/no-session-bus"]
-            try daemon.restart()
+            try restartWithoutAManager(daemon)
             let opened = try ctl(["session", "open", "refused", "--launch-unit", "refused-events@.service"], socket: daemon.socketPath)
             #expect(opened.status == 0, "\(opened.stdout)\(opened.stderr)")
             let journal = try DatabaseQueue(path: daemon.stateDir + "/journal.sqlite")
@@ -100,13 +108,7 @@ struct LaunchUnitTests {
                 }
                 return try text.map { try JSONDecoder().decode(SessionLaunchRecord.self, from: Data($0.utf8)) }
             }
-            let client = try daemon.client()
-            let t = try client.createTask(TaskCreateParams(session: "refused", url: origin.url("/r.bin"), start: true))
-            _ = try client.waitFor(task: t.id, state: .completed)
-            let failed = try eventually("the start to fail", timeout: 30) { () -> SessionLaunch? in
-                let launch = try show("refused", daemon).launch
-                return launch?.lastResult == "startFailed" ? launch : nil
-            }
+            let failed = try downloadUntilTheStartFails(origin.url("/r.bin"), session: "refused", daemon)
             #expect(failed.failures == 1)
             // Refused, written again and refused again: the journal still has no record.
             try eventually("the record written again and refused again", timeout: 30) {
