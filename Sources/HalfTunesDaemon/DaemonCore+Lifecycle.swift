@@ -223,10 +223,7 @@ extension DaemonCore {
 extension DaemonCore {
     /// Nothing is pending: no task is queued, running or waiting to retry, no transfer is still stopping
     /// and no finished file is being moved into place. (Suspended tasks do not count.)
-    func isIdle() -> Bool {
-        // Kept by TaskTable as tasks change; rows and launch records to write again.
-        !state.tasks.anyBusy && state.rowRewrites.isEmpty && state.launchRewrites.isEmpty
-    }
+    func isIdle() -> Bool { state.isIdle }
 
     /// Answers as soon as the actor gets to it: the watchdog's proof that the core is not stuck.
     func heartbeat() {}

@@ -270,10 +270,13 @@ extension DaemonCore {
             broadcast(stored + events.filter { !$0.payload.isJournaled })
             return (true, stored.last(where: \.payload.isDidComplete)?.seq)
         } catch {
-            // Not even submitted (the journal is closed, or can no longer make anything durable): the events go
-            // out live only, and the journal catches up with the next write of this task, if any.
+            // Not even submitted (the journal is closed, or can no longer make anything durable): the state has the
+            // row written again, as for a write that failed once submitted. A finished row carries its events (nothing
+            // later would write it), so only its live ones go out now; any other row's events go out live only.
             logger.error("journal write failed for task \(id): \(error)", metadata: ["task": "\(id)"])
-            broadcast(events)
+            let finished = record.state.isTerminal ? DaemonState.FinishedRow(record: record, payloads: payloads) : nil
+            broadcast(finished == nil ? events : events.filter { !$0.payload.isJournaled })
+            feedAndRun(.rowWriteFailed(id, session: record.session, lostEvents: 0, finished: finished))
             return (false, nil)
         }
     }

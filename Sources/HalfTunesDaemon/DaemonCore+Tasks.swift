@@ -210,7 +210,9 @@ extension DaemonCore {
             created.append(managed)
         }
         let actions = feed(.created(created))
-        for (_, events) in stored { broadcast(events) } // the created events before any of what follows
+        // The created events go out before any of what follows; what they feed (`eventsJournaled`) waits for
+        // `created`'s actions, as any input waits for the list being carried out.
+        holdingInputs { for (_, events) in stored { broadcast(events) } }
         run(actions)
         // A task that ended at once (offline in a session that does not wait for connectivity) is in the
         // journal only: it is described from the row submitted for it.

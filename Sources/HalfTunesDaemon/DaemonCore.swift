@@ -92,6 +92,14 @@ actor DaemonCore {
         run(feed(input))
     }
 
+    /// Runs `body` between an input's feed and the run of its actions: what `body` feeds waits for that run (which
+    /// feeds it at its end).
+    func holdingInputs(_ body: () -> Void) {
+        feeding.depth += 1
+        body()
+        feeding.depth -= 1
+    }
+
     // MARK: - Lookups
 
     /// The session (by its qualified name); another uid's session is "unknown", as if it did not exist.

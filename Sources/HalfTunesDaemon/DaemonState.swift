@@ -46,6 +46,11 @@ struct DaemonState {
     var launches: [String: LaunchMachine] = [:]
     /// Launch records whose journal write failed, to be written again (DaemonState+Launch.swift).
     var launchRewrites: [String: LaunchRewrite] = [:]
+
+    /// Nothing is pending (what exit-when-idle waits for): no task queued, running or waiting to retry, no transfer
+    /// still stopping, no file being moved into place (`TaskTable` keeps it as tasks change: O(1)), and no row or
+    /// launch record to write again. Suspended tasks do not count.
+    var isIdle: Bool { !tasks.anyBusy && rowRewrites.isEmpty && launchRewrites.isEmpty }
     /// The daemon's own uid: its sessions' units start in the daemon's own service manager; every other user's in
     /// that user's, by their agent (`agents`: the uids with one connected).
     var daemonUID: UInt32 = 0

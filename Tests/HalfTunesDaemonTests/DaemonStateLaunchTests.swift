@@ -213,7 +213,9 @@ struct DaemonStateLaunchTests {
         let record = state.sessions["a"]?.record.launch
         #expect(record?.failures == 1 && Self.recorded(failed) == [record])
 
+        #expect(state.isIdle)
         #expect(state.handle(.launchRecordWriteFailed("a"), now: 1.1).isEmpty, "written again on the clock, not at once")
+        #expect(!state.isIdle, "a record to write again keeps an exit-when-idle daemon up")
         #expect(Self.recorded(state.handle(.clockTick, now: 2)).isEmpty)
         #expect(Self.recorded(state.handle(.clockTick, now: 2.2)) == [record])
         // Refused again: the wait doubles.
@@ -222,7 +224,7 @@ struct DaemonStateLaunchTests {
         #expect(Self.recorded(state.handle(.clockTick, now: 4.5)) == [record])
         // No failure came back within its wait: written, nothing more (the unit's start is due at 11 only).
         #expect(Self.recorded(state.handle(.clockTick, now: 8.5)).isEmpty)
-        #expect(state.launchRewrites.isEmpty)
+        #expect(state.launchRewrites.isEmpty && state.isIdle)
 
         // Shutdown's grace writes the ones left at once; a removed session's is dropped.
         _ = state.handle(.launchRecordWriteFailed("a"), now: 9)
