@@ -14,14 +14,20 @@ extension DaemonCore {
     /// read back from the journal (which would wait for the writer).
     @discardableResult
     func apply(_ input: TaskStateMachine.Input, to id: Int64) async throws(RPCError) -> ManagedTask? {
+        try await applying(input, to: id).task
+    }
+
+    /// `apply`, also answering the actions the input was answered with (`makeResumeData` for `cancelTask`).
+    func applying(_ input: TaskStateMachine.Input, to id: Int64) async throws(RPCError)
+        -> (task: ManagedTask?, actions: [DaemonState.Action]) {
         if state.tasks[id] == nil {
             // A finished task lives in the journal only: the state answers for it as its state machine would.
             guard let read = try await finishedTask(id) else { throw RPCError.unknownTask(id) }
-            guard state.tasks[id] == nil else { return try await apply(input, to: id) } // back in memory meanwhile
+            guard state.tasks[id] == nil else { return try await applying(input, to: id) } // back in memory meanwhile
             if case .refused(let refusal)? = feed(.finishedTask(id, read.machine, input)).first {
                 throw RPCError.illegalStateChange(task: id, from: refusal.transition.state, action: refusal.transition.input)
             }
-            return nil // an input a finished task ignores
+            return (nil, []) // an input a finished task ignores
         }
         let actions = feed(.task(id, input))
         switch actions.first {
@@ -33,16 +39,16 @@ extension DaemonCore {
             throw RPCError(refusal)
         case .heldWhileMoving?:
             await moveEnded(id)
-            return try await apply(input, to: id) // on the state the move left
+            return try await applying(input, to: id) // on the state the move left
         default:
             break
         }
         run(actions)
-        if let t = state.tasks[id] { return t }
+        if let t = state.tasks[id] { return (t, actions) }
         for case let .journal(record, _) in actions.reversed() where record.id == id && record.state.isTerminal {
-            return finishedTask(record)
+            return (finishedTask(record), actions)
         }
-        return nil
+        return (nil, actions)
     }
 
     /// Carries out the state's actions, in order. Returns the outcome of the row it submitted for the caller that
@@ -76,6 +82,8 @@ extension DaemonCore {
                 logger.debug("task input refused", metadata: ["task": "\(refusal.task)", "input": "\(refusal.transition.input)"])
             case .heldWhileMoving:
                 break // `apply` waits for the move and feeds the input again
+            case .makeResumeData:
+                break // an answer: `cancelTask` makes it once the transfer stopped
             case .refusedWhileShuttingDown(let id):
                 logger.debug("task input refused while shutting down", metadata: ["task": "\(id)"])
             case .resumeDataRefused(let refusal):

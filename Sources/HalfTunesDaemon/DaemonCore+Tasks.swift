@@ -37,8 +37,8 @@ extension DaemonCore {
     func cancelTask(_ id: Int64, produceResumeData: Bool, caller: Caller) async throws(RPCError) -> TaskCancelResult {
         _ = try await task(id, for: caller) // only the owner (or root) may
         // After the move into place under way, if any (`heldWhileMoving`).
-        let after = try await apply(.cancel(keepPartial: produceResumeData), to: id)
-        guard state.resumeDataBeingMade[id] != nil else {
+        let (after, answer) = try await applying(.cancel(keepPartial: produceResumeData), to: id)
+        guard answer.contains(.makeResumeData(id)) else {
             // Nothing was awaited since `apply`: its answer is the task as it is.
             if let after { return TaskCancelResult(task: info(after), resumeData: nil) }
             return TaskCancelResult(task: info(try await task(id, for: caller)), resumeData: nil)

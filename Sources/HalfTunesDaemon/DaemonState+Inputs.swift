@@ -248,6 +248,9 @@ extension DaemonState {
         /// Journal the resume data of a canceled task (`resumeDataStopped`'s answer); the runner hands the write's
         /// outcome back to the caller, who answers with the resume data (of `owner`) and feeds `resumeTokenWritten`.
         case writeResumeToken(ResumeTokenRecord, owner: UInt32)
+        /// A cancel's answer: the canceled task's partial is kept for resume data; the caller (`task.cancel`) waits
+        /// for its transfer to stop, measures the partial, and feeds `resumeDataStopped`.
+        case makeResumeData(Int64)
         /// Journal again a token redeemed for a create that was refused (submitted after the batch's insert); a write
         /// that fails is fed back as `resumeTokenNotKept`.
         case keepResumeToken(ResumeTokenRecord)

@@ -41,7 +41,8 @@ extension DaemonState {
     /// `.task(id, .cancel(keepPartial: true))`: a `task.cancel` asking for resume data. Refused (`resumeDataRefused`,
     /// nothing canceled) when the owner keeps the most allowed; canceled without it when none can be made; else
     /// canceled keeping the partial, counted against the owner, and the task stays in memory (not swept, its
-    /// session's invalidation waits) until the caller, once the transfer stopped, feeds `resumeDataStopped`.
+    /// session's invalidation waits) until the caller, told so by `makeResumeData`, feeds `resumeDataStopped` once
+    /// the transfer stopped.
     mutating func cancelAskingResumeData(_ id: Int64, extra: [EventPayload], now: Double) -> [Action] {
         var actions: [Action] = []
         var making: ResumeDataMaking?
@@ -67,6 +68,7 @@ extension DaemonState {
         if let making {
             if steps.contains(.keepPartialForResumeData) {
                 Self.add(1, to: &resumeDataInFlight, making.owner)
+                actions.append(.makeResumeData(id))
             } else {
                 resumeDataBeingMade[id] = nil // nothing was canceled (its publish is under way)
             }

@@ -42,6 +42,7 @@ struct DaemonStateCancelResumeDataTests {
         let actions = state.handle(Self.cancel(5), now: 1)
         #expect(actions.contains(.removePartial(path: "/d/.5.partial")))
         #expect(state.tasks[5] == nil && state.resumeDataBeingMade.isEmpty && state.resumeDataHeld(by: 1) == 0)
+        #expect(!actions.contains(.makeResumeData(5)))
     }
 
     /// A suspended task: no transfer to stop, yet it stays in memory (its row is what the token is made from) and
@@ -51,6 +52,7 @@ struct DaemonStateCancelResumeDataTests {
         state.tasks[5] = Self.resumable(5)
         let actions = state.handle(Self.cancel(5), now: 1)
         #expect(!actions.contains(.removePartial(path: "/d/.5.partial")), "the partial is kept")
+        #expect(actions.contains(.makeResumeData(5)), "the caller is told to make it once the transfer stopped")
         #expect(state.tasks[5]?.machine.state == .canceled)
         #expect(state.resumeDataBeingMade[5] == .init(session: "a", owner: 1, partialPath: "/d/.5.partial"))
         #expect(state.resumeDataHeld(by: 1) == 1)
