@@ -100,11 +100,10 @@ extension DaemonCore {
     func nameFromResponse(_ id: Int64, _ start: ResponseStart) -> (destination: String, suggested: String)? {
         guard let name = state.responseName(id, start) else { return nil }
         guard name.candidate != name.current else { return (name.current, name.suggested) }
-        let current = name.current
-        let isReserved = { (path: String) in path != current && self.state.tasks.isReserved(path) }
         // Always a free name: the server chose it, so it never replaces a file (`overwrite` needs an explicit
         // destination, which is never renamed).
-        let destination = FilePublisher.availableName(for: name.candidate, isReserved: isReserved)
+        let destination = FilePublisher.availableName(for: name.candidate,
+                                                      isReserved: { self.state.isReserved($0, byAnotherThan: id) })
         logger.info("the response names the file", metadata: ["task": "\(id)", "destination": "\(destination)"])
         return (destination, name.suggested)
     }

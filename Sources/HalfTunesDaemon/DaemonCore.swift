@@ -181,12 +181,14 @@ actor DaemonCore {
 
     // MARK: - Status
 
-    /// A reload's proxy rules: attempts started from now on use them (running ones keep theirs).
+    /// A reload's proxy rules: attempts started from now on use them (running ones keep theirs). Always fed (the
+    /// state changes nothing for the rules it has); logged when they or their problems changed.
     func setProxyRules(_ rules: ProxyRules, problems: [String]) {
-        guard rules != configuration.proxyRules || problems != configuration.proxyProblems else { return }
+        let changed = rules != configuration.proxyRules || problems != configuration.proxyProblems
         configuration.proxyRules = rules
         configuration.proxyProblems = problems
         feedAndRun(.proxyRulesChanged(rules))
+        guard changed else { return }
         for problem in problems { logger.error("proxy variable not used: \(problem)") }
         logger.notice("proxy: \(rules.summary)", metadata: ["source": "\(rules.source)"])
     }
