@@ -231,23 +231,26 @@ extension DaemonCore {
     func recordLaunch(_ identifier: String, _ record: SessionLaunchRecord?) {
         submit({ try $0.setSessionLaunch(identifier, record) },
                failing: "the session's launch record could not be journaled; it is written again",
-               metadata: ["session": "\(identifier)"], feeds: .launchRecordWriteFailed(identifier))
+               metadata: ["session": "\(identifier)"], feeds: .launchRecordWriteFailed(identifier), retrying: true)
     }
 
     /// Submits a journal write in its turn, not waited for; if it fails, the error is logged with `message` and the
-    /// state is fed `input` (what it does about it is its own).
+    /// state is fed `input` (what it does about it is its own). An input that asks for the write again
+    /// (`retrying`) is not fed once the journal takes no more writes at all (closed, or a failed fsync): nothing
+    /// tried again could succeed, and a rewrite every minute would keep the daemon from ever being idle.
     func submit(_ write: @escaping @Sendable (Journal) throws -> Void, failing message: String,
-                metadata: Logger.Metadata, feeds input: DaemonState.Input) {
+                metadata: Logger.Metadata, feeds input: DaemonState.Input, retrying: Bool = false) {
         let written = journal.submitting(write)
         Task { [weak self] in
             guard let error = await written.failure else { return }
-            await self?.writeFailed(message, metadata: metadata, error: error, feeds: input)
+            await self?.writeFailed(message, metadata: metadata, error: error, feeds: input, retrying: retrying)
         }
     }
 
-    private func writeFailed(_ message: String, metadata: Logger.Metadata, error: String, feeds input: DaemonState.Input) {
+    private func writeFailed(_ message: String, metadata: Logger.Metadata, error: String, feeds input: DaemonState.Input,
+                             retrying: Bool) {
         logger.error("\(message)", metadata: metadata.merging(["error": "\(error)"]) { _, new in new })
-        feedAndRun(input)
+        if !retrying || journal.takesWrites { feedAndRun(input) }
     }
 
     private func launchStartAnswered(_ identifier: String, unit: String, error: String?) {

@@ -270,10 +270,16 @@ extension DaemonCore {
             broadcast(stored + events.filter { !$0.payload.isJournaled })
             return (true, stored.last(where: \.payload.isDidComplete)?.seq)
         } catch {
-            // Not even submitted (the journal is closed, or can no longer make anything durable): the state has the
-            // row written again, as for a write that failed once submitted. A finished row carries its events (nothing
-            // later would write it), so only its live ones go out now; any other row's events go out live only.
+            // Not even submitted. The journal closed, or can no longer make anything durable (a failed fsync): for
+            // good, so no rewrite could take the row (and one tried every minute would keep the daemon from ever
+            // being idle): the events go out live only. Otherwise the state has the row written again, as for a
+            // write that failed once submitted: a finished row carries its events (nothing later would write it), so
+            // only its live ones go out now.
             logger.error("journal write failed for task \(id): \(error)", metadata: ["task": "\(id)"])
+            guard journal.takesWrites else {
+                broadcast(events)
+                return (false, nil)
+            }
             let finished = record.state.isTerminal ? DaemonState.FinishedRow(record: record, payloads: payloads) : nil
             broadcast(finished == nil ? events : events.filter { !$0.payload.isJournaled })
             feedAndRun(.rowWriteFailed(id, session: record.session, lostEvents: 0, finished: finished))

@@ -166,7 +166,7 @@ extension DaemonCore {
         }
         // Resume data is redeemed first (its token taken in the journal, awaited off the core), so that the checks
         // below run in one turn of the core, each seeing the ones before it.
-        var redeemed: [Int: ResumeTokenRecord] = [:]
+        var redeemed: [Int: DaemonState.RedeemedToken] = [:]
         for (index, (p, caller)) in requests.enumerated() where p.resumeData != nil && !refused.contains(index) {
             do throws(RPCError) {
                 redeemed[index] = try await redeem(p, caller: caller)
@@ -176,12 +176,12 @@ extension DaemonCore {
         }
         // From here until the batch ends nothing is awaited: the state has the batch's tokens, and keeps again those
         // no admitted create used up (`keepResumeToken` when the batch ends), after the batch's tasks are in it.
-        for index in redeemed.keys.sorted() { feedAndRun(.resumeTokenRedeemed(redeemed[index]!)) }
+        for index in redeemed.keys.sorted() { feedAndRun(.resumeTokenRedeemed(redeemed[index]!)) } // counted by owner
         var pending: [(index: Int, create: PendingCreate)] = []
         for (index, (p, caller)) in requests.enumerated()
         where !refused.contains(index) && (p.resumeData == nil || redeemed[index] != nil) {
             do throws(RPCError) {
-                pending.append((index, try prepareCreate(p, caller: caller, resume: redeemed[index])))
+                pending.append((index, try prepareCreate(p, caller: caller, resume: redeemed[index]?.record)))
             } catch {
                 results[index] = .failure(error)
             }
@@ -342,7 +342,7 @@ extension DaemonCore {
 
     /// Takes the token of a request's resume data out of the journal (once: a second use finds nothing), after
     /// the checks the data itself allows: it is this daemon's, for a session of the same uid, for the same URL.
-    private func redeem(_ p: TaskCreateParams, caller: Caller) async throws(RPCError) -> ResumeTokenRecord {
+    private func redeem(_ p: TaskCreateParams, caller: Caller) async throws(RPCError) -> DaemonState.RedeemedToken {
         let s = try session(p.session, for: caller)
         let decoded = try ResumeData.decode(p.resumeData ?? "", key: resumeKey)
         guard decoded.uid == s.record.uid else { throw RPCError(.invalidResumeData, ResumeData.refusal) }
@@ -353,15 +353,18 @@ extension DaemonCore {
         guard let token = try await journaling({ try $0.takeResumeToken(name) }) else {
             throw RPCError(.invalidResumeData, "This resume data was already used, has expired, or is not from this daemon")
         }
-        return token // fed to the state (`resumeTokenRedeemed`) with the batch's others, after the last wait
+        // Fed to the state (`resumeTokenRedeemed`) with the batch's others, after the last wait; counted for the uid
+        // the resume data was made for (its session may be gone by then).
+        return DaemonState.RedeemedToken(record: token, owner: decoded.uid)
     }
 
     /// `keepResumeToken`: the token of a refused create is journaled again, in its turn; a write that fails goes to
     /// the state, which has its partial removed.
-    func keepResumeToken(_ token: ResumeTokenRecord) {
-        submit({ try $0.insertResumeToken(token) },
+    func keepResumeToken(_ token: DaemonState.RedeemedToken) {
+        let row = token.record
+        submit({ try $0.insertResumeToken(row) },
                failing: "resume data of a refused task.create could not be kept; its partial data is removed",
-               metadata: ["url": "\(token.url)"], feeds: .resumeTokenNotKept(session: token.session, partial: token.partialPath))
+               metadata: ["url": "\(row.url)"], feeds: .resumeTokenNotKept(owner: token.owner, partial: row.partialPath))
     }
 
     /// `admitted` with `resumed` ranges: moves the token's partial into place, and the new row continues from

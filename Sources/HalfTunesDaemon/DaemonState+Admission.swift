@@ -99,7 +99,7 @@ extension DaemonState {
         var partials: [String] = []
         /// The resume data tokens redeemed for the batch's creates and not used up by an admitted one: when the batch
         /// ends (`created`, `admissionsWithdrawn`) they are kept again (`keepResumeToken`).
-        var redeemed: [String: ResumeTokenRecord] = [:]
+        var redeemed: [String: RedeemedToken] = [:]
 
         var isEmpty: Bool { tasksBySession.isEmpty }
     }
@@ -147,24 +147,31 @@ extension DaemonState {
         batchEnded(into: &actions)
     }
 
+    /// A resume data token taken from the journal, with its owner: the uid its resume data was made for, which its
+    /// count follows whatever happens to its session meanwhile.
+    struct RedeemedToken: Equatable, Sendable {
+        var record: ResumeTokenRecord
+        var owner: UInt32
+    }
+
     /// `resumeTokenRedeemed`: the token was taken from the journal for a create of this batch; its owner keeps one
     /// fewer. A token whose URL this daemon refuses can never be used: it is used up now, with its partial (the
     /// create is refused by the runner's check of the URL). Any other is kept again if no create is admitted with
     /// it (`batchEnded`).
-    mutating func resumeTokenRedeemed(_ token: ResumeTokenRecord, into actions: inout [Action]) {
-        if let uid = sessions[token.session]?.record.uid { Self.add(-1, to: &resumeDataKept, uid) }
-        guard (try? Destination.validate(url: token.url)) != nil else {
-            return actions.append(.removePartial(path: token.partialPath))
+    mutating func resumeTokenRedeemed(_ token: RedeemedToken, into actions: inout [Action]) {
+        Self.add(-1, to: &resumeDataKept, token.owner)
+        guard (try? Destination.validate(url: token.record.url)) != nil else {
+            return actions.append(.removePartial(path: token.record.partialPath))
         }
-        admitted.redeemed[token.token] = token
+        admitted.redeemed[token.record.token] = token
     }
 
     /// The batch is over (its creates `created`, or withdrawn, or none admitted): the tokens redeemed for creates
     /// that were refused are kept again, counted for their owner at once (`resumeTokenNotKept` if the write fails),
     /// after the batch's tasks are in the state and their insert submitted.
     mutating func batchEnded(into actions: inout [Action]) {
-        for token in admitted.redeemed.values.sorted(by: { $0.token < $1.token }) {
-            if let uid = sessions[token.session]?.record.uid { Self.add(1, to: &resumeDataKept, uid) }
+        for token in admitted.redeemed.values.sorted(by: { $0.record.token < $1.record.token }) {
+            Self.add(1, to: &resumeDataKept, token.owner)
             actions.append(.keepResumeToken(token))
         }
         admitted = Admitted()

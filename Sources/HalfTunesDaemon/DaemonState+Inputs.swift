@@ -144,9 +144,9 @@ extension DaemonState {
         /// A resume data token was taken from the journal for a task.create of the batch being checked (fed after
         /// the batch's last wait, before its first `admitting`): used by an admitted create, else kept again when the
         /// batch ends (`keepResumeToken`).
-        case resumeTokenRedeemed(ResumeTokenRecord)
+        case resumeTokenRedeemed(RedeemedToken)
         /// A `keepResumeToken` could not be written: nothing will ever name its partial, which goes.
-        case resumeTokenNotKept(session: String, partial: String)
+        case resumeTokenNotKept(owner: UInt32, partial: String)
         /// The transfer of a task canceled keeping resume data stopped (or none was in flight): `durable`, the
         /// stopped attempt's ranges (nil: none was in flight); `partialLength`, the partial's length now (nil:
         /// gone); `token`, a new random token. Answered `writeResumeToken`, or the partial's `removePartial`.
@@ -253,7 +253,7 @@ extension DaemonState {
         case makeResumeData(Int64)
         /// Journal again a token redeemed for a create that was refused (submitted after the batch's insert); a write
         /// that fails is fed back as `resumeTokenNotKept`.
-        case keepResumeToken(ResumeTokenRecord)
+        case keepResumeToken(RedeemedToken)
         /// The session left the state: tell its subscribers (`didBecomeInvalid`) and let them go, so none of them
         /// is left registered for an identifier opened again later.
         case releaseSubscribers(session: String)

@@ -122,8 +122,8 @@ struct DaemonState {
             withdrawAdmissions(into: &actions)
         case let .resumeTokenRedeemed(token):
             resumeTokenRedeemed(token, into: &actions)
-        case let .resumeTokenNotKept(session, partial):
-            if let uid = sessions[session]?.record.uid { Self.add(-1, to: &resumeDataKept, uid) } // counted at `keepResumeToken`
+        case let .resumeTokenNotKept(owner, partial):
+            Self.add(-1, to: &resumeDataKept, owner) // counted at `keepResumeToken`
             actions.append(.removePartial(path: partial))
         case let .resumePartialNotMoved(partial, into):
             admitted.partials.removeAll { $0 == into } // nothing of it there to remove if the batch is withdrawn

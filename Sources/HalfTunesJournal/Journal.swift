@@ -23,6 +23,10 @@ public final class Journal: Sendable {
     public let schemaVersion: Int
     /// Which commits are on disk; answers and events wait for theirs.
     public let durability: JournalDurability
+
+    /// Whether a write may still succeed: the journal is not closed and no fsync failed (after one, every write is
+    /// refused for good). A write that failed while this is false is not worth trying again.
+    public var takesWrites: Bool { gate.isOpen && durability.failure == nil }
     let writer: JournalWriter
     /// The finished rows `taskPage` read, forgotten as they change (FinishedRowCache.swift).
     let finishedRows = FinishedRowCache()
@@ -268,6 +272,13 @@ private final class Gate: @unchecked Sendable {
     private var inside = 0
     private var closing = false
     private var isClosed = false
+
+    /// Neither closed nor closing.
+    var isOpen: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return !isClosed && !closing
+    }
 
     func open<T>(_ body: () throws -> T) throws -> T {
         condition.lock()

@@ -96,16 +96,17 @@ struct DaemonStateResumeAdmissionTests {
         var state = A.state()
         _ = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)
         #expect(A.refusal(state.handle(.admitting(Self.resuming(length: 300)), now: 1)) == .sessionInvalidated("a"))
-        #expect(state.handle(.resumeTokenNotKept(session: "a", partial: "/d/.old.partial"), now: 2) == [.removePartial(path: "/d/.old.partial")])
+        #expect(state.handle(.resumeTokenNotKept(owner: 1, partial: "/d/.old.partial"), now: 2) == [.removePartial(path: "/d/.old.partial")])
     }
 
-    static func token(_ name: String, url: String = "http://127.0.0.1:9/file") -> ResumeTokenRecord {
-        ResumeTokenRecord(token: name, session: "a", url: url, partialPath: "/d/.\(name).partial", destination: "/d/file",
-                          ranges: kept, createdAt: 0)
+    static func token(_ name: String, url: String = "http://127.0.0.1:9/file", session: String = "a") -> DaemonState.RedeemedToken {
+        .init(record: ResumeTokenRecord(token: name, session: session, url: url, partialPath: "/d/.\(name).partial",
+                                        destination: "/d/file", ranges: kept, createdAt: 0),
+              owner: 1)
     }
 
     static func kept(_ actions: [DaemonState.Action]) -> [String] {
-        actions.compactMap { if case .keepResumeToken(let t) = $0 { t.token } else { nil } }
+        actions.compactMap { if case .keepResumeToken(let t) = $0 { t.record.token } else { nil } }
     }
 
     /// Which redeemed tokens go back to the journal is the state's: one an admitted create used is used up; one whose
@@ -133,7 +134,7 @@ struct DaemonStateResumeAdmissionTests {
         #expect(state.resumeDataHeld(by: 1) == 2)
         #expect(Self.kept(state.handle(.created([]), now: 2)).isEmpty, "kept once")
         // One the journal did not take: its partial goes, and it counts no more.
-        #expect(state.handle(.resumeTokenNotKept(session: "a", partial: "/d/.refused.partial"), now: 3)
+        #expect(state.handle(.resumeTokenNotKept(owner: 1, partial: "/d/.refused.partial"), now: 3)
             == [.removePartial(path: "/d/.refused.partial")])
         #expect(state.resumeDataHeld(by: 1) == 1)
     }
@@ -149,5 +150,20 @@ struct DaemonStateResumeAdmissionTests {
         #expect(Self.kept(state.handle(.admissionsWithdrawn, now: 1)) == ["plain"])
         #expect(Self.kept(state.handle(.admissionsWithdrawn, now: 2)).isEmpty)
         #expect(state.resumeDataHeld(by: 1) == 1, "one taken and kept again, one used up: \(state.resumeDataKept)")
+    }
+
+    /// A token's count follows the uid its resume data was made for, not its session: one whose session is deleted
+    /// while the batch waits (its invalidation ended) is still counted out when redeemed, back when kept again, and
+    /// out when that write fails.
+    @Test func aTokensCountFollowsItsOwnerWhateverHappensToItsSession() {
+        var state = A.state()
+        _ = state.handle(.resumeDataChanged(uid: 1, kept: 2), now: 0)
+        _ = state.handle(.sessionRemoved("b", createdAt: 0), now: 0) // the token's session, gone meanwhile
+        _ = state.handle(.resumeTokenRedeemed(Self.token("orphan", session: "b")), now: 1)
+        #expect(state.resumeDataHeld(by: 1) == 1)
+        #expect(Self.kept(state.handle(.admissionsWithdrawn, now: 2)) == ["orphan"])
+        #expect(state.resumeDataHeld(by: 1) == 2)
+        _ = state.handle(.resumeTokenNotKept(owner: 1, partial: "/d/.orphan.partial"), now: 3)
+        #expect(state.resumeDataHeld(by: 1) == 1)
     }
 }
