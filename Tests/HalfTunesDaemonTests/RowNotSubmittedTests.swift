@@ -1,10 +1,7 @@
 import Foundation
 @testable import HalfTunesDaemon
-import HalfTunesEngine
 @testable import HalfTunesJournal
 import HalfTunesProtocol
-import Logging
-import NIOPosix
 import Testing
 
 /// A task row the journal would not even take because it takes no more writes at all (closed, or no longer able to
@@ -12,27 +9,16 @@ import Testing
 /// every minute would keep the daemon from ever being idle (exit-when-idle, and a restart, clear the failure).
 @Suite struct RowNotSubmittedTests {
     @Test func aRowAJournalThatTakesNoMoreWritesRefusedIsNotTriedAgain() async throws {
-        let dir = NSTemporaryDirectory() + "htd-not-submitted-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let journal = try Journal(path: dir + "/journal.sqlite")
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let clients = try HTTPClients(eventLoopGroup: group, caFile: nil)
-        let config = DaemonConfiguration(socketPath: dir + "/control.sock", stateDirectory: dir,
-                                         downloadsDirectory: dir + "/dl", maxConcurrent: 1)
-        let core = DaemonCore(configuration: config, journal: journal, clients: clients, logger: Logger(label: "not-submitted"))
-        try await core.recover()
-        _ = try await core.openSession(SessionOpenParams(identifier: "1/s"), uid: 1)
-        let t = try await core.createTask(TaskCreateParams(session: "1/s", url: "http://127.0.0.1:9/x"), caller: Caller(uid: 1))
+        try await withCore("not-submitted") { core, journal in
+            _ = try await core.openSession(SessionOpenParams(identifier: "1/s"), uid: 1)
+            let t = try await core.createTask(TaskCreateParams(session: "1/s", url: "http://127.0.0.1:9/x"), caller: Caller(uid: 1))
 
-        try journal.close()
-        _ = try await core.cancelTask(t.id, produceResumeData: false, caller: Caller(uid: 1))
-        #expect(!journal.takesWrites)
-        #expect(await core.rowRewrite(t.id) == nil, "no rewrite for a journal that takes no more writes")
-        #expect(await core.isIdle(), "nothing left pending")
-        await core.shutdown()
-        await clients.shutdown()
-        try await group.shutdownGracefully()
+            try journal.close()
+            _ = try await core.cancelTask(t.id, produceResumeData: false, caller: Caller(uid: 1))
+            #expect(!journal.takesWrites)
+            #expect(await core.rowRewrite(t.id) == nil, "no rewrite for a journal that takes no more writes")
+            #expect(await core.isIdle(), "nothing left pending")
+        }
     }
 }
 

@@ -16,66 +16,53 @@ import Testing
 /// identifier that may be opened again later.
 @Suite struct SessionOpenFailureTests {
     @Test func aSubscriberOfANewSessionWhoseRowFailsIsLetGo() async throws {
-        let dir = NSTemporaryDirectory() + "htd-open-failure-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let journal = try Journal(path: dir + "/journal.sqlite")
-        try await journal.dbQueue.write { db in
-            try db.execute(sql: """
-                CREATE TRIGGER refused_by_test BEFORE INSERT ON sessions WHEN NEW.identifier LIKE '%doomed'
-                BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
-                """)
-        }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let clients = try HTTPClients(eventLoopGroup: group, caFile: nil)
-        let config = DaemonConfiguration(socketPath: dir + "/control.sock", stateDirectory: dir,
-                                         downloadsDirectory: dir + "/dl", maxConcurrent: 1)
-        let core = DaemonCore(configuration: config, journal: journal, clients: clients, logger: Logger(label: "open-failure"))
-        try await core.recover()
-
-        // The row waits in the writer's queue while a client subscribes to the session.
-        journal.writer.holdForTesting(true)
-        let id = "1/doomed"
-        let open = Task { try await core.openSession(SessionOpenParams(identifier: id), uid: 1) }
-        while await !core.hasSession(id) { await Task.yield() }
-        let channel = NIOAsyncTestingChannel()
-        let outbox = Outbox(connectionID: 7, channel: channel, limit: 1 << 20, durability: journal.durability)
-        let subscribe = Task {
-            try await core.subscribe(EventsSubscribeParams(session: id, after: 0), caller: Caller(uid: 1),
-                                     requestID: .int(1), outbox: outbox)
-        }
-        while await !core.hasSubscribers(id) { await Task.yield() }
-        journal.writer.holdForTesting(false)
-
-        await #expect(throws: RPCError.self) { try await open.value }
-        try await subscribe.value
-        #expect(await !core.hasSession(id))
-        #expect(await !core.hasSubscribers(id), "the subscriber stays registered for a session that never existed")
-        // What the client reads: the subscription's answer, then (whichever came first on the core) the session's
-        // end, as the last line. Lines leave once the journal's commit before them is durable (its own thread).
-        var lines: [String] = []
-        var types: [String] = []
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !types.contains("didBecomeInvalid"), ContinuousClock.now < deadline {
-            await channel.testingEventLoop.run()
-            while let buffer = try await channel.readOutbound(as: ByteBuffer.self) {
-                let line = String(buffer: buffer)
-                lines.append(line)
-                if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                   let type = (object["params"] as? [String: Any])?["type"] as? String {
-                    types.append(type)
-                }
+        try await withCore("open-failure", prepare: { journal in
+            try await journal.dbQueue.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER refused_by_test BEFORE INSERT ON sessions WHEN NEW.identifier LIKE '%doomed'
+                    BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
+                    """)
             }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        #expect(types.last == "didBecomeInvalid", "\(lines)")
-        await channel.testingEventLoop.run()
-        #expect(try await channel.readOutbound(as: ByteBuffer.self) == nil)
+        }) { core, journal in
+            // The row waits in the writer's queue while a client subscribes to the session.
+            journal.writer.holdForTesting(true)
+            let id = "1/doomed"
+            let open = Task { try await core.openSession(SessionOpenParams(identifier: id), uid: 1) }
+            while await !core.hasSession(id) { await Task.yield() }
+            let channel = NIOAsyncTestingChannel()
+            let outbox = Outbox(connectionID: 7, channel: channel, limit: 1 << 20, durability: journal.durability)
+            let subscribe = Task {
+                try await core.subscribe(EventsSubscribeParams(session: id, after: 0), caller: Caller(uid: 1),
+                                         requestID: .int(1), outbox: outbox)
+            }
+            while await !core.hasSubscribers(id) { await Task.yield() }
+            journal.writer.holdForTesting(false)
 
-        await core.shutdown()
-        await clients.shutdown()
-        try await group.shutdownGracefully()
-        try journal.close()
+            await #expect(throws: RPCError.self) { try await open.value }
+            try await subscribe.value
+            #expect(await !core.hasSession(id))
+            #expect(await !core.hasSubscribers(id), "the subscriber stays registered for a session that never existed")
+            // What the client reads: the subscription's answer, then (whichever came first on the core) the session's
+            // end, as the last line. Lines leave once the journal's commit before them is durable (its own thread).
+            var lines: [String] = []
+            var types: [String] = []
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !types.contains("didBecomeInvalid"), ContinuousClock.now < deadline {
+                await channel.testingEventLoop.run()
+                while let buffer = try await channel.readOutbound(as: ByteBuffer.self) {
+                    let line = String(buffer: buffer)
+                    lines.append(line)
+                    if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                       let type = (object["params"] as? [String: Any])?["type"] as? String {
+                        types.append(type)
+                    }
+                }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(types.last == "didBecomeInvalid", "\(lines)")
+            await channel.testingEventLoop.run()
+            #expect(try await channel.readOutbound(as: ByteBuffer.self) == nil)
+        }
     }
 }
 
