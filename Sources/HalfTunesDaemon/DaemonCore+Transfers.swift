@@ -1,4 +1,5 @@
-// Transfers in the core: attempts of every task kind, upload and data tasks' checks, and each user's disk share.
+// Transfers in the core: attempts of every task kind, upload and data tasks' checks, each user's disk share, and a
+// download's end (its digest and its move into place, off the actor).
 import AsyncHTTPClient
 import Foundation
 import HalfTunesEngine
@@ -283,5 +284,148 @@ extension DaemonCore {
             let held = token.ranges.clipped(to: PartialFile.length(path: token.partialPath) ?? 0).count
             diskLedger.set(token.partialPath, uid: uid, bytes: held)
         }
+    }
+}
+
+// MARK: - The end of a download in the core: the runner of `DaemonState`'s completion actions (digest and move off the actor).
+
+extension DaemonCore {
+    /// Crash point: the digest is being computed (the task is still `running` in phase `transfer`).
+    static let crashWhileVerifying = "checksum.verifying"
+
+    /// `recoverPublish`: what the file system shows of a publish whose intent was journaled before a crash
+    /// (during `recover`); the state finishes it, idempotently.
+    func recoverPublish(_ id: Int64, partial: String, location: String) {
+        let recovery = FilePublisher.recover(partialPath: partial, destination: location)
+        if recovery == .published {
+            diskLedger.remove(partial)
+            logger.info("completing a download whose publish was interrupted", metadata: ["task": "\(id)"])
+        }
+        feedAndRun(.recoveredCompletion(id, recovery, totalBytes: PartialFile.length(path: partial)))
+    }
+
+    /// A result from off the actor, for `DaemonState` (which drops stale ones).
+    func completionInput(_ id: Int64, attempt: Int, _ input: CompletionMachine.Input) {
+        feedAndRun(.completion(id, attempt: attempt, input))
+    }
+
+    /// Returns once the move into place under way for the task has ended (`completionEnded`): what a
+    /// `heldWhileMoving` input waits for before it is fed again, and shutdown for each move under way.
+    func moveEnded(_ id: Int64) async {
+        guard state.isMoving(id) else { return }
+        logger.debug("waiting for the file to be moved into place", metadata: ["task": "\(id)"])
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            transfers.moveWaiters[id, default: []].append(waiter)
+        }
+    }
+
+    /// The runner's part of `DaemonState`'s completion actions.
+    /// `chooseName`: the state's preferred name unless it exists or is to be avoided, else a free `name (n).ext` of
+    /// the destination that no other task holds (`FilePublisher.publishName`: it looks at the file system).
+    func chooseNameAndGoOn(_ id: Int64, attempt: Int, preferred: String, destination: String, avoiding: Set<String>) {
+        let name = FilePublisher.publishName(preferred: preferred, destination: destination, avoiding: avoiding,
+                                             isReserved: { state.isReserved($0, byAnotherThan: id) })
+        completionInput(id, attempt: attempt, .nameChosen(name))
+    }
+
+    func completionEnded(_ id: Int64, location: String?, error: TaskError?) {
+        if let location {
+            logger.info("download complete", metadata: ["task": "\(id)", "location": "\(location)"])
+        } else if let error {
+            logger.warning("\(error.message)", metadata: ["task": "\(id)"])
+        }
+        for waiter in transfers.moveWaiters.removeValue(forKey: id) ?? [] { waiter.resume() }
+    }
+
+    /// Crash point: the partial is open for its checksum and about to be read (tests swap it here).
+    static let holdWhileVerifying = "checksum.opened"
+
+    /// Opens the complete partial (`OpenPartial`: no symlink followed, the daemon's own file) and reads its
+    /// digest through that descriptor, off the actor. The open file is kept for the move when the state goes on
+    /// to publish it.
+    func computeDigest(_ id: Int64, attempt: Int, path: String) {
+        logger.debug("verifying checksum", metadata: ["task": "\(id)"])
+        let journal = self.journal
+        Task.detached { [weak self] in
+            let (result, file) = await BlockingWork.run { () -> (Result<Checksum, TaskError>, OpenPartial?) in
+                journal.waitUntilWritten() // the length journaled before verifying survives a crash meanwhile
+                CrashPoints.hit(Self.crashWhileVerifying)
+                let file: OpenPartial
+                do throws(FileIOError) {
+                    file = try OpenPartial.open(path)
+                } catch {
+                    return (.failure(error.taskError), nil)
+                }
+                CrashPoints.hold(Self.holdWhileVerifying)
+                return (Result { () throws(FileIOError) -> Checksum in try file.sha256() }.mapError(\.taskError), file)
+            }
+            await self?.digestComputed(id, attempt: attempt, result, file: file)
+        }
+    }
+
+    private func digestComputed(_ id: Int64, attempt: Int, _ result: Result<Checksum, TaskError>, file: OpenPartial?) {
+        transfers.verifiedPartials[id] = file // taken by the move this input may start at once
+        completionInput(id, attempt: attempt, .digestComputed(result))
+        transfers.verifiedPartials[id] = nil // not taken: the task stopped or failed meanwhile (closes the file)
+    }
+
+
+    /// Syncs the journal (the recorded intent), then moves the complete partial file into place, off the actor
+    /// and off the cooperative pool (`BlockingWork`: fsyncs of the file and both directories).
+    ///
+    /// Every step goes through one descriptor of the partial (`OpenPartial`: the one its checksum was read from,
+    /// else opened here without following a symlink): the metadata (`fsetxattr`, `futimens`), the fsync and the
+    /// link of that very inode, after checking that the path still names it. A partial swapped for a symlink, a
+    /// hard link or another file fails the task, and nothing else is touched.
+    func move(_ id: Int64, attempt: Int, partial: String, to location: String, replacing: Bool, partialIsDurable durable: Bool,
+              metadata: PublishMetadata) {
+        let journal = self.journal
+        let logger = self.logger
+        let verified = transfers.verifiedPartials.removeValue(forKey: id)
+        Task.detached { [weak self] in
+            let (outcome, opened) = await BlockingWork.run { () -> (CompletionMachine.MoveOutcome, OpenPartial?) in
+                // The intent is on disk before the file moves (recovery finishes the move); waited for here,
+                // not on the actor.
+                journal.sync()
+                CrashPoints.hit(CrashPoints.publishAfterIntent)
+                let file: OpenPartial
+                if let verified {
+                    file = verified
+                } else {
+                    do throws(FileIOError) {
+                        file = try OpenPartial.open(partial)
+                    } catch {
+                        return (.failed(error.description), nil)
+                    }
+                }
+                CrashPoints.hold(CrashPoints.publishMoving)
+                // Where it came from, set on the complete file before it appears (the publish's fsyncs cover it).
+                let problems = metadata.apply(to: file)
+                if !problems.isEmpty {
+                    logger.warning("could not record where the file came from", metadata: [
+                        "task": "\(id)", "problems": "\(problems.joined(separator: "; "))"])
+                }
+                do {
+                    try FilePublisher.publish(file, destination: location, replacing: replacing,
+                                              partialIsDurable: durable)
+                    CrashPoints.hit(CrashPoints.publishAfterMove)
+                    return (.published, file)
+                } catch PublishError.destinationExists {
+                    return (.destinationExists, file)
+                } catch {
+                    return (.failed("\(error)"), file)
+                }
+            }
+            await self?.moveEnded(id, attempt: attempt, outcome, file: opened)
+        }
+    }
+
+    /// A name taken meanwhile sends the file to another name: the same open file goes there (the move that
+    /// follows takes it), never the path opened again.
+    private func moveEnded(_ id: Int64, attempt: Int, _ outcome: CompletionMachine.MoveOutcome, file: OpenPartial?) {
+        if outcome == .destinationExists { transfers.verifiedPartials[id] = file }
+        if outcome == .published, let partial = state.tasks[id]?.record.partialPath { diskLedger.remove(partial) }
+        completionInput(id, attempt: attempt, .moveEnded(outcome))
+        transfers.verifiedPartials[id] = nil
     }
 }
