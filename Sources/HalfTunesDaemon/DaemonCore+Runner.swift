@@ -221,9 +221,8 @@ extension DaemonCore {
     /// A checkpoint the journal did not take: the state has the task's row written again (`rowWriteFailed`, after a
     /// wait that grows with its failures), which carries the durable ranges.
     private func checkpointFailed(_ id: Int64, session: String?, error: any Error) {
-        logger.error("journal checkpoint failed for task \(id): \(error)", metadata: ["task": "\(id)"])
         guard let session else { return }
-        feedAndRun(.rowWriteFailed(id, session: session, lostEvents: 0, finished: nil))
+        rowWriteFailed(.init(id: id, session: session), error: error, what: "checkpoint")
     }
 
     /// `recordLaunch`: the session's launch record, journaled in its turn; a failure goes to the state, which writes
@@ -231,26 +230,24 @@ extension DaemonCore {
     func recordLaunch(_ identifier: String, _ record: SessionLaunchRecord?) {
         submit({ try $0.setSessionLaunch(identifier, record) },
                failing: "the session's launch record could not be journaled; it is written again",
-               metadata: ["session": "\(identifier)"], feeds: .launchRecordWriteFailed(identifier), retrying: true)
+               metadata: ["session": "\(identifier)"]) { .launchRecordWriteFailed(identifier, journalTakesWrites: $0) }
     }
 
     /// Submits a journal write in its turn, not waited for; if it fails, the error is logged with `message` and the
-    /// state is fed `input` (what it does about it is its own). An input that asks for the write again
-    /// (`retrying`) is not fed once the journal takes no more writes at all (closed, or a failed fsync): nothing
-    /// tried again could succeed, and a rewrite every minute would keep the daemon from ever being idle.
+    /// state is fed `input`, told whether the journal still takes writes (what it does about it is its own).
     func submit(_ write: @escaping @Sendable (Journal) throws -> Void, failing message: String,
-                metadata: Logger.Metadata, feeds input: DaemonState.Input, retrying: Bool = false) {
+                metadata: Logger.Metadata, feeds input: @escaping @Sendable (_ journalTakesWrites: Bool) -> DaemonState.Input) {
         let written = journal.submitting(write)
         Task { [weak self] in
             guard let error = await written.failure else { return }
-            await self?.writeFailed(message, metadata: metadata, error: error, feeds: input, retrying: retrying)
+            await self?.writeFailed(message, metadata: metadata, error: error, feeds: input)
         }
     }
 
-    private func writeFailed(_ message: String, metadata: Logger.Metadata, error: String, feeds input: DaemonState.Input,
-                             retrying: Bool) {
+    private func writeFailed(_ message: String, metadata: Logger.Metadata, error: String,
+                             feeds input: (_ journalTakesWrites: Bool) -> DaemonState.Input) {
         logger.error("\(message)", metadata: metadata.merging(["error": "\(error)"]) { _, new in new })
-        if !retrying || journal.takesWrites { feedAndRun(input) }
+        feedAndRun(input(journal.takesWrites))
     }
 
     private func launchStartAnswered(_ identifier: String, unit: String, error: String?) {

@@ -270,19 +270,9 @@ extension DaemonCore {
             broadcast(stored + events.filter { !$0.payload.isJournaled })
             return (true, stored.last(where: \.payload.isDidComplete)?.seq)
         } catch {
-            // Not even submitted. The journal closed, or can no longer make anything durable (a failed fsync): for
-            // good, so no rewrite could take the row (and one tried every minute would keep the daemon from ever
-            // being idle): the events go out live only. Otherwise the state has the row written again, as for a
-            // write that failed once submitted: a finished row carries its events (nothing later would write it), so
-            // only its live ones go out now.
-            logger.error("journal write failed for task \(id): \(error)", metadata: ["task": "\(id)"])
-            guard journal.takesWrites else {
-                broadcast(events)
-                return (false, nil)
-            }
-            let finished = record.state.isTerminal ? DaemonState.FinishedRow(record: record, payloads: payloads) : nil
-            broadcast(finished == nil ? events : events.filter { !$0.payload.isJournaled })
-            feedAndRun(.rowWriteFailed(id, session: record.session, lostEvents: 0, finished: finished))
+            // Not even submitted: the state decides which events go out live and whether the row is written again.
+            rowWriteFailed(.init(id: id, session: record.session, row: record, payloads: payloads, unsent: true),
+                           error: error)
             return (false, nil)
         }
     }
@@ -295,23 +285,23 @@ extension DaemonCore {
     /// written again.
     func writeRow(_ record: TaskRecord, events: [Event], payloads: [EventPayload]) throws -> [Event] {
         guard let id = record.id else { throw JournalError.taskHasNoID }
-        let session = record.session, lost = events.count
-        let finished = record.state.isTerminal ? DaemonState.FinishedRow(record: record, payloads: payloads) : nil
+        let submitted = DaemonState.RowWriteFailure(id: id, session: record.session, row: record, payloads: payloads,
+                                                     lostEvents: events.count)
         return try journal.submitTaskUpdate(record, events: events) { [weak self] error in
             guard let error else { return }
-            // A row that does not exist (its insert failed) is not written again: nothing of it is brought back.
-            let missing = if case .unknownTask? = error as? JournalError { true } else { false }
-            Task {
-                await self?.rowWriteFailed(id, session: session, lostEvents: lost, finished: missing ? nil : finished,
-                                           error: error)
-            }
+            var failure = submitted
+            failure.rowMissing = if case .unknownTask? = error as? JournalError { true } else { false }
+            Task { [failure] in await self?.rowWriteFailed(failure, error: error) }
         }
     }
 
-    private func rowWriteFailed(_ id: Int64, session: String, lostEvents: Int, finished: DaemonState.FinishedRow?,
-                                error: Error) {
-        feedAndRun(.rowWriteFailed(id, session: session, lostEvents: lostEvents, finished: finished))
-        logger.error("journal write failed for task \(id): \(error); it is written again", metadata: ["task": "\(id)"])
+    /// A task's row or checkpoint the journal did not take, logged and fed to the state with whether the journal
+    /// still takes writes.
+    func rowWriteFailed(_ failure: DaemonState.RowWriteFailure, error: Error, what: String = "write") {
+        logger.error("journal \(what) failed for task \(failure.id): \(error)", metadata: ["task": "\(failure.id)"])
+        var failure = failure
+        failure.journalTakesWrites = journal.takesWrites
+        feedAndRun(.rowWriteFailed(failure))
     }
 
     /// Sends events to the live subscribers of their sessions. Every journaled event passes here (the ones

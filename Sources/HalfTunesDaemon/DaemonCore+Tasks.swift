@@ -364,7 +364,7 @@ extension DaemonCore {
         let row = token.record
         submit({ try $0.insertResumeToken(row) },
                failing: "resume data of a refused task.create could not be kept; its partial data is removed",
-               metadata: ["url": "\(row.url)"], feeds: .resumeTokenNotKept(owner: token.owner, partial: row.partialPath))
+               metadata: ["url": "\(row.url)"]) { _ in .resumeTokenNotKept(owner: token.owner, partial: row.partialPath) }
     }
 
     /// `admitted` with `resumed` ranges: moves the token's partial into place, and the new row continues from

@@ -124,8 +124,8 @@ extension DaemonState {
         /// The session's started launch unit ended (its service `Result` and main exit status).
         case launchUnitEnded(String, unit: String, result: String, exitStatus: Int32)
         /// The session's launch record (`recordLaunch`) could not be journaled: the state writes it again later
-        /// (DaemonState+Launch.swift), as it has it then.
-        case launchRecordWriteFailed(String)
+        /// (DaemonState+Launch.swift), as it has it then, while the journal still takes writes.
+        case launchRecordWriteFailed(String, journalTakesWrites: Bool)
         /// At start: the resume data each uid keeps, as the journal holds it.
         case resumeDataChanged(uid: UInt32, kept: Int)
         /// Resume data tokens of `session` were taken from the journal (expired: `by` < 0); its owner's count
@@ -133,11 +133,10 @@ extension DaemonState {
         /// counted by `resumeTokenWritten`, a redeemed one by `resumeTokenRedeemed`, one kept again by
         /// `keepResumeToken` (and `resumeTokenNotKept`).
         case resumeTokensChanged(session: String, by: Int)
-        /// A task row (`journal`) was submitted but its write failed: its `lostEvents` journaled events never
-        /// reached the journal (nor anyone: their seqs were withdrawn), and the row is written again later
-        /// (DaemonState+RowRewrites.swift). `finished`: a finished task's row with its events, which nothing later
-        /// would carry; nil: the task's row as the state has it then.
-        case rowWriteFailed(Int64, session: String, lostEvents: Int, finished: FinishedRow?)
+        /// A task's row (`journal`) or checkpoint could not be journaled, as the runner saw it (facts only): the
+        /// state has the row written again later and decides which of its events go out live
+        /// (DaemonState+RowRewrites.swift).
+        case rowWriteFailed(RowWriteFailure)
         /// The partial of resume data admitted at a task.create (`Admission.resumed`) could not be moved to the new
         /// task's (`into`): the task starts from byte 0, and the token's partial goes.
         case resumePartialNotMoved(partial: String, into: String)

@@ -115,22 +115,13 @@ extension DaemonState {
         launchIfUnattended(identifier, now: now, into: &actions)
     }
 
-    /// A launch record to write again: when (`due`), or (`written`) when it counts as written if no failure of it
-    /// came back by then.
-    struct LaunchRewrite: Equatable, Sendable {
-        var attempts: Int
-        var due: Double
-        var written = false
-    }
-
     /// `launchRecordWriteFailed`: the session's launch record is written again after the wait a task row's rewrite
     /// has (1 s, doubling with each failure in a row up to 60 s). Without it the journal would keep an older record,
     /// and the next start would back off from it: fewer failures counted, a start due sooner than the one the log
     /// announced. Not for a session the state no longer has (its record went with its row).
     mutating func launchRecordWriteFailed(_ identifier: String, now: Double) {
         guard sessions[identifier] != nil else { return }
-        let attempts = (launchRewrites[identifier]?.attempts ?? 0) + 1
-        launchRewrites[identifier] = LaunchRewrite(attempts: attempts, due: now + Self.rowRewriteDelay(attempts: attempts))
+        launchRewrites[identifier] = RewriteSchedule(failedAfter: launchRewrites[identifier], now: now)
     }
 
     /// From `clockTick` (and, all of them, when shutdown's grace ends): the records due are written again, as the
@@ -138,14 +129,13 @@ extension DaemonState {
     /// back within its wait counts as written. O(records to write again), only while there are some.
     mutating func launchRewritesDue(now: Double, all: Bool = false, into actions: inout [Action]) {
         guard !launchRewrites.isEmpty else { return }
-        for (identifier, rewrite) in launchRewrites.sorted(by: { $0.key < $1.key }) where all || rewrite.due <= now {
+        for (identifier, rewrite) in RewriteSchedule.due(launchRewrites, now: now, all: all) {
             guard let s = sessions[identifier], all || !rewrite.written else {
                 launchRewrites[identifier] = nil // written, or gone
                 continue
             }
             actions.append(.recordLaunch(session: identifier, s.record.launch))
-            launchRewrites[identifier]?.written = true
-            launchRewrites[identifier]?.due = now + Self.rowRewriteDelay(attempts: rewrite.attempts)
+            launchRewrites[identifier]?.rewritten(now: now)
         }
     }
 

@@ -45,7 +45,7 @@ struct DaemonState {
     /// The relaunch machine of each session with a `launchUnit` (DaemonState+Launch.swift).
     var launches: [String: LaunchMachine] = [:]
     /// Launch records whose journal write failed, to be written again (DaemonState+Launch.swift).
-    var launchRewrites: [String: LaunchRewrite] = [:]
+    var launchRewrites: [String: RewriteSchedule] = [:]
 
     /// Nothing is pending (what exit-when-idle waits for): no task queued, running or waiting to retry, no transfer
     /// still stopping, no file being moved into place (`TaskTable` keeps it as tasks change: O(1)), and no row or
@@ -294,9 +294,8 @@ struct DaemonState {
             }
         case let .resumeDataChanged(uid, kept):
             Self.add(kept, to: &resumeDataKept, uid)
-        case let .rowWriteFailed(id, session, lostEvents, finished):
-            eventsLost(session, count: lostEvents)
-            rowWriteFailed(id, session: session, finished: finished, now: now)
+        case .rowWriteFailed(let failure):
+            rowWriteFailed(failure, now: now, into: &actions)
         case let .resumeTokensChanged(session, by):
             if let uid = sessions[session]?.record.uid { Self.add(by, to: &resumeDataKept, uid) }
         case let .resumeDataStopped(id, durable, partialLength, token):
@@ -319,8 +318,8 @@ struct DaemonState {
         case let .launchStartAnswered(session, unit, error):
             guard launchUnit(of: session) == unit else { break } // reconfigured meanwhile
             feedLaunch(session, .startAnswered(error: error), now: now, into: &actions)
-        case .launchRecordWriteFailed(let session):
-            launchRecordWriteFailed(session, now: now)
+        case let .launchRecordWriteFailed(session, journalTakesWrites):
+            if journalTakesWrites { launchRecordWriteFailed(session, now: now) } // else no write could succeed
         case let .launchUnitEnded(session, unit, result, exitStatus):
             guard launchUnit(of: session) == unit else { break }
             feedLaunch(session, .unitEnded(result: result, exitStatus: exitStatus, pending: hasPendingEvents(session),

@@ -214,12 +214,12 @@ struct DaemonStateLaunchTests {
         #expect(record?.failures == 1 && Self.recorded(failed) == [record])
 
         #expect(state.isIdle)
-        #expect(state.handle(.launchRecordWriteFailed("a"), now: 1.1).isEmpty, "written again on the clock, not at once")
+        #expect(state.handle(.launchRecordWriteFailed("a", journalTakesWrites: true), now: 1.1).isEmpty, "written again on the clock, not at once")
         #expect(!state.isIdle, "a record to write again keeps an exit-when-idle daemon up")
         #expect(Self.recorded(state.handle(.clockTick, now: 2)).isEmpty)
         #expect(Self.recorded(state.handle(.clockTick, now: 2.2)) == [record])
         // Refused again: the wait doubles.
-        _ = state.handle(.launchRecordWriteFailed("a"), now: 2.5)
+        _ = state.handle(.launchRecordWriteFailed("a", journalTakesWrites: true), now: 2.5)
         #expect(Self.recorded(state.handle(.clockTick, now: 4.4)).isEmpty)
         #expect(Self.recorded(state.handle(.clockTick, now: 4.5)) == [record])
         // No failure came back within its wait: written, nothing more (the unit's start is due at 11 only).
@@ -227,13 +227,24 @@ struct DaemonStateLaunchTests {
         #expect(state.launchRewrites.isEmpty && state.isIdle)
 
         // Shutdown's grace writes the ones left at once; a removed session's is dropped.
-        _ = state.handle(.launchRecordWriteFailed("a"), now: 9)
-        _ = state.handle(.launchRecordWriteFailed("u"), now: 9)
+        _ = state.handle(.launchRecordWriteFailed("a", journalTakesWrites: true), now: 9)
+        _ = state.handle(.launchRecordWriteFailed("u", journalTakesWrites: true), now: 9)
         _ = state.handle(.sessionRemoved("u"), now: 9)
         _ = state.handle(.shutdownBegan, now: 9.1)
         #expect(Self.recorded(state.handle(.shutdownGraceEnded, now: 9.2)) == [record])
         // A session the state does not have has nothing to write.
-        #expect(state.handle(.launchRecordWriteFailed("gone"), now: 10).isEmpty)
+        #expect(state.handle(.launchRecordWriteFailed("gone", journalTakesWrites: true), now: 10).isEmpty)
         #expect(state.launchRewrites["gone"] == nil)
+    }
+
+    /// A journal that takes no more writes (closed, or a failed fsync) could never take the record: it is not tried
+    /// again, so an exit-when-idle daemon can still go.
+    @Test func aLaunchRecordIsNotWrittenAgainToAJournalThatTakesNoWrites() {
+        var state = Self.launching()
+        _ = state.handle(.eventsJournaled(session: "a", lastSeq: 1, count: 1), now: 0)
+        _ = state.handle(.launchStartAnswered("a", unit: "app.service", error: "Unit app.service not found."), now: 1)
+        #expect(state.handle(.launchRecordWriteFailed("a", journalTakesWrites: false), now: 1.1).isEmpty)
+        #expect(state.launchRewrites.isEmpty && state.isIdle)
+        #expect(Self.recorded(state.handle(.clockTick, now: 5)).isEmpty)
     }
 }
