@@ -41,17 +41,16 @@ extension DaemonCore {
         ])
     }
 
-    /// The engine's request for `plan` (the state's), with what only the runner has: the configured checkpoint
-    /// interval and free-space floor, the owner's disk account, and the netrc file's credentials when the plan
-    /// says so. The bandwidth buckets are added by the caller.
+    /// The engine's request for `plan` (the state's), with what only the runner has: the owner's disk account, and
+    /// the netrc file's credentials when the plan says so. The bandwidth buckets are added by the caller.
     private func attemptRequest(_ plan: TransferPlan, owner: UInt32) -> AttemptRequest {
         let headers = plan.headers.map { (name: $0.name, value: $0.value) }
         var request: AttemptRequest
         if let d = plan.download {
             request = .download(taskID: plan.taskID, url: plan.url, headers: headers, partialPath: d.partialPath,
                                 durable: d.durable, validators: d.validators, expectedLength: d.expectedLength,
-                                requestTimeout: plan.requestTimeout, checkpointInterval: configuration.checkpointInterval,
-                                maxConnections: d.maxConnections, freeSpaceFloor: configuration.minFreeSpace,
+                                requestTimeout: plan.requestTimeout, checkpointInterval: d.writing.checkpointInterval,
+                                maxConnections: d.maxConnections, freeSpaceFloor: d.writing.freeSpaceFloor,
                                 diskAccount: diskLedger.account(uid: owner, path: d.partialPath))
         } else {
             request = AttemptRequest(taskID: plan.taskID, url: plan.url, method: plan.method, headers: headers,
@@ -249,9 +248,9 @@ extension TaskInfo {
 
 extension DaemonCore {
     /// The ledger of `configuration.maxDiskPerUID`: a percentage is of the downloads directory's file system
-    /// (the nearest existing directory on its way), as it is at start; the daemon's own uid and root are not
+    /// (the nearest existing directory on its way), as it is at start; the `exempt` uids (the state's) are not
     /// limited.
-    static func diskLedger(for configuration: DaemonConfiguration) -> DiskLedger {
+    static func diskLedger(for configuration: DaemonConfiguration, exempt: Set<UInt32>) -> DiskLedger {
         var fs = statvfs()
         var path = configuration.downloadsDirectory
         while statvfs(path, &fs) != 0, path != "/" {
@@ -261,7 +260,7 @@ extension DaemonCore {
         let size = fileSystemSize(fs).total
         var limit = configuration.maxDiskPerUID.bytes(ofFileSystemSize: size)
         if case .percent = configuration.maxDiskPerUID, size <= 0 { limit = nil } // a size nobody could read: no share
-        return DiskLedger(limit: limit, exempt: [0, geteuid()])
+        return DiskLedger(limit: limit, exempt: exempt)
     }
 
     /// Removes a partial file the daemon made (`PartialFile.remove`) and its charge.

@@ -43,12 +43,6 @@ actor DaemonCore {
          clock: @escaping @Sendable () -> Double = { Timestamp.now() }) {
         self.configuration = configuration
         self.resumeKey = resumeKey
-        self.services = CoreServices(journal: journal, clients: clients, logger: logger, clock: clock, startedAt: clock(),
-                                     launcher: UnitLauncher(),
-                                     diskLedger: Self.diskLedger(for: configuration), hostConnections: HostConnections(),
-                                     globalBandwidth: BandwidthBucket(rate: 0),
-                                     netrc: configuration.netrcPath.map(NetrcFile.init(path:)),
-                                     notifications: NotificationPoster(log: { [logger] in logger.notice("\($0)") }))
         self.state = DaemonState(limits: DaemonState.SlotLimits(maxConcurrent: configuration.maxConcurrent,
                                                                 maxConnectionsPerHost: configuration.maxConnectionsPerHost),
                                  caps: DaemonState.Caps(maxSessionsPerUID: configuration.maxSessionsPerUID,
@@ -58,7 +52,16 @@ actor DaemonCore {
                                                         maxPendingEventsPerUID: configuration.maxPendingEventsPerUID,
                                                         maxResumeDataPerUID: configuration.maxResumeDataPerUID,
                                                         resumeDataLifetime: configuration.resumeDataLifetime),
-                                 proxyRules: configuration.proxyRules, daemonUID: geteuid())
+                                 proxyRules: configuration.proxyRules, daemonUID: geteuid(),
+                                 partialWriting: PartialWriting(checkpointInterval: configuration.checkpointInterval,
+                                                                freeSpaceFloor: configuration.minFreeSpace))
+        self.services = CoreServices(journal: journal, clients: clients, logger: logger, clock: clock, startedAt: clock(),
+                                     launcher: UnitLauncher(),
+                                     diskLedger: Self.diskLedger(for: configuration, exempt: state.diskExempt),
+                                     hostConnections: HostConnections(),
+                                     globalBandwidth: BandwidthBucket(rate: 0),
+                                     netrc: configuration.netrcPath.map(NetrcFile.init(path:)),
+                                     notifications: NotificationPoster(log: { [logger] in logger.notice("\($0)") }))
         if let path = InputLog.path { self.feeding.inputLog = InputLog(initial: state, reportPath: path) }
         journal.onSubmittedWriteFailure { [logger] message in
             logger.error("journal write failed: \(message)")

@@ -3,9 +3,16 @@ import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 
+/// How a download writes its partial file, as the daemon is configured (`checkpoint-interval`: how often what is
+/// written is made durable and journaled; `min-free-space`: the free space no download may take).
+struct PartialWriting: Equatable, Sendable {
+    var checkpointInterval: Double = 1
+    var freeSpaceFloor: FreeSpaceFloor = .automatic
+}
+
 /// An attempt's request as the state decides it (`DaemonState.transferPlan`). The runner builds the engine's
 /// `AttemptRequest` from it and adds only live resources: the bandwidth buckets, the disk ledger's account, the
-/// netrc file's credentials when `credentials` is `.netrc`, the configured checkpoint interval and free-space floor.
+/// netrc file's credentials when `credentials` is `.netrc`.
 struct TransferPlan: Equatable, Sendable {
     struct Header: Equatable, Sendable {
         var name: String
@@ -30,6 +37,8 @@ struct TransferPlan: Equatable, Sendable {
         var expectedLength: Int64?
         /// The most requests at once: the task's, else its session's, else the default.
         var maxConnections: Int
+        /// The daemon's checkpoint interval and free-space floor.
+        var writing = PartialWriting()
     }
 
     var taskID: Int64
@@ -81,7 +90,8 @@ extension DaemonState {
             let validators = (r.etag != nil || r.lastModified != nil) ? Validators(etag: r.etag, lastModified: r.lastModified) : nil
             plan.download = TransferPlan.Download(
                 partialPath: r.partialPath, durable: r.durableRanges, validators: validators, expectedLength: r.bytesExpected,
-                maxConnections: r.maxConnections ?? config.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask)
+                maxConnections: r.maxConnections ?? config.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask,
+                writing: partialWriting)
         case .upload:
             plan.body = r.file.map { AttemptRequest.UploadBody(path: $0, fileID: r.fileID.flatMap(FileID.init(text:))) }
             plan.responseLimit = .upload

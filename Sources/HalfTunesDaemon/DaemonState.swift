@@ -54,6 +54,10 @@ struct DaemonState {
     /// The daemon's own uid: its sessions' units start in the daemon's own service manager; every other user's in
     /// that user's, by their agent (`agents`: the uids with one connected).
     var daemonUID: UInt32 = 0
+    /// The uids no share of the disk limits (`max-disk-per-uid`): root and the daemon's own.
+    var diskExempt: Set<UInt32> { [0, daemonUID] }
+    /// How downloads write their partial files (the daemon's configuration): every download's plan carries it.
+    var partialWriting = PartialWriting()
     var agents: Set<UInt32> = []
     /// When finished tasks were last swept, and whether that sweep left work behind (DaemonState+Retention.swift);
     /// when resume data last expired.
@@ -90,9 +94,10 @@ struct DaemonState {
 
     /// `proxyRules`: the daemon's, until `proxyRulesChanged` says otherwise.
     init(limits: SlotLimits = SlotLimits(maxConcurrent: 6, maxConnectionsPerHost: 6), caps: Caps = Caps(),
-         proxyRules: ProxyRules = .none, daemonUID: UInt32 = 0) {
+         proxyRules: ProxyRules = .none, daemonUID: UInt32 = 0, partialWriting: PartialWriting = PartialWriting()) {
         self.limits = limits
         self.daemonUID = daemonUID
+        self.partialWriting = partialWriting
         self.limitSources = LimitSources(configured: DaemonLimits(maxConcurrent: limits.maxConcurrent,
                                                                   maxConnectionsPerHost: limits.maxConnectionsPerHost,
                                                                   bandwidthLimit: 0))

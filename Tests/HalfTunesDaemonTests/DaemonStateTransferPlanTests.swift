@@ -8,13 +8,24 @@ import Testing
 /// kind's own parts from the task's row and its session's configuration; the runner only adds what is live.
 @Suite("DaemonState: an attempt's plan")
 struct DaemonStateTransferPlanTests {
-    static func state(_ config: SessionConfiguration, daemonUID: UInt32 = 0) -> DaemonState {
-        var state = DaemonState(limits: DaemonStateTests.limits, daemonUID: daemonUID)
+    static func state(_ config: SessionConfiguration, daemonUID: UInt32 = 0,
+                      writing: PartialWriting = PartialWriting()) -> DaemonState {
+        var state = DaemonState(limits: DaemonStateTests.limits, daemonUID: daemonUID, partialWriting: writing)
         for (name, uid) in [("a", UInt32(1)), ("own", daemonUID)] {
             _ = state.handle(.sessionOpening(SessionRecord(identifier: name, uid: uid, configuration: config, state: .active,
                                                            createdAt: 0), reconfigure: false), now: 0)
         }
         return state
+    }
+
+    /// The daemon's checkpoint interval and free-space floor are the plan's, for downloads (the only ones with a
+    /// partial file); the disk limits spare root and the daemon's own uid.
+    @Test func aDownloadWritesItsPartialAsTheDaemonIsConfigured() throws {
+        let writing = PartialWriting(checkpointInterval: 0.25, freeSpaceFloor: .bytes(4_096))
+        var state = Self.state(SessionConfiguration(), daemonUID: 1000, writing: writing)
+        state.tasks[5] = DaemonStateTests.task(5, session: "a", owner: 1)
+        #expect(state.transferPlan(5)?.download?.writing == writing)
+        #expect(state.diskExempt == [0, 1000])
     }
 
     @Test func aDownloadTakesTheSessionsSettingsUnderItsOwn() throws {
