@@ -127,17 +127,6 @@ extension DaemonCore {
 
 // MARK: - task.create: every check, then the journal, then memory; consecutive creates journaled in one transaction.
 
-/// A task.create that passed every check, ready to be journaled.
-struct PendingCreate {
-    var record: TaskRecord
-    var machine: TaskStateMachine
-    var events: [Event]
-    /// Uploads: the file's length when the task was created.
-    var bytesExpectedToSend: Int64?
-    /// Its session's uid when it was admitted.
-    var owner: UInt32
-}
-
 extension DaemonCore {
     func createTask(_ p: TaskCreateParams, caller: Caller) async throws(RPCError) -> TaskInfo {
         try await createTasks([(p, caller)])[0].get()
@@ -177,11 +166,12 @@ extension DaemonCore {
         // From here until the batch ends nothing is awaited: the state has the batch's tokens, and keeps again those
         // no admitted create used up (`keepResumeToken` when the batch ends), after the batch's tasks are in it.
         for index in redeemed.keys.sorted() { feedAndRun(.resumeTokenRedeemed(redeemed[index]!)) } // counted by owner
-        var pending: [(index: Int, create: PendingCreate)] = []
+        var pending: [Int] = [] // the requests admitted, in order: the state's `admitted.rows`
         for (index, (p, caller)) in requests.enumerated()
         where !refused.contains(index) && (p.resumeData == nil || redeemed[index] != nil) {
             do throws(RPCError) {
-                pending.append((index, try prepareCreate(p, caller: caller, resume: redeemed[index]?.record)))
+                try prepareCreate(p, caller: caller, resume: redeemed[index]?.record)
+                pending.append(index)
             } catch {
                 results[index] = .failure(error)
             }
@@ -190,26 +180,23 @@ extension DaemonCore {
             feedAndRun(.admissionsWithdrawn) // the batch ends with nothing admitted
             return results
         }
+        let rows = state.admitted.rows.map { admitted in
+            let time = Timestamp.format(admitted.record.createdAt)
+            return (admitted.record, admitted.events.map {
+                Event(seq: nil, session: admitted.record.session, task: nil, time: time, payload: $0)
+            })
+        }
         let stored: [(TaskRecord, [Event])]
         let written: WriteOutcome
         do throws(RPCError) {
-            (stored, written) = try journaled { try journal.submitTasks(pending.map { ($0.create.record, $0.create.events) }) }
+            (stored, written) = try journaled { try journal.submitTasks(rows) }
         } catch {
             // Resume data already used up and its partial moved here: no task or token will ever name it.
             feedAndRun(.admissionsWithdrawn)
-            for (index, _) in pending { results[index] = .failure(error) }
+            for index in pending { results[index] = .failure(error) }
             return results
         }
-        var created: [ManagedTask] = []
-        created.reserveCapacity(stored.count)
-        for (create, (record, _)) in zip(pending.map(\.create), stored) {
-            var managed = ManagedTask(record: record, owner: create.owner, machine: create.machine,
-                                      bytesReceived: record.bytesDurable)
-            managed.bytesExpectedToSend = create.bytesExpectedToSend
-            managed.inserting = true
-            created.append(managed)
-        }
-        let actions = feed(.created(created))
+        let actions = feed(.created(stored.map(\.0)))
         // The created events go out before any of what follows; what they feed (`eventsJournaled`) waits for
         // `created`'s actions, as any input waits for the list being carried out.
         holdingInputs { for (_, events) in stored { broadcast(events) } }
@@ -227,13 +214,13 @@ extension DaemonCore {
             var lost: [String: Int] = [:]
             for (record, events) in stored { lost[record.session, default: 0] += events.count }
             feedAndRun(.createsJournaled(ids, failed: true, lostEvents: lost))
-            for (index, _) in pending {
+            for index in pending {
                 results[index] = .failure(RPCError(.ioError, "The journal could not be written (\(error)); nothing was changed"))
             }
             return results
         }
         feedAndRun(.createsJournaled(ids, failed: false))
-        for ((index, _), (record, _)) in zip(pending, stored) {
+        for (index, (record, _)) in zip(pending, stored) {
             logger.info("task created", metadata: ["task": "\(record.id!)", "session": "\(record.session)",
                                                    "url": "\(record.url)", "kind": "\(record.kind)"])
             let id = record.id!
@@ -249,11 +236,11 @@ extension DaemonCore {
     }
 
     /// Checks one task.create and builds its row, then asks the state to admit it (`admitting`: the caps, the
-    /// session taking tasks, its lifecycle and queue place). Changes nothing but what a resume data token needs
-    /// (the token is used up, its partial data moved next to the new destination). `resume`: the token of the
-    /// request's resume data, redeemed already (`redeem`) and fed to the state, which keeps it again if this create
-    /// is refused.
-    func prepareCreate(_ p: TaskCreateParams, caller: Caller, resume: ResumeTokenRecord?) throws(RPCError) -> PendingCreate {
+    /// session taking tasks, its lifecycle and queue place; the state keeps the admitted row for the batch's
+    /// insert). Changes nothing but what a resume data token needs (the token is used up, its partial data moved
+    /// next to the new destination). `resume`: the token of the request's resume data, redeemed already (`redeem`)
+    /// and fed to the state, which keeps it again if this create is refused.
+    func prepareCreate(_ p: TaskCreateParams, caller: Caller, resume: ResumeTokenRecord?) throws(RPCError) {
         let s = try session(p.session, for: caller)
         try validateHeaders(p.headers ?? [:])
         try validateControls(p)
@@ -268,8 +255,9 @@ extension DaemonCore {
         if let exchange {
             var record = exchangeTask(p, exchange, url: urlString)
             record.credentials = p.credentials
-            return try admit(record, start: p.start == true, bytesExpectedToSend: exchange.fileBytes,
-                             disk: diskShare(owner: s.record.uid))
+            try admit(record, start: p.start == true, bytesExpectedToSend: exchange.fileBytes,
+                      disk: diskShare(owner: s.record.uid))
+            return
         }
         let isReserved = { (path: String) in self.state.isReserved(path) } // the batch's admitted creates included
         let downloadRoots = self.downloadRoots // made once for the create: it normalizes the configured directory
@@ -302,37 +290,23 @@ extension DaemonCore {
         record.credentials = p.credentials
         // No file named by the client: the first response may name it (Content-Disposition, a redirect).
         record.nameFromResponse = explicit?.isEmpty != false
-        return try admit(record, start: p.start == true, disk: diskShare(owner: s.record.uid), resume: resume)
+        try admit(record, start: p.start == true, disk: diskShare(owner: s.record.uid), resume: resume)
     }
 
     /// Feeds `admitting` for a new task's row: the state's answer is its lifecycle, first events and queue
-    /// place, or a refusal (this request's answer). A download from resume data (`resume`, its token redeemed
-    /// already) continues from the ranges the state answers, its partial moved into place; admitted without them,
-    /// it starts from byte 0.
+    /// place (in the row it keeps for the batch's insert), or a refusal (this request's answer). A download from
+    /// resume data (`resume`, its token redeemed already) continues from the ranges the state answers once its
+    /// partial is moved into place; admitted without them, it starts from byte 0.
     private func admit(_ record: TaskRecord, start: Bool, bytesExpectedToSend: Int64? = nil,
-                       disk: DaemonState.DiskShare? = nil, resume: ResumeTokenRecord? = nil) throws(RPCError) -> PendingCreate {
-        let offer = resume.map {
-            DaemonState.ResumeOffer(token: $0.token, ranges: $0.ranges, partial: $0.partialPath,
-                                    partialLength: PartialFile.length(path: $0.partialPath), into: record.partialPath)
-        }
-        let new = DaemonState.NewTask(session: record.session,
-                                      destination: record.kind == TaskKind.download.rawValue ? record.destination : nil,
-                                      start: start, disk: disk, resume: offer)
+                       disk: DaemonState.DiskShare? = nil, resume: ResumeTokenRecord? = nil) throws(RPCError) {
+        let offer = resume.map { DaemonState.ResumeOffer(token: $0, partialLength: PartialFile.length(path: $0.partialPath)) }
+        let new = DaemonState.NewTask(row: record, start: start, bytesExpectedToSend: bytesExpectedToSend, disk: disk,
+                                      resume: offer)
         let answer = feed(.admitting(new))
         run(Array(answer.dropFirst())) // the partial of resume data that cannot be used
         switch answer.first {
         case .admitted(let admission)?:
-            var record = record
-            record.state = admission.machine.state
-            record.resourceDeadline = admission.resourceDeadline
-            if let place = admission.queueOrder { record.queueOrder = place }
-            if let token = resume { // admitted: the token is used up now
-                adoptResumeData(token, admission.resumed, into: &record, owner: admission.owner)
-            }
-            let time = Timestamp.format(record.createdAt)
-            let events = admission.events.map { Event(seq: nil, session: record.session, task: nil, time: time, payload: $0) }
-            return PendingCreate(record: record, machine: admission.machine, events: events,
-                                 bytesExpectedToSend: bytesExpectedToSend, owner: admission.owner)
+            if let token = resume { moveResumePartial(token, admission, into: record.partialPath) }
         case .createRefused(let refusal)?:
             throw RPCError(refusal)
         default:
@@ -367,26 +341,22 @@ extension DaemonCore {
                metadata: ["url": "\(row.url)"]) { _ in .resumeTokenNotKept(owner: token.owner, partial: row.partialPath) }
     }
 
-    /// `admitted` with `resumed` ranges: moves the token's partial into place, and the new row continues from
-    /// them with the token's validators. Without them (the state found the partial gone, and had it removed), or
-    /// when the move fails, the task starts from byte 0 (as URLSession does with resume data it cannot use).
-    private func adoptResumeData(_ token: ResumeTokenRecord, _ resumed: ByteRanges?, into record: inout TaskRecord,
-                                 owner: UInt32) {
-        guard let resumed else {
+    /// `admitted` with `resumed` ranges: moves the token's partial into place (the state's row continues from
+    /// them with the token's validators). Without them (the state found the partial gone, and had it removed), or
+    /// when the move fails (`resumePartialNotMoved`), the task starts from byte 0 (as URLSession does with resume
+    /// data it cannot use).
+    private func moveResumePartial(_ token: ResumeTokenRecord, _ admission: DaemonState.Admission, into partial: String) {
+        guard admission.resumed != nil else {
             logger.notice("resume data's partial data is gone; starting from zero", metadata: ["url": "\(token.url)"])
             return
         }
-        guard PartialFile.move(from: token.partialPath, to: record.partialPath) else {
+        guard PartialFile.move(from: token.partialPath, to: partial) else {
             logger.notice("resume data's partial data could not be moved into place; starting from zero",
                           metadata: ["url": "\(token.url)"])
-            feedAndRun(.resumePartialNotMoved(partial: token.partialPath, into: record.partialPath))
+            feedAndRun(.resumePartialNotMoved(partial: token.partialPath, into: partial))
             return
         }
-        record.durableRanges = resumed
-        diskLedger.move(from: token.partialPath, to: record.partialPath, uid: owner)
-        record.bytesExpected = token.bytesExpected
-        record.etag = token.etag
-        record.lastModified = token.lastModified
+        diskLedger.move(from: token.partialPath, to: partial, uid: admission.owner)
     }
 }
 

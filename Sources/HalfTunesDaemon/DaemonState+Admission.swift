@@ -21,30 +21,37 @@ extension DaemonState {
     /// A new task that passed the runner's checks (its parameters, URL and destination), asking to be admitted
     /// (`admitting`).
     struct NewTask: Equatable, Sendable {
-        var session: String
-        /// A download's destination: reserved from its admission on, so a later create of the batch avoids it.
-        var destination: String?
+        /// Its row as the runner built it from the request: what the state decides (its state, deadline, queue
+        /// place, what resume data continues) the state writes into it.
+        var row: TaskRecord
         /// `start`: queued at once (else suspended, as a `URLSessionTask` is created).
         var start: Bool
+        /// An upload's file length when it was created.
+        var bytesExpectedToSend: Int64? = nil
         /// The owner's share of the disk (`max-disk-per-uid`, read from the runner's ledger, which follows the
         /// partial files); nil: no limit for the owner. Checked for a new download only (an upload or a data task
         /// writes no file), and not for one from resume data, whose bytes are counted already.
         var disk: DiskShare? = nil
         /// A download created from resume data (its token redeemed): what it kept, and where.
         var resume: ResumeOffer? = nil
+
+        var session: String {
+            get { row.session }
+            set { row.session = newValue }
+        }
+
+        /// A download's destination: reserved from its admission on, so a later create of the batch avoids it.
+        var destination: String? { row.kind == TaskKind.download.rawValue ? row.destination : nil }
     }
 
-    /// The bytes a redeemed resume data token kept, offered to a new download.
+    /// The bytes a redeemed resume data token kept, offered to a new download (its partial moves to the new
+    /// task's once admitted).
     struct ResumeOffer: Equatable, Sendable {
-        /// The token (its name), redeemed in this batch (`resumeTokenRedeemed`): admitted, it is used up.
-        var token: String
-        /// The token's durable ranges.
-        var ranges: ByteRanges
-        /// The token's partial file, and its length on disk now (nil: gone).
-        var partial: String
+        /// The token, redeemed in this batch (`resumeTokenRedeemed`): admitted, it is used up. Its durable ranges,
+        /// validators and partial file are what the new task continues from.
+        var token: ResumeTokenRecord
+        /// The token's partial file's length on disk now (nil: gone).
         var partialLength: Int64?
-        /// The new task's partial file, where it moves once admitted.
-        var into: String
     }
 
     /// What a uid's unfinished downloads and kept resume data hold on disk, and the most they may.
@@ -54,7 +61,7 @@ extension DaemonState {
     }
 
     /// A new task admitted (`admitted`): its lifecycle, its queue place (nil: not queued), and its first events,
-    /// to be journaled with its row. `created` takes it into the state.
+    /// to be journaled with its row (`admitted.rows` has the row; `created` takes it into the state).
     struct Admission: Equatable, Sendable {
         var machine: TaskStateMachine
         var queueOrder: Int64?
@@ -64,9 +71,20 @@ extension DaemonState {
         /// Its session's uid: the task's owner.
         var owner: UInt32
         /// Created from resume data whose partial is there: the ranges it continues from (the token's, clipped to
-        /// the partial's length), once the runner moved the partial to the new task's (`ResumeOffer.into`). Nil:
-        /// it starts from byte 0 (no resume data, or its partial is gone: `removePartial` follows).
+        /// the partial's length, with the token's validators in its row), once the runner moved the token's
+        /// partial to the new task's (`resumePartialNotMoved` if it cannot). Nil: it starts from byte 0 (no resume
+        /// data, or its partial is gone: `removePartial` follows).
         var resumed: ByteRanges? = nil
+    }
+
+    /// An admitted create's row, to be journaled when the batch is (`admittedRows`), with what its task is built
+    /// from once the journal gave it an id (`created`).
+    struct AdmittedRow: Equatable, Sendable {
+        var record: TaskRecord
+        var machine: TaskStateMachine
+        var owner: UInt32
+        var events: [EventPayload]
+        var bytesExpectedToSend: Int64?
     }
 
     /// Why a new task was not admitted (`createRefused`; the runner answers it as `shuttingDown`,
@@ -97,6 +115,8 @@ extension DaemonState {
         var eventsByUID: [UInt32: Int] = [:]
         /// The partial files resume data brought them (removed if they are withdrawn).
         var partials: [String] = []
+        /// Their rows, in the order they were admitted: the batch's insert (the runner journals them).
+        var rows: [AdmittedRow] = []
         /// The resume data tokens redeemed for the batch's creates and not used up by an admitted one: when the batch
         /// ends (`created`, `admissionsWithdrawn`) they are kept again (`keepResumeToken`).
         var redeemed: [String: RedeemedToken] = [:]
@@ -128,16 +148,75 @@ extension DaemonState {
         admitted.eventsByUID[owner, default: 0] += events.count
         var admission = Admission(machine: machine, queueOrder: queueOrder, resourceDeadline: deadline, events: events,
                                   owner: owner)
-        guard let resume = new.resume else { return [.admitted(admission)] }
-        admitted.redeemed[resume.token] = nil // used up, whatever the partial holds
-        // Resume data whose partial is gone or empty: the task starts from byte 0 (as URLSession does with resume
-        // data it cannot use), and whatever is left of the partial goes.
-        guard let length = resume.partialLength, length > 0 else {
-            return [.admitted(admission), .removePartial(path: resume.partial)]
+        var row = new.row
+        row.state = machine.state
+        row.resourceDeadline = deadline
+        if let queueOrder { row.queueOrder = queueOrder }
+        var actions: [Action] = []
+        if let resume = new.resume {
+            admitted.redeemed[resume.token.token] = nil // used up, whatever the partial holds
+            // Resume data whose partial is gone or empty: the task starts from byte 0 (as URLSession does with resume
+            // data it cannot use), and whatever is left of the partial goes.
+            if let length = resume.partialLength, length > 0 {
+                let token = resume.token
+                admission.resumed = token.ranges.clipped(to: length)
+                row.durableRanges = token.ranges.clipped(to: length)
+                row.bytesExpected = token.bytesExpected
+                row.etag = token.etag
+                row.lastModified = token.lastModified
+                admitted.partials.append(row.partialPath)
+            } else {
+                actions.append(.removePartial(path: resume.token.partialPath))
+            }
         }
-        admission.resumed = resume.ranges.clipped(to: length)
-        admitted.partials.append(resume.into)
-        return [.admitted(admission)]
+        admitted.rows.append(AdmittedRow(record: row, machine: machine, owner: owner, events: events,
+                                         bytesExpectedToSend: new.bytesExpectedToSend))
+        return [.admitted(admission)] + actions
+    }
+
+    /// `resumePartialNotMoved`: the admitted create whose path was to receive `partial` starts from byte 0, as
+    /// one whose resume data's partial is gone; the token's partial goes.
+    mutating func resumePartialNotMoved(_ partial: String, into: String, actions: inout [Action]) {
+        admitted.partials.removeAll { $0 == into } // nothing of it there to remove if the batch is withdrawn
+        if let index = admitted.rows.firstIndex(where: { $0.record.partialPath == into }) {
+            admitted.rows[index].record.durableRanges = ByteRanges()
+            admitted.rows[index].record.bytesExpected = nil
+            admitted.rows[index].record.etag = nil
+            admitted.rows[index].record.lastModified = nil
+        }
+        actions.append(.removePartial(path: partial))
+    }
+
+    /// `created`: the batch's rows as the journal stored them (with their ids), in the order they were admitted:
+    /// each becomes a task from its admission (its lifecycle, owner, an upload's length), `inserting` until the
+    /// insert's outcome (`createsJournaled`).
+    func createdTasks(_ stored: [TaskRecord]) -> [ManagedTask] {
+        zip(admitted.rows, stored).map { admitted, record in
+            var t = ManagedTask(record: record, owner: admitted.owner, machine: admitted.machine,
+                                bytesReceived: record.bytesDurable)
+            t.bytesExpectedToSend = admitted.bytesExpectedToSend
+            t.inserting = true
+            return t
+        }
+    }
+
+    /// The batch's tasks join the state (a queued one joins the queue with its state, or waits for its date), the
+    /// batch ends (its admitted creates now counted as tasks; the tokens of refused ones kept again, after the
+    /// batch's own actions), and slots are granted.
+    mutating func join(_ created: [ManagedTask], now: Double, into actions: inout [Action]) {
+        let brought = Set(admitted.partials) // the resume data partials moved into the batch's tasks' paths
+        var kept: [Action] = []
+        batchEnded(into: &kept)
+        for var t in created {
+            t = withFirstProxy(t)
+            t.partialMayExist = !t.record.durableRanges.isEmpty || brought.contains(t.record.partialPath)
+            if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 } // its place is taken
+            Self.deferIfEarly(&t, now: now)
+            tasks[t.id] = t
+            if t.machine.state == .queued, !mayTransfer(session: t.record.session) { regate(t.id, now: now, into: &actions) }
+        }
+        grantSlots(limits, now: now, into: &actions)
+        actions.append(contentsOf: kept)
     }
 
     /// `admissionsWithdrawn`: the batch's admitted creates will not be journaled (their submission failed). Their

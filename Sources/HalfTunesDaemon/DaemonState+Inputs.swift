@@ -7,17 +7,18 @@ extension DaemonState {
     enum Input: Equatable {
         /// A `task.create` that passed the runner's checks (DaemonState+Admission.swift): answered `admitted`
         /// (its lifecycle, first events and queue place; counted against the caps until `created`) or
-        /// `createRefused`. The runner journals the admitted ones of a batch in one write, then feeds `created`.
-        /// A create from resume data is `admitted` with the ranges it continues from, or from byte 0 with its
-        /// token's partial removed (`removePartial`) when that is gone.
+        /// `createRefused`. The state completes the admitted row (`admittedRows`); the runner journals a batch's
+        /// rows in one write, then feeds `created`. A create from resume data is `admitted` with the ranges it
+        /// continues from (its row has them, with the token's validators), or from byte 0 with its token's partial
+        /// removed (`removePartial`) when that is gone.
         case admitting(NewTask)
         /// The batch's admitted creates will not be created (their journal write could not be submitted): the
         /// partials resume data brought them go (`removePartial`).
         case admissionsWithdrawn
-        /// Tasks were created (suspended, or queued with their place) and their rows submitted to the journal:
-        /// they join the state, taking their destinations, places and counts at once. Those still `inserting`
-        /// start nothing until `createsJournaled`; the others may start.
-        case created([ManagedTask])
+        /// The batch's admitted rows (`admittedRows`) were submitted to the journal, which gave them ids: these,
+        /// in the same order. Their tasks, built from the admissions, join the state, taking their destinations,
+        /// places and counts at once; they start nothing until `createsJournaled` (`inserting`).
+        case created([TaskRecord])
         /// The rows of tasks created `inserting` were written (`failed: false`): the queued ones may start. Or
         /// the insert failed: the tasks leave the state as if never created (their resume data's partial, if
         /// any, is removed); the journal holds nothing of them, nor of their events (`lostEvents`, per session),

@@ -131,22 +131,9 @@ struct DaemonState {
             Self.add(-1, to: &resumeDataKept, owner) // counted at `keepResumeToken`
             actions.append(.removePartial(path: partial))
         case let .resumePartialNotMoved(partial, into):
-            admitted.partials.removeAll { $0 == into } // nothing of it there to remove if the batch is withdrawn
-            actions.append(.removePartial(path: partial))
-        case let .created(created):
-            let brought = Set(admitted.partials) // the resume data partials moved into the batch's tasks' paths
-            var kept: [Action] = []
-            batchEnded(into: &kept) // the batch's admitted creates, now counted as tasks; refused ones' tokens kept
-            for var t in created {
-                t = withFirstProxy(t)
-                t.partialMayExist = !t.record.durableRanges.isEmpty || brought.contains(t.record.partialPath)
-                if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 } // its place is taken
-                Self.deferIfEarly(&t, now: now)
-                tasks[t.id] = t // a queued one joins the queue with its state (or waits for its date)
-                if t.machine.state == .queued, !mayTransfer(session: t.record.session) { regate(t.id, now: now, into: &actions) }
-            }
-            grantSlots(limits, now: now, into: &actions)
-            actions.append(contentsOf: kept)
+            resumePartialNotMoved(partial, into: into, actions: &actions)
+        case .created(let stored):
+            join(createdTasks(stored), now: now, into: &actions)
         case let .createsJournaled(ids, failed, lostEvents):
             for (session, count) in lostEvents { eventsLost(session, count: count) }
             for id in ids {

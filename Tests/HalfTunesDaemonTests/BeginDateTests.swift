@@ -37,7 +37,7 @@ import Testing
         var state = T.state()
         #expect(try T.resumeAll(&state, [Self.task(1, begin: 5)], now: 10) == [1])
         var suspended = Self.task(2, begin: 100)
-        _ = state.handle(.created([suspended]), now: 10)
+        _ = state.join([suspended], now: 10)
         #expect(state.tasks[2]?.deferredUntil == nil, "a suspended task is not deferred")
 
         var restored = T.state()

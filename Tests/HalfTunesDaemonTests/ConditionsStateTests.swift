@@ -69,7 +69,7 @@ import Testing
         #expect(state.tasks[3] == nil, "and leaves memory as every finished task")
 
         // A task of "c" resumed while offline fails at once too.
-        _ = state.handle(.created([T.task(5, session: "c", owner: 1)]), now: 6)
+        _ = state.join([T.task(5, session: "c", owner: 1)], now: 6)
         let resumed = state.handle(.task(5, .resume), now: 6)
         #expect(T.completionError(resumed, 5)?.code == TaskErrorCode.offline)
 
@@ -86,7 +86,7 @@ import Testing
         var created = T.task(1, session: "a", owner: 1)
         created.machine = TaskStateMachine(state: .queued)
         created.record.state = .queued
-        let a1 = state.handle(.created([created, T.task(2, session: "a", owner: 1)]), now: 1)
+        let a1 = state.join([created, T.task(2, session: "a", owner: 1)], now: 1)
         #expect(T.started(a1).isEmpty)
         #expect(state.tasks[1]?.machine.waitingReason?.code == TaskErrorCode.networkExpensive)
         #expect(state.tasks[2]?.machine.state == .suspended)

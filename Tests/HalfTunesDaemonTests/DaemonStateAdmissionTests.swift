@@ -1,3 +1,4 @@
+import Foundation
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
@@ -19,8 +20,15 @@ struct DaemonStateAdmissionTests {
         return state
     }
 
+    /// A new task's row as the runner builds it (no id yet): a download when it has a destination, else a data task.
     static func new(_ session: String = "a", _ destination: String? = nil, start: Bool = false) -> DaemonState.NewTask {
-        DaemonState.NewTask(session: session, destination: destination, start: start)
+        var row = TaskRecord(session: session, kind: destination == nil ? "data" : "download", url: "http://127.0.0.1:9/new",
+                             state: .suspended, destination: destination ?? "", partialPath: "", createdAt: 0, updatedAt: 0)
+        if let destination { // the runner's name has a random part: here /d/.file.partial for /d/file
+            row.partialPath = (destination as NSString).deletingLastPathComponent + "/." + (destination as NSString).lastPathComponent
+                + ".partial"
+        }
+        return DaemonState.NewTask(row: row, start: start)
     }
 
     static func admission(_ actions: [DaemonState.Action]) -> DaemonState.Admission? {
@@ -33,14 +41,13 @@ struct DaemonStateAdmissionTests {
         return refusal
     }
 
-    /// The admitted task as `task.create` hands it to `created` (the journal gave it `id`).
-    static func created(_ id: Int64, _ admission: DaemonState.Admission, session: String = "a", owner: UInt32 = 1) -> ManagedTask {
-        var t = T.task(id, session: session, owner: owner)
-        t.machine = admission.machine
-        t.record.state = admission.machine.state
-        if let place = admission.queueOrder { t.record.queueOrder = place }
-        t.inserting = true
-        return t
+    /// The batch's admitted rows as the journal stores them (with these ids), as the runner feeds them to `created`.
+    static func stored(_ state: DaemonState, ids: [Int64]) -> [TaskRecord] {
+        zip(state.admitted.rows, ids).map { admitted, id in
+            var record = admitted.record
+            record.id = id
+            return record
+        }
     }
 
     @Test func aNewTaskIsSuspendedOrQueuedAtTheBackWithItsEvents() throws {
@@ -69,7 +76,7 @@ struct DaemonStateAdmissionTests {
 
     @Test func theCapsCountTheBatchsEarlierCreatesUntilTheyAreCreated() throws {
         var state = Self.state(caps: DaemonState.Caps(maxTasksPerSession: 2, maxTasksPerUID: 3))
-        _ = state.handle(.created([T.task(1, session: "a", owner: 1)]), now: 0)
+        _ = state.join([T.task(1, session: "a", owner: 1)], now: 0)
         let second = try #require(Self.admission(state.handle(.admitting(Self.new("a")), now: 0)))
         #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionTasks("a", held: 2, max: 2))
         // uid 1's other session: the uid's cap counts the admitted one too.
@@ -77,10 +84,35 @@ struct DaemonStateAdmissionTests {
         #expect(Self.refusal(state.handle(.admitting(Self.new("b")), now: 0)) == .ownerTasks(1, held: 3, max: 3))
         #expect(Self.admission(state.handle(.admitting(Self.new("c")), now: 0)) != nil) // uid 2 holds nothing
         // Created: the tasks count them now, the batch no longer does (not twice).
-        _ = state.handle(.created([Self.created(2, second)]), now: 0)
+        _ = state.handle(.created(Self.stored(state, ids: [2])), now: 0) // the batch's first: the only one journaled
+        #expect(state.tasks[2]?.machine == second.machine && state.tasks[2]?.owner == 1)
         #expect(state.admitted.isEmpty && state.tasks.unfinished(session: "a") == 2)
         #expect(Self.refusal(state.handle(.admitting(Self.new("a")), now: 0)) == .sessionTasks("a", held: 2, max: 2))
         #expect(Self.admission(state.handle(.admitting(Self.new("b")), now: 0)) != nil)
+    }
+
+    /// The admitted row is the state's: the runner's row with its lifecycle, resource deadline and queue place
+    /// written in; `created` (the rows as the journal stored them, with their ids) makes each its task: the
+    /// admission's machine and owner, an upload's length, `inserting` until the insert's outcome.
+    @Test func aCreatedRowBecomesTheTaskItsAdmissionMade() throws {
+        var state = Self.state()
+        let before = state.nextQueueOrder
+        let queued = try #require(Self.admission(state.handle(.admitting(Self.new("a", "/d/q", start: true)), now: 5)))
+        var upload = Self.new("c")
+        upload.row.kind = "upload"
+        upload.bytesExpectedToSend = 4_096
+        _ = try #require(Self.admission(state.handle(.admitting(upload), now: 5)))
+        let rows = state.admitted.rows.map(\.record)
+        #expect(rows.map(\.state) == [.queued, .suspended] && rows.map(\.queueOrder) == [before, 0])
+        #expect(rows.allSatisfy { $0.resourceDeadline == 5 + SessionConfiguration.defaultResourceTimeout })
+        #expect(rows[0].destination == "/d/q" && rows[1].kind == "upload", "the rest is the runner's row")
+        let actions = state.handle(.created(Self.stored(state, ids: [7, 8])), now: 6)
+        let (q, u) = (try #require(state.tasks[7]), try #require(state.tasks[8]))
+        #expect(q.machine == queued.machine && q.owner == 1 && q.inserting && q.record.queueOrder == before)
+        #expect(u.owner == 2 && u.bytesExpectedToSend == 4_096 && u.inserting && u.machine.state == .suspended)
+        #expect(T.started(actions).isEmpty, "nothing starts before its row is written")
+        #expect(state.admitted.isEmpty && state.admitted.rows.isEmpty)
+        #expect(T.started(state.handle(.createsJournaled([7, 8], failed: false), now: 7)) == [7])
     }
 
     @Test func withdrawnAdmissionsFreeTheirCountsAndNamesButNotTheirPlaces() throws {
@@ -131,7 +163,7 @@ struct DaemonStateAdmissionTests {
 
     @Test func nothingIsAdmittedWhileShuttingDownOrIntoASessionBeingInvalidated() throws {
         var state = Self.state(caps: DaemonState.Caps(maxTasksPerSession: 1))
-        _ = state.handle(.created([T.task(1, session: "a", owner: 1)]), now: 0)
+        _ = state.join([T.task(1, session: "a", owner: 1)], now: 0)
         _ = state.handle(.task(1, .resume), now: 0) // running: an invalidation lets it finish
         _ = state.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)
         #expect(state.tasks.unfinished(session: "a") == 1)

@@ -155,7 +155,7 @@ struct DaemonStateCompletionTests {
     @Test(arguments: [FilePublisher.Recovery.published, .lost, .needsPublish])
     func aRecoveredIntentIsFinished(_ recovery: FilePublisher.Recovery) throws {
         var state = S.state()
-        _ = state.handle(.created([Self.publishing(1, location: "/d/1")]), now: 0)
+        _ = state.join([Self.publishing(1, location: "/d/1")], now: 0)
         let actions = state.handle(.recoveredCompletion(1, recovery, totalBytes: 5), now: 1)
         switch recovery {
         case .published:
@@ -209,7 +209,7 @@ struct DaemonStateCompletionTests {
         var named = Self.publishing(1, location: "/d/1 (2)")
         named.record.phase = .transfer
         var restored = S.state()
-        _ = restored.handle(.created([named]), now: 0)
+        _ = restored.join([named], now: 0)
         restored.tasks[1]?.record.phase = .publishing
         let actions = restored.handle(.recoveredCompletion(1, .needsPublish, totalBytes: 5), now: 1)
         #expect(actions.contains(.chooseName(1, attempt: 0, preferred: "/d/1 (2)", destination: "/d/1", avoiding: [])), "\(actions)")

@@ -24,7 +24,7 @@ struct DaemonStateCreateTests {
 
     @Test func aQueuedCreateStartsOnlyOnceItsRowIsWritten() {
         var state = T.state()
-        #expect(T.started(state.handle(.created([Self.inserting(1, queued: true), Self.inserting(2, queued: true)]), now: 0)).isEmpty)
+        #expect(T.started(state.join([Self.inserting(1, queued: true), Self.inserting(2, queued: true)], now: 0)).isEmpty)
         #expect(state.tasks[1]?.machine.state == .queued && state.tasks.queue.count == 0)
         #expect(state.tasks.isReserved("/d/1") && state.tasks.unfinished(session: "a") == 2)
         #expect(state.hold(state.tasks[1]!, position: nil)?.reason == "queue")
@@ -34,7 +34,7 @@ struct DaemonStateCreateTests {
 
     @Test func aResumeWhileTheRowIsBeingWrittenWaitsForIt() {
         var state = T.state()
-        _ = state.handle(.created([Self.inserting(1, queued: false)]), now: 0)
+        _ = state.join([Self.inserting(1, queued: false)], now: 0)
         let resumed = state.handle(.task(1, .resume), now: 0)
         #expect(T.started(resumed).isEmpty && state.tasks[1]?.machine.state == .queued)
         #expect(T.journaled(resumed, 1) == [.stateChanged(state: .queued, previous: .suspended, reason: nil)])
@@ -45,7 +45,7 @@ struct DaemonStateCreateTests {
         var state = T.state()
         var withResumeData = Self.inserting(2, queued: true)
         withResumeData.record.durableRanges = ByteRanges(prefix: 10)
-        _ = state.handle(.created([Self.inserting(1, queued: true), withResumeData]), now: 0)
+        _ = state.join([Self.inserting(1, queued: true), withResumeData], now: 0)
         let order = state.nextQueueOrder
         let actions = state.handle(.createsJournaled([1, 2], failed: true), now: 0)
         #expect(state.tasks[1] == nil && state.tasks[2] == nil)
@@ -60,7 +60,7 @@ struct DaemonStateCreateTests {
 
     @Test func anOutcomeForATaskThatEndedMeanwhileChangesNothing() {
         var state = T.state()
-        _ = state.handle(.created([Self.inserting(1, queued: false)]), now: 0)
+        _ = state.join([Self.inserting(1, queued: false)], now: 0)
         _ = state.handle(.task(1, .cancel(keepPartial: false)), now: 0)
         #expect(state.tasks[1] == nil) // finished: in the journal only
         #expect(state.handle(.createsJournaled([1], failed: false), now: 0).isEmpty)
@@ -68,7 +68,7 @@ struct DaemonStateCreateTests {
 
     @Test func theEventsOfAFailedInsertNoLongerWaitForAnAcknowledgement() {
         var state = T.state()
-        _ = state.handle(.created([Self.inserting(1, queued: true)]), now: 0)
+        _ = state.join([Self.inserting(1, queued: true)], now: 0)
         _ = state.handle(.eventsJournaled(session: "a", lastSeq: 7, count: 2), now: 0) // as the create's broadcast counts them
         _ = state.handle(.eventsJournaled(session: "a", lastSeq: 9, count: 1), now: 0) // another task's
         _ = state.handle(.createsJournaled([1], failed: true, lostEvents: ["a": 2]), now: 0)

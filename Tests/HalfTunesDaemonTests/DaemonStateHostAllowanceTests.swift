@@ -20,9 +20,9 @@ struct DaemonStateHostAllowanceTests {
 
     static func state() -> DaemonState {
         var state = T.state(limits: DaemonState.SlotLimits(maxConcurrent: 2, maxConnectionsPerHost: 4))
-        _ = state.handle(.created([T.task(1, session: "a", owner: 1, host: "a.test:80"),
+        _ = state.join([T.task(1, session: "a", owner: 1, host: "a.test:80"),
                                    T.task(2, session: "a", owner: 1, host: "a.test:80"),
-                                   T.task(3, session: "b", owner: 2, host: "b.test:80")]), now: 0)
+                                   T.task(3, session: "b", owner: 2, host: "b.test:80")], now: 0)
         return state
     }
 
@@ -36,7 +36,7 @@ struct DaemonStateHostAllowanceTests {
         // Progress changes no host's tasks: nothing to give.
         #expect(Self.allowances(state.handle(.attemptProgress(1, .received(delta: 10, total: 10, expected: 100)), now: 3)).isEmpty)
         // A third task for the host is queued (two slots): no extras for the host while it waits.
-        _ = state.handle(.created([T.task(4, session: "a", owner: 1, host: "a.test:80")]), now: 4)
+        _ = state.join([T.task(4, session: "a", owner: 1, host: "a.test:80")], now: 4)
         #expect(Self.allowances(state.handle(.task(4, .resume), now: 4)) == [.hostAllowance(Self.a, extras: 0)])
         #expect(state.tasks[4]?.machine.state == .queued)
         // Task 2 suspended: task 4 takes its slot, two running again, none queued.

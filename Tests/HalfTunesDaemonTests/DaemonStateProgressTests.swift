@@ -170,8 +170,8 @@ struct DaemonStateProgressTests {
     @Test func invalidationCancelsWhatItMustAndRemovalForgetsTheSession() throws {
         for cancelAll in [false, true] {
             var state = T.state()
-            _ = state.handle(.created([T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
-                                           T.task(3, session: "b", owner: 2)]), now: 0)
+            _ = state.join([T.task(1, session: "a", owner: 1), T.task(2, session: "a", owner: 1),
+                                           T.task(3, session: "b", owner: 2)], now: 0)
             _ = state.handle(.task(2, .resume), now: 0)
             _ = state.handle(.eventsJournaled(session: "a", lastSeq: 9, count: 3), now: 0)
             let actions = state.handle(.sessionInvalidating("a", cancelTasks: cancelAll), now: 1)
@@ -197,7 +197,7 @@ struct DaemonStateProgressTests {
         var state = T.state()
         var data = T.task(1, session: "a", owner: 1)
         data.record.response = TaskResponse(status: 200, body: "aGk=", bodyBytes: 2, truncated: false)
-        _ = state.handle(.created([data]), now: 0)
+        _ = state.join([data], now: 0)
         _ = state.handle(.eventsJournaled(session: "a", lastSeq: 5, count: 1), now: 0)
         _ = state.handle(.eventsJournaled(session: "a", lastSeq: 7, count: 2), now: 0)
         _ = state.handle(.eventsJournaled(session: "b", lastSeq: 2, count: 1), now: 0)

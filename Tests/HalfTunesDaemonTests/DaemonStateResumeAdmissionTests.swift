@@ -13,10 +13,14 @@ struct DaemonStateResumeAdmissionTests {
     static let kept = ByteRanges([0..<100, 200..<300])
 
     static func resuming(length: Int64?, disk: DaemonState.DiskShare? = nil) -> DaemonState.NewTask {
-        var new = A.new("a", "/d/file")
+        var new = A.new("a", "/d/file") // its partial: /d/.file.partial
         new.disk = disk
-        new.resume = DaemonState.ResumeOffer(token: "old-token", ranges: kept, partial: "/d/.old.partial", partialLength: length,
-                                             into: "/d/.file.partial")
+        var token = ResumeTokenRecord(token: "old-token", session: "a", url: "http://127.0.0.1:9/new",
+                                      partialPath: "/d/.old.partial", destination: "/d/old", ranges: kept, createdAt: 0)
+        token.etag = "\"v1\""
+        token.lastModified = "Tue, 24 Nov 2026 10:00:00 GMT"
+        token.bytesExpected = 1_000
+        new.resume = DaemonState.ResumeOffer(token: token, partialLength: length)
         return new
     }
 
@@ -27,6 +31,26 @@ struct DaemonStateResumeAdmissionTests {
         let cut = state.handle(.admitting(Self.resuming(length: 250)), now: 0)
         #expect(try #require(A.admission(cut)).resumed == ByteRanges([0..<100, 200..<250]), "only what the file holds")
         #expect(A.admission(state.handle(.admitting(A.new("a", "/d/other")), now: 0))?.resumed == nil, "no resume data")
+    }
+
+    /// The admitted row continues from the clipped ranges with the token's validators and length (the partial's
+    /// bytes are of that version of the resource); a partial the runner could not move leaves it at byte 0, with
+    /// none of them, and the token's partial goes.
+    @Test func theAdmittedRowContinuesWithTheTokensValidatorsUnlessThePartialIsNotMoved() throws {
+        var state = A.state()
+        _ = try #require(A.admission(state.handle(.admitting(Self.resuming(length: 250)), now: 0)))
+        let row = try #require(state.admitted.rows.first?.record)
+        #expect(row.durableRanges == ByteRanges([0..<100, 200..<250]) && row.bytesExpected == 1_000)
+        #expect(row.etag == "\"v1\"" && row.lastModified == "Tue, 24 Nov 2026 10:00:00 GMT")
+        _ = try #require(A.admission(state.handle(.admitting(A.new("a", "/d/plain")), now: 0)))
+        #expect(state.admitted.rows.last?.record.etag == nil && state.admitted.rows.last?.record.durableRanges.isEmpty == true)
+        #expect(state.handle(.resumePartialNotMoved(partial: "/d/.old.partial", into: "/d/.file.partial"), now: 0)
+                == [.removePartial(path: "/d/.old.partial")])
+        let reset = try #require(state.admitted.rows.first?.record)
+        #expect(reset.durableRanges.isEmpty && reset.etag == nil && reset.lastModified == nil && reset.bytesExpected == nil)
+        #expect(state.admitted.partials.isEmpty)
+        _ = state.handle(.created(A.stored(state, ids: [3, 4])), now: 1)
+        #expect(state.tasks[3]?.partialMayExist == false && state.tasks[3]?.bytesReceived == 0)
     }
 
     @Test func aPartialGoneOrEmptyStartsFromZeroAndWhatIsLeftGoes() throws {
@@ -68,7 +92,7 @@ struct DaemonStateResumeAdmissionTests {
         let moved = DaemonStateTests.task(7, session: "a", owner: 1) // bare ranges: only the moved file says so
         let moveTarget = { var t = moved; t.record.partialPath = "/d/.file.partial"; return t }()
         let plain = DaemonStateTests.task(8, session: "a", owner: 1)
-        _ = state.handle(.created([moveTarget, plain]), now: 1)
+        _ = state.join([moveTarget, plain], now: 1)
         #expect(state.tasks[7]?.partialMayExist == true && state.tasks[8]?.partialMayExist == false)
         #expect(state.handle(.task(7, .cancel(keepPartial: false)), now: 2).contains(.removePartial(path: "/d/.file.partial")))
         #expect(!state.handle(.task(8, .cancel(keepPartial: false)), now: 2)
@@ -85,7 +109,7 @@ struct DaemonStateResumeAdmissionTests {
         moved.inserting = true
         var plain = DaemonStateTests.task(8, session: "a", owner: 1)
         plain.inserting = true
-        _ = state.handle(.created([moved, plain]), now: 1)
+        _ = state.join([moved, plain], now: 1)
         let actions = state.handle(.createsJournaled([7, 8], failed: true), now: 2)
         #expect(actions.contains(.removePartial(path: "/d/.file.partial")), "\(actions)")
         #expect(!actions.contains(.removePartial(path: "/d/.8.partial")), "\(actions)")
@@ -118,15 +142,15 @@ struct DaemonStateResumeAdmissionTests {
         for name in ["used", "refused", "unchecked"] { _ = state.handle(.resumeTokenRedeemed(Self.token(name)), now: 0) }
         #expect(state.resumeDataHeld(by: 1) == 0, "taken from the journal")
         var used = Self.resuming(length: 300)
-        used.resume?.token = "used"
+        used.resume?.token.token = "used"
         let admission = A.admission(state.handle(.admitting(used), now: 0))
         #expect(admission != nil)
         var refused = Self.resuming(length: 300)
-        refused.resume?.token = "refused"
+        refused.resume?.token.token = "refused"
         refused.session = "gone"
         #expect(A.refusal(state.handle(.admitting(refused), now: 0)) == .sessionInvalidated("gone"))
         // "unchecked" was refused by the runner's checks: never fed as `admitting`.
-        let created = state.handle(.created([A.created(9, admission!)]), now: 1)
+        let created = state.handle(.created(A.stored(state, ids: [9])), now: 1)
         #expect(Self.kept(created) == ["refused", "unchecked"], "\(created)")
         if let first = created.firstIndex(where: { if case .keepResumeToken = $0 { true } else { false } }) {
             #expect(created[first...].allSatisfy { if case .keepResumeToken = $0 { true } else { false } }, "after the batch's own actions")

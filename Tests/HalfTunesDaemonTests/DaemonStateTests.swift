@@ -62,7 +62,7 @@ struct DaemonStateTests {
     static func resumeAll(_ state: inout DaemonState, _ tasks: [ManagedTask], limits: DaemonState.SlotLimits = limits,
                           now: Double = 0) throws -> [Int64] {
         _ = state.handle(.limitsChanged(limits), now: now)
-        _ = state.handle(.created(tasks), now: now)
+        _ = state.join(tasks, now: now)
         var ids: [Int64] = []
         for t in tasks {
             ids += started(state.handle(.task(t.id, .resume), now: now))
@@ -92,7 +92,7 @@ struct DaemonStateTests {
         var state = Self.state()
         let first = try Self.resumeAll(&state, (1...4).map { Self.task($0, session: "a", owner: 1) })
         #expect(first == [1, 2])
-        _ = state.handle(.created([Self.task(10, session: "b", owner: 2), Self.task(11, session: "b", owner: 2)]), now: 0)
+        _ = state.join([Self.task(10, session: "b", owner: 2), Self.task(11, session: "b", owner: 2)], now: 0)
         _ = state.handle(.task(10, .resume), now: 0)
         _ = state.handle(.task(11, .resume), now: 0)
         // Task 1's attempt fails for a while: its slot goes to user 2 (0 running) before user 1's task 3.
@@ -211,7 +211,7 @@ struct DaemonStateTests {
     /// a suspend or cancel is still taken.
     @Test func aResumeWhileShuttingDownIsRefused() {
         var state = Self.state()
-        _ = state.handle(.created([Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1)]), now: 0)
+        _ = state.join([Self.task(1, session: "a", owner: 1), Self.task(2, session: "a", owner: 1)], now: 0)
         _ = state.handle(.shutdownBegan, now: 1)
         #expect(state.handle(.task(1, .resume), now: 2) == [.refusedWhileShuttingDown(task: 1)])
         #expect(state.tasks[1]?.machine.state == .suspended)
@@ -297,7 +297,7 @@ struct DaemonStateTests {
 
     @Test func refusedInputsChangeNothing() throws {
         var state = Self.state()
-        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)]), now: 0)
+        _ = state.join([Self.task(1, session: "a", owner: 1)], now: 0)
         let refused = state.handle(.task(1, .completed), now: 1)
         #expect(refused.count == 1 && refused.first.map { if case .refused(let r) = $0 { r.task == 1 } else { false } } == true,
                 "\(refused)")
@@ -312,7 +312,7 @@ struct DaemonStateTests {
         queued.machine = TaskStateMachine(state: .queued)
         queued.record.state = .queued
         queued.record.queueOrder = state.nextQueueOrder + 4
-        _ = state.handle(.created([queued, Self.task(2, session: "a", owner: 1)]), now: 0)
+        _ = state.join([queued, Self.task(2, session: "a", owner: 1)], now: 0)
         #expect(state.nextQueueOrder == queued.record.queueOrder + 1)
         _ = state.handle(.task(2, .resume), now: 1)
         #expect(state.tasks[2]!.record.queueOrder == queued.record.queueOrder + 1)
@@ -321,7 +321,7 @@ struct DaemonStateTests {
 
     @Test func nothingStartsOrRetriesWhileShuttingDown() throws {
         var state = Self.state(limits: DaemonState.SlotLimits(maxConcurrent: 0, maxConnectionsPerHost: 8))
-        _ = state.handle(.created([Self.task(1, session: "a", owner: 1)]), now: 0)
+        _ = state.join([Self.task(1, session: "a", owner: 1)], now: 0)
         _ = state.handle(.task(1, .resume), now: 0)
         #expect(state.tasks[1]?.machine.state == .queued)
         _ = state.handle(.shutdownBegan, now: 0)
@@ -378,6 +378,21 @@ struct DaemonStateTests {
         #expect(restarted.handle(.sessionInvalidating("a", cancelTasks: false), now: 0)
                 == [.writeSession(row), .finishInvalidation(session: "a")],
                 "a session with no task is done at once (its row written first)")
+    }
+}
+
+extension DaemonState {
+    /// Tasks joining the state as `created` has a batch's tasks join, for a test that needs them there without an
+    /// admission (the runner's way is `admitting`, then `created` with the rows the journal stored:
+    /// DaemonStateAdmissionTests.aCreatedRowBecomesTheTaskItsAdmissionMade).
+    /// What `handle` adds to an input's actions (notices, host allowances) is added here too.
+    mutating func join(_ created: [ManagedTask], now: Double) -> [Action] {
+        tasks.clearChangedHosts()
+        var actions: [Action] = []
+        join(created, now: now, into: &actions)
+        var result = withNotices(actions, now: now)
+        allowancesChanged(into: &result)
+        return result
     }
 }
 

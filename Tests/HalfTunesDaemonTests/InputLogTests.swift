@@ -10,8 +10,14 @@ struct InputLogTests {
     static func recorded() -> InputLog {
         var state = DaemonStateTests.state()
         var log = InputLog(initial: state)
-        let inputs: [DaemonState.Input] = [
-            .created((1...4).map { DaemonStateTests.task($0, session: $0 % 2 == 0 ? "a" : "b", owner: 1) }),
+        let rows = (1...4).map { DaemonStateTests.task(Int64($0), session: $0 % 2 == 0 ? "a" : "b", owner: 1).record }
+        let admissions = rows.map { row in
+            var new = DaemonState.NewTask(row: row, start: false)
+            new.row.id = nil
+            return DaemonState.Input.admitting(new)
+        }
+        let inputs: [DaemonState.Input] = admissions + [
+            .created(rows), .createsJournaled([1, 2, 3, 4], failed: false),
             .task(1, .resume), .task(2, .resume), .task(3, .resume),
             .attemptEnded(1, DaemonStateTests.transient(), jitterSample: 0.5),
             .retryTimerFired, .task(4, .resume), .task(2, .cancel(keepPartial: false)), .grantSlots,

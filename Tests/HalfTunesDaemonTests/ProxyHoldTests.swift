@@ -38,7 +38,7 @@ struct ProxyHoldTests {
 
         // One more proxy for uid 1: held, with words; nothing is started for it.
         let extra = DaemonStateTests.task(100, session: "p\(Self.max)", owner: 1)
-        _ = state.handle(.created([extra]), now: 1)
+        _ = state.join([extra], now: 1)
         #expect(DaemonStateTests.started(state.handle(.task(100, .resume), now: 1)).isEmpty)
         #expect(state.tasks[100]?.machine.state == .queued)
         let held = try #require(state.tasks[100])
@@ -50,7 +50,7 @@ struct ProxyHoldTests {
         let same = DaemonStateTests.task(101, session: "p0", owner: 1)
         let direct = DaemonStateTests.task(102, session: "direct", owner: 1)
         let other = DaemonStateTests.task(103, session: "other", owner: 2)
-        _ = state.handle(.created([same, direct, other]), now: 2)
+        _ = state.join([same, direct, other], now: 2)
         for id: Int64 in [101, 102, 103] {
             #expect(DaemonStateTests.started(state.handle(.task(id, .resume), now: 2)) == [id])
         }
@@ -75,7 +75,7 @@ struct ProxyHoldTests {
         let daemonProxy = ProxyRules(all: ProxyServer(kind: .http, host: "127.0.0.1", port: 4000), bypass: .none, source: "test")
         _ = state.handle(.proxyRulesChanged(daemonProxy), now: 1)
         let viaDaemon = DaemonStateTests.task(200, session: "direct", owner: 1)
-        _ = state.handle(.created([viaDaemon]), now: 1)
+        _ = state.join([viaDaemon], now: 1)
         #expect(DaemonStateTests.started(state.handle(.task(200, .resume), now: 1)).isEmpty)
         let held = try #require(state.tasks[200])
         #expect(state.hold(held, position: 1)?.reason == "uidMaxProxies")
@@ -92,7 +92,7 @@ struct ProxyHoldTests {
         #expect(try DaemonStateTests.resumeAll(&state, busy, limits: Self.limits).count == Self.max)
         let extra = DaemonStateTests.task(100, session: "p\(Self.max)", owner: 1)
         let later = DaemonStateTests.task(101, session: "p\(Self.max)", owner: 1)
-        _ = state.handle(.created([extra, later]), now: 1)
+        _ = state.join([extra, later], now: 1)
         #expect(DaemonStateTests.started(state.handle(.task(100, .resume), now: 1)).isEmpty)
         #expect(DaemonStateTests.started(state.handle(.task(101, .resume), now: 1)).isEmpty)
         #expect(state.tasks.queue.entry(100)?.proxy == Self.proxy(3000 + Self.max))
@@ -122,7 +122,7 @@ struct ProxyHoldTests {
         #expect(state.proxies.byOwner[1]?[Self.proxy(3000)] == 1)
 
         let extra = DaemonStateTests.task(100, session: "p\(Self.max)", owner: 1)
-        _ = state.handle(.created([extra]), now: 2)
+        _ = state.join([extra], now: 2)
         #expect(DaemonStateTests.started(state.handle(.task(100, .resume), now: 2)).isEmpty)
         #expect(try state.hold(#require(state.tasks[100]), position: 1)?.reason == "uidMaxProxies")
         // A report for a task with no attempt in flight counts nothing.
