@@ -78,9 +78,6 @@ extension DaemonCore {
                 if start.discardedBytes > 0 || start.reason != nil {
                     logger.notice("restarting from zero", metadata: ["task": "\(id)", "reason": "\(start.reason ?? "")"])
                 }
-                if let named = nameFromResponse(id, start) {
-                    feedAndRun(.responseNamed(id, destination: named.destination, suggestedFilename: named.suggested))
-                }
             case .received(let delta, _, _):
                 meters.received.add(delta, at: clock())
             case .sent(let delta, _, _):
@@ -95,17 +92,13 @@ extension DaemonCore {
         }
     }
 
-    /// The name the state takes from the first response (`DaemonState.responseName`), made a free path in the
-    /// same directory (the file system is looked at here, off the state). nil when the task's name is settled.
-    func nameFromResponse(_ id: Int64, _ start: ResponseStart) -> (destination: String, suggested: String)? {
-        guard let name = state.responseName(id, start) else { return nil }
-        guard name.candidate != name.current else { return (name.current, name.suggested) }
-        // Always a free name: the server chose it, so it never replaces a file (`overwrite` needs an explicit
-        // destination, which is never renamed).
-        let destination = FilePublisher.availableName(for: name.candidate,
-                                                      isReserved: { self.state.isReserved($0, byAnotherThan: id) })
+    /// `chooseResponseName`: the name the first response gave, made a free path in the same directory (the file
+    /// system is looked at here, off the state), fed back as `responseNamed`. Always a free name: the server chose
+    /// it, so it never replaces a file (`overwrite` needs an explicit destination, which is never renamed).
+    func chooseResponseName(_ id: Int64, candidate: String, suggested: String) {
+        let destination = FilePublisher.availableName(for: candidate, isReserved: { self.state.isReserved($0, byAnotherThan: id) })
         logger.info("the response names the file", metadata: ["task": "\(id)", "destination": "\(destination)"])
-        return (destination, name.suggested)
+        feedAndRun(.responseNamed(id, destination: destination, suggestedFilename: suggested))
     }
 
     /// The attempt ended: `DaemonState` decides what that means for the task (`AttemptVerdict`) and frees

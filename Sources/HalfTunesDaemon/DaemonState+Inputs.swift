@@ -203,7 +203,8 @@ extension DaemonState {
         /// Journal a download's durable ranges after an fsync (with the response's validators, length and final
         /// URL, once a response gave them), in the journal's order with the task's other writes.
         case checkpoint(Int64, durable: ByteRanges, head: Journal.CheckpointHead?)
-        /// Deliver a live event that is never journaled (progress) to the session's subscribers.
+        /// Deliver a live event without a seq to the session's subscribers: progress (never journaled), or the
+        /// events of a row the journal would not take (`rowWriteFailed`).
         case deliver(session: String, task: Int64, EventPayload)
         /// Start an attempt of the task (it is `running` and holds a slot).
         case startAttempt(Int64)
@@ -223,6 +224,10 @@ extension DaemonState {
         /// exists or is in `avoiding`, else a free `name (n).ext` of `destination` that no other task holds (it looks
         /// at the file system); feed it back as `completion(.nameChosen)`.
         case chooseName(Int64, attempt: Int, preferred: String, destination: String, avoiding: Set<String>)
+        /// A download's first response names its file (`candidate`, in the directory reserved at create): make it a
+        /// free path that no other task holds (it looks at the file system; the server's name never replaces a
+        /// file) and feed it back as `responseNamed`.
+        case chooseResponseName(Int64, candidate: String, suggested: String)
         /// Sync the journal (the intent), then move the partial to `location` off the core, giving the file
         /// `metadata` (its origin, referrer and modification time); feed the outcome back as `completion(.moveEnded)`.
         case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool,

@@ -8,7 +8,17 @@ extension DaemonState {
     /// A download's response was accepted: its validators, length and final URL join the task's row. The row
     /// is journaled now only with a `didResumeAtOffset` to tell (a fresh start's head reaches the journal with
     /// the first checkpoint, or with the row when the attempt ends).
+    /// A download the client named no file for takes its name from this first response: at once when it is the
+    /// name reserved at create, else once the runner made it a free path (`chooseResponseName`, answered
+    /// `responseNamed`; its row follows the started one's).
     mutating func responseStarted(_ id: Int64, _ start: ResponseStart, into actions: inout [Action]) {
+        if tasks[id]?.attemptInFlight == true, let name = responseName(id, start) {
+            if name.candidate == name.current {
+                responseNamed(id, destination: name.current, suggested: name.suggested, into: &actions)
+            } else {
+                actions.append(.chooseResponseName(id, candidate: name.candidate, suggested: name.suggested))
+            }
+        }
         guard var t = tasks[id], t.attemptInFlight else { return }
         t.bytesReceived = start.keptBytes // a sum, like the progress totals that follow
         t.record.etag = start.validators.etag
@@ -72,6 +82,19 @@ extension DaemonState {
         actions.append(.deliver(session: t.record.session, task: id,
                                 .didSendBodyData(bytesSent: delta, totalBytesSent: total,
                                                  totalBytesExpectedToSend: expected ?? t.bytesExpectedToSend)))
+    }
+
+    /// `responseNamed`: the row takes the name (journaled, with `didChangeDestination` when the path is not the one
+    /// reserved at create) and its suggested filename; a later response renames nothing.
+    mutating func responseNamed(_ id: Int64, destination: String, suggested: String, into actions: inout [Action]) {
+        guard var t = tasks[id], t.record.nameFromResponse, t.attemptInFlight else { return }
+        t.record.nameFromResponse = false // settled: a later response does not rename it
+        t.record.suggestedFilename = suggested
+        let changed = destination != t.record.destination
+        t.record.destination = destination
+        tasks[id] = t // the reserved destinations follow
+        actions.append(.journal(t.record, changed ? [.didChangeDestination(destination: destination,
+                                                                         suggestedFilename: suggested)] : []))
     }
 
     /// For a download the client named no file for, the name its first response suggests — Content-Disposition's

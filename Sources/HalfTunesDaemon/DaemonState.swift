@@ -366,14 +366,7 @@ struct DaemonState {
             conditionsSerial = serial
             conditionsChanged(new, limits: limits, now: now, into: &actions)
         case let .responseNamed(id, destination, suggested):
-            guard var t = tasks[id], t.record.nameFromResponse, t.attemptInFlight else { break }
-            t.record.nameFromResponse = false // settled: a later response does not rename it
-            t.record.suggestedFilename = suggested
-            let changed = destination != t.record.destination
-            t.record.destination = destination
-            tasks[id] = t // the reserved destinations follow
-            actions.append(.journal(t.record, changed ? [.didChangeDestination(destination: destination,
-                                                                             suggestedFilename: suggested)] : []))
+            responseNamed(id, destination: destination, suggested: suggested, into: &actions)
         }
         return actions
     }

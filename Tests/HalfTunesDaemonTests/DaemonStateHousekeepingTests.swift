@@ -231,6 +231,32 @@ struct DaemonStateResponseNameTests {
         state.tasks[3]?.record.nameFromResponse = false
         #expect(state.responseName(3, Self.start(url: "http://h/x/report.pdf")) == nil, "settled: never renamed")
     }
+
+    /// When a name is asked for is the state's: the attempt's first response asks the runner for a free path
+    /// (`chooseResponseName`), whose answer (`responseNamed`) settles the name; the name reserved at create is
+    /// settled at once, with nothing to ask.
+    @Test func theFirstResponseAsksForAFreePathUnlessItNamesTheReservedOne() {
+        var state = DaemonStateTests.state()
+        for (id, destination) in [(Int64(3), "/d/download"), (4, "/d/report.pdf")] {
+            var t = DaemonStateTests.task(id, session: "a", owner: 1)
+            t.record.destination = destination
+            t.record.nameFromResponse = true
+            t.attemptInFlight = true
+            state.tasks[id] = t
+        }
+        let start = Self.start(url: "http://h/x/report.pdf", disposition: "attachment; filename=\"thesis.pdf\"")
+        #expect(state.handle(.attemptProgress(3, .started(start)), now: 0)
+                == [.chooseResponseName(3, candidate: "/d/thesis.pdf", suggested: "thesis.pdf")])
+        let named = state.handle(.responseNamed(3, destination: "/d/thesis (1).pdf", suggestedFilename: "thesis.pdf"), now: 0)
+        #expect(DaemonStateTests.journaled(named, 3) == [.didChangeDestination(destination: "/d/thesis (1).pdf",
+                                                                               suggestedFilename: "thesis.pdf")])
+        #expect(state.tasks[3]?.record.destination == "/d/thesis (1).pdf" && state.tasks[3]?.record.nameFromResponse == false)
+        #expect(state.handle(.attemptProgress(3, .started(start)), now: 1).isEmpty, "settled: never renamed")
+        // The reserved name: settled at once, its row journaled with no event.
+        let same = state.handle(.attemptProgress(4, .started(Self.start(url: "http://h/x/report.pdf"))), now: 2)
+        #expect(same.count == 1 && DaemonStateTests.journaled(same, 4).isEmpty)
+        #expect(state.tasks[4]?.record.nameFromResponse == false && state.tasks[4]?.record.suggestedFilename == "report.pdf")
+    }
 }
 
 /// `task.cancel`'s resume data, decided by the state before anything is canceled.
