@@ -118,7 +118,12 @@ struct RelaunchTests {
         // A client that exits 1 without acknowledging is started again after the backoff, with the same events.
         let flaky = try ctl(["session", "open", "flaky.test", "--launch-unit", "htd-probe-flaky@.service"], socket: socket, asUser: user)
         #expect(flaky.status == 0, "\(flaky.stdout)\(flaky.stderr)")
+        // A subscriber holds the unit back until the download completed: the first run (which stops at the end of
+        // what is there when it subscribes) then gets every event of it, as the second must too.
+        let holder = try client.events(session: "\(manager.uid)/flaky.test", after: 0)
         let second = try download(origin.url("/r.bin"), session: "flaky.test", socket: socket, as: user)
+        while let event = try holder.nextEvent(), !(event.task == second.id && event.payload.isDidComplete) {}
+        holder.close()
         let backoff = try eventually("the failed start to back off", timeout: 60) { () -> SessionLaunch? in
             let launch = try session("flaky.test", socket: socket, as: user).launch
             return launch?.failures == 1 && launch?.nextAttemptAt != nil ? launch : nil
