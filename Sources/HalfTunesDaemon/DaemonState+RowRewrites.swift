@@ -72,15 +72,24 @@ extension DaemonState {
 
     /// `rowWriteFailed`: the failure's lost events no longer wait for an acknowledgement. A row the journal would not
     /// even take has its events sent live now (`deliver`), except the journaled ones of a finished row kept to be
-    /// written again. Then, while the journal takes writes (a rewrite could never succeed otherwise, and one tried
-    /// every minute would keep the daemon from ever being idle), the row is written again after a wait.
+    /// written again. Then, while the journal takes writes, the row is written again after a wait. A journal that
+    /// takes no more writes gets no rewrite (it could never succeed, and one tried every minute would keep the
+    /// daemon from ever being idle), but a finished task still comes back into memory: until the daemon stops, it
+    /// is described as finished, not as the older row the journal has.
     mutating func rowWriteFailed(_ failure: RowWriteFailure, now: Double, into actions: inout [Action]) {
         eventsLost(failure.session, count: failure.lostEvents)
         var finished: FinishedRow?
-        if let row = failure.row, row.state.isTerminal, !failure.rowMissing, failure.journalTakesWrites {
+        if let row = failure.row, row.state.isTerminal, !failure.rowMissing {
             finished = FinishedRow(record: row, payloads: failure.payloads) // nothing later would carry its events
         }
-        let kept = failure.journalTakesWrites && rewrite(failure.id, session: failure.session, finished: finished, now: now)
+        guard failure.journalTakesWrites else {
+            if let finished { _ = bringBack(failure.id, finished.record, session: failure.session) }
+            for payload in failure.unsent ? failure.payloads : [] {
+                actions.append(.deliver(session: failure.session, task: failure.id, payload))
+            }
+            return
+        }
+        let kept = rewrite(failure.id, session: failure.session, finished: finished, now: now)
         if failure.unsent {
             for payload in failure.payloads where !(kept && finished != nil && payload.isJournaled) {
                 actions.append(.deliver(session: failure.session, task: failure.id, payload))
@@ -95,10 +104,9 @@ extension DaemonState {
     /// finished meanwhile. Not for a task of another session of that name (opened since), nor one the state does
     /// not have and no finished row brings (its insert failed, or it is gone). Whether it is written again.
     private mutating func rewrite(_ id: Int64, session: String, finished: FinishedRow?, now: Double) -> Bool {
-        guard let s = sessions[session] else { return false }
+        guard sessions[session] != nil else { return false }
         if let finished {
-            // Not of an earlier session of the name.
-            guard finished.record.createdAt >= s.record.createdAt else { return false }
+            guard bringBack(id, finished.record, session: session) else { return false }
         } else if tasks[id] == nil, rowRewrites[id] == nil {
             return false
         }
@@ -107,15 +115,21 @@ extension DaemonState {
             newer.payloads = earlier.payloads + newer.payloads // both failed: the first one's events come first
             kept = newer
         }
-        if let kept, tasks[id] == nil {
-            let state = kept.record.state
-            if tasks.finishedCounts(session: session)[state, default: 0] > 0 { // as `evict` counted it
-                tasks.countFinished(session: session, state: state, by: -1)
-            }
-            tasks[id] = ManagedTask(row: kept.record, owner: s.record.uid)
-        }
         rowRewrites[id] = RowRewrite(session: session, finished: kept,
                                      schedule: RewriteSchedule(failedAfter: rowRewrites[id]?.schedule, now: now))
+        return true
+    }
+
+    /// A finished task whose row the journal does not have finished comes back into memory (it had left it for the
+    /// journal), counted once, unless it is there already; not one of an earlier session of that name (the task is
+    /// older than the session). Whether it is (or was) there.
+    private mutating func bringBack(_ id: Int64, _ row: TaskRecord, session: String) -> Bool {
+        guard let s = sessions[session], row.createdAt >= s.record.createdAt else { return false }
+        guard tasks[id] == nil else { return true }
+        if tasks.finishedCounts(session: session)[row.state, default: 0] > 0 { // as `evict` counted it
+            tasks.countFinished(session: session, state: row.state, by: -1)
+        }
+        tasks[id] = ManagedTask(row: row, owner: s.record.uid)
         return true
     }
 
