@@ -7,8 +7,9 @@ APT_PACKAGES := libsystemd-dev libsqlite3-dev pkg-config systemd util-linux open
 # What `make deb` needs besides: debhelper (dh_installsystemd, dh_installsysusers, dh_installtmpfiles), lintian.
 DEB_PACKAGES := debhelper dpkg-dev lintian python3
 # What the tests need besides: a private D-Bus with a fake NetworkManager and UPower (SystemConditionsTests),
-# real proxies (tinyproxy, dante) and BusyBox httpd, an origin that ignores If-Range (LyingServerTests).
-TEST_PACKAGES := dbus-daemon python3-dbus python3-gi tinyproxy dante-server busybox nginx apache2 lighttpd squid caddy
+# real proxies (tinyproxy, dante) and BusyBox httpd, an origin that ignores If-Range (LyingServerTests), OpenBSD
+# netcat (`nc -U -N`: a client that shuts its write side, AvailabilityTests).
+TEST_PACKAGES := netcat-openbsd dbus-daemon python3-dbus python3-gi tinyproxy dante-server busybox nginx apache2 lighttpd squid caddy
 ARGS         ?=
 # The version the binaries report (HalfTunes.version); debian/changelog must agree.
 VERSION      := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/HalfTunesProtocol/HalfTunesProtocol.swift)

@@ -61,6 +61,11 @@ final class AgentConnections: Sendable {
         return kept.filter { now - $0.at < Self.pendingLifetime }.map { ($0.line, $0.seq) }
     }
 
+    /// Whether `connectionID` is some uid's agent.
+    func isAgent(connectionID: UInt64) -> Bool {
+        state.withLockedValue { $0.uidOf[connectionID] != nil }
+    }
+
     /// Whether `connectionID` is the agent of `uid`.
     func isAgent(connectionID: UInt64, uid: UInt32) -> Bool {
         state.withLockedValue { $0.uidOf[connectionID] == uid }

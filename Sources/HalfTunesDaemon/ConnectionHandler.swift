@@ -138,6 +138,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                     }
                 }
             }
+            // Every request read is answered. The stream of them ends when the client shut its write side
+            // (`nc -N`, `socat`) or the connection closed: close it once the answers are out, unless it still
+            // receives events.
+            if await !core.keepsOpenAfterLastRequest(id) { outbox.closeWhenFlushed() }
         }
         context.fireChannelActive()
     }
@@ -163,6 +167,19 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
             burst = []
         }
         context.fireChannelReadComplete()
+    }
+
+    /// The client shut its write side after its last request (the channel allows half-closure): those read
+    /// so far, the decoder's last unterminated line included, are still answered.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            if !burst.isEmpty {
+                continuation?.yield(burst)
+                burst = []
+            }
+            continuation?.finish()
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

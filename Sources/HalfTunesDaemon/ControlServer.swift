@@ -45,6 +45,8 @@ final class ControlServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(AcceptCounter(counter: connections))
                 }
             }
+            // A client that shuts its write side after its requests (`nc -N`, `socat`) still gets every answer.
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(RequestTimeoutHandler(timeout: limits.stallTimeout))

@@ -123,8 +123,8 @@ extension DaemonCore {
                 computeDigest(id, attempt: attempt, path: path)
             case let .chooseName(id, attempt, preferred, destination, avoiding):
                 chooseNameAndGoOn(id, attempt: attempt, preferred: preferred, destination: destination, avoiding: avoiding)
-            case let .chooseResponseName(id, candidate, suggested):
-                chooseResponseName(id, candidate: candidate, suggested: suggested)
+            case let .chooseResponseName(id, candidate, suggested, reserved):
+                chooseResponseName(id, candidate: candidate, suggested: suggested, reserved: reserved)
             case let .move(id, attempt, partial, location, replacing, durable, metadata):
                 move(id, attempt: attempt, partial: partial, to: location, replacing: replacing, partialIsDurable: durable,
                      metadata: metadata)

@@ -77,6 +77,9 @@ extension DaemonCore {
         config.proxy = try SessionProxy.resolve(config.proxy, stored: stored?.proxy)
         config.proxyBypass = try SessionProxy.resolveBypass(config.proxyBypass)
         config.credentials = try SessionCredentials.resolve(config.credentials, stored: stored?.credentials)
+        if let given = config.destinationDirectory {
+            try Destination.checkClientPath(given, field: "configuration.destinationDirectory")
+        }
         let dir = config.destinationDirectory ?? downloadRoots.defaultDirectory(for: owner)
         guard dir.hasPrefix("/") else {
             throw RPCError.invalidParams("configuration.destinationDirectory must be an absolute path")
@@ -456,6 +459,12 @@ extension DaemonCore {
         }
         feedAndRun(input)
         return AgentReportResult()
+    }
+
+    /// Whether a connection whose client has sent its last request (it shut its write side) stays open once every
+    /// request is answered: it is subscribed to a session's events, or it is a user's agent, so it still reads.
+    func keepsOpenAfterLastRequest(_ connectionID: UInt64) -> Bool {
+        subscribers.subscriptions(of: connectionID, besides: "") > 0 || services.agents.isAgent(connectionID: connectionID)
     }
 
     func connectionClosed(_ connectionID: UInt64) {

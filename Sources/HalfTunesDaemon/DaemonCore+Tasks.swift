@@ -242,6 +242,8 @@ extension DaemonCore {
     /// and fed to the state, which keeps it again if this create is refused.
     func prepareCreate(_ p: TaskCreateParams, caller: Caller, resume: ResumeTokenRecord?) throws(RPCError) {
         let s = try session(p.session, for: caller)
+        if let destination = p.destination { try Destination.checkClientPath(destination, field: "destination") }
+        if let file = p.file { try Destination.checkClientPath(file, field: "file") }
         try validateHeaders(p.headers ?? [:])
         try validateControls(p)
         let exchange = try validateExchange(p, caller: caller)

@@ -95,8 +95,14 @@ extension DaemonCore {
     /// `chooseResponseName`: the name the first response gave, made a free path in the same directory (the file
     /// system is looked at here, off the state), fed back as `responseNamed`. Always a free name: the server chose
     /// it, so it never replaces a file (`overwrite` needs an explicit destination, which is never renamed).
-    func chooseResponseName(_ id: Int64, candidate: String, suggested: String) {
-        let destination = FilePublisher.availableName(for: candidate, isReserved: { self.state.isReserved($0, byAnotherThan: id) })
+    /// When the bounded search finds none free, the name reserved at create (`reserved`) stays.
+    func chooseResponseName(_ id: Int64, candidate: String, suggested: String, reserved: String) {
+        let free = FilePublisher.availableName(for: candidate, isReserved: { self.state.isReserved($0, byAnotherThan: id) })
+        if free == nil {
+            logger.warning("no free name near the one the response gives; the task keeps its name",
+                           metadata: ["task": "\(id)", "candidate": "\(candidate)", "destination": "\(reserved)"])
+        }
+        let destination = free ?? reserved
         logger.info("the response names the file", metadata: ["task": "\(id)", "destination": "\(destination)"])
         feedAndRun(.responseNamed(id, destination: destination, suggestedFilename: suggested))
     }
@@ -317,7 +323,7 @@ extension DaemonCore {
     func chooseNameAndGoOn(_ id: Int64, attempt: Int, preferred: String, destination: String, avoiding: Set<String>) {
         let name = FilePublisher.publishName(preferred: preferred, destination: destination, avoiding: avoiding,
                                              isReserved: { state.isReserved($0, byAnotherThan: id) })
-        completionInput(id, attempt: attempt, .nameChosen(name))
+        completionInput(id, attempt: attempt, name.map { .nameChosen($0) } ?? .noFreeName(near: destination))
     }
 
     func completionEnded(_ id: Int64, location: String?, error: TaskError?) {

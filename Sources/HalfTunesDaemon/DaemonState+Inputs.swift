@@ -226,8 +226,8 @@ extension DaemonState {
         case chooseName(Int64, attempt: Int, preferred: String, destination: String, avoiding: Set<String>)
         /// A download's first response names its file (`candidate`, in the directory reserved at create): make it a
         /// free path that no other task holds (it looks at the file system; the server's name never replaces a
-        /// file) and feed it back as `responseNamed`.
-        case chooseResponseName(Int64, candidate: String, suggested: String)
+        /// file) and feed it back as `responseNamed`; `reserved` (the name reserved at create) when none is free.
+        case chooseResponseName(Int64, candidate: String, suggested: String, reserved: String)
         /// Sync the journal (the intent), then move the partial to `location` off the core, giving the file
         /// `metadata` (its origin, referrer and modification time); feed the outcome back as `completion(.moveEnded)`.
         case move(Int64, attempt: Int, partial: String, location: String, replacing: Bool, partialIsDurable: Bool,

@@ -16,7 +16,8 @@ extension DaemonState {
             if name.candidate == name.current {
                 responseNamed(id, destination: name.current, suggested: name.suggested, into: &actions)
             } else {
-                actions.append(.chooseResponseName(id, candidate: name.candidate, suggested: name.suggested))
+                actions.append(.chooseResponseName(id, candidate: name.candidate, suggested: name.suggested,
+                                                   reserved: name.current))
             }
         }
         guard var t = tasks[id], t.attemptInFlight else { return }

@@ -18,6 +18,23 @@ enum Destination {
         return url
     }
 
+    /// The longest path a client may give, in bytes (PATH_MAX less the C string's NUL).
+    static let maxPathBytes = 4095
+
+    /// Refuses a path a client gave (`field`: where it was given) that holds NUL or another control character
+    /// (C0, DEL, C1), or is longer than `maxPathBytes`. A NUL would end the path where the kernel reads it, so the
+    /// daemon would act on another path than the one it checked and journaled.
+    static func checkClientPath(_ path: String, field: String) throws(RPCError) {
+        if let bad = path.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
+            let code = "U+" + String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4)
+            throw RPCError.invalidParams("\(field) holds a control character (\(code)); paths may not contain NUL, "
+                + "newlines or other control characters")
+        }
+        guard path.utf8.count <= maxPathBytes else {
+            throw RPCError.invalidParams("\(field) is longer than \(maxPathBytes) bytes")
+        }
+    }
+
     /// The file name a URL suggests: its last path component, percent-decoded and made safe like every name a
     /// server chooses (`ContentDisposition.sanitize`: no separators, control or bidi characters, leading dots);
     /// the host's name plus `.download` when nothing is left.
@@ -67,7 +84,11 @@ enum Destination {
         }
         try ensureDirectory(directory)
         let candidate = normalize(directory + "/" + suggestedName(for: url))
-        return FilePublisher.availableName(for: candidate, isReserved: isReserved)
+        guard let free = FilePublisher.availableName(for: candidate, isReserved: isReserved) else {
+            throw RPCError(.destinationConflict, "No free name was found near \(candidate); move or remove some of the "
+                + "files named like it, or give a destination", data: .object(["destination": .string(candidate)]))
+        }
+        return free
     }
 
     /// The hidden partial file next to the destination, unique per task.
@@ -98,5 +119,11 @@ enum Destination {
     private static func isDanglingLink(_ path: String) -> Bool {
         var st = stat()
         return lstat(path, &st) == 0
+    }
+}
+
+private extension String {
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

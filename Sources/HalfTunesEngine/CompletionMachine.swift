@@ -26,6 +26,8 @@ public struct CompletionMachine: Sendable, Equatable {
         case digestComputed(Result<Checksum, TaskError>)
         /// The free name the daemon chose (see `Action.chooseName`).
         case nameChosen(String)
+        /// The daemon's bounded search found no free name near `near` (names planted to make it run on).
+        case noFreeName(near: String)
         /// The move ended.
         case moveEnded(MoveOutcome)
     }
@@ -123,6 +125,11 @@ public struct CompletionMachine: Sendable, Equatable {
             state = .choosingName
             return [.chooseName(avoiding: taken)]
 
+        case (.choosingName, .noFreeName(let near)):
+            state = .finished
+            return [.fail(TaskError(code: TaskErrorCode.destinationConflict, message:
+                "No free name was found near \(near) to move the finished file to; move or remove some of the files "
+                    + "named like it, then download again"))]
         case (.choosingName, .nameChosen(let location)):
             state = .moving(location: location)
             return [.recordIntent(location: location), .move(location: location)]

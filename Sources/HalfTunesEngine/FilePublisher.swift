@@ -175,9 +175,9 @@ public enum FilePublisher {
 
     /// Where to publish: `preferred` unless something is there (a file, a directory, a link, even a dangling
     /// one) or it is in `avoiding`; else a free `name (n).ext` next to `destination` (`availableName`) that is
-    /// neither in `avoiding` nor reserved.
+    /// neither in `avoiding` nor reserved. nil: no free name was found (`availableName`).
     public static func publishName(preferred: String, destination: String, avoiding: Set<String>,
-                                   isReserved: (String) -> Bool) -> String {
+                                   isReserved: (String) -> Bool) -> String? {
         if !avoiding.contains(preferred), !POSIX.exists(preferred) { return preferred }
         return availableName(for: destination, isReserved: { avoiding.contains($0) || isReserved($0) })
     }
@@ -185,16 +185,19 @@ public enum FilePublisher {
     /// "name.ext" if it does not exist and is not in `reserved`, else a free "name (n).ext" (the first free one
     /// unless many are taken: `availableName(for:isReserved:)`). Compound extensions stay together: "a.tar.gz" →
     /// "a (1).tar.gz".
-    public static func availableName(for destination: String, reserved: Set<String>) -> String {
+    public static func availableName(for destination: String, reserved: Set<String>) -> String? {
         availableName(for: destination, isReserved: reserved.contains)
     }
 
     /// `availableName(for:reserved:)` with the reserved paths as a test (an index kept elsewhere). The first free
     /// of `name (1).ext` … `name (8).ext`; past them (a user's 100,000 downloads all called `download`), a free one
-    /// found by doubling `n` until one is free and then halving back to a free one right after a taken one: with
-    /// the taken names contiguous, as they are when they were handed out here, that is the first free one, in
-    /// O(log n) looks instead of n. A name freed among many taken may be passed over.
-    public static func availableName(for destination: String, isReserved: (String) -> Bool) -> String {
+    /// found by doubling `n` up to `maxCounted` until one is free and then halving back to a free one right after
+    /// a taken one: with the taken names contiguous, as they are when they were handed out here, that is the first
+    /// free one, in O(log n) looks instead of n. A name freed among many taken may be passed over. When even
+    /// `name (maxCounted).ext` is taken (names planted to make the search run on), `randomProbes` random `n` above
+    /// it are tried. At most ~70 looks in all, and nil when none of them is free: the search is bounded whatever
+    /// the directory holds.
+    public static func availableName(for destination: String, isReserved: (String) -> Bool) -> String? {
         if !isReserved(destination), !POSIX.exists(destination) { return destination }
         let slash = destination.lastIndex(of: "/")
         let dirPrefix = slash.map { String(destination[...$0]) } ?? ""
@@ -209,7 +212,14 @@ public enum FilePublisher {
         var taken = linearProbes, free = 2 * linearProbes
         while !isFree(free) {
             taken = free
-            free *= 2
+            guard free < maxCounted else {
+                for _ in 0..<randomProbes {
+                    let n = Int.random(in: (maxCounted + 1)...randomCeiling)
+                    if isFree(n) { return candidate(n) }
+                }
+                return nil
+            }
+            free = min(2 * free, maxCounted)
         }
         while free - taken > 1 {
             let middle = taken + (free - taken) / 2
@@ -220,6 +230,11 @@ public enum FilePublisher {
 
     /// How many `name (n).ext` are tried one by one before `availableName` searches.
     static let linearProbes = 8
+    /// The highest `n` the search counts to (2^24: far past 100,000 downloads of one name).
+    static let maxCounted = 1 << 24
+    /// Random `n` tried past `maxCounted`, from `maxCounted + 1` to `randomCeiling`.
+    static let randomProbes = 16
+    static let randomCeiling = 1 << 48
 
     static func splitExtension(_ name: String) -> (stem: String, ext: String) {
         let lower = name.lowercased()

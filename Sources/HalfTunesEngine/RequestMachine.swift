@@ -170,7 +170,11 @@ struct RequestMachine: Sendable {
     private mutating func accept(status: Int, headers: [(String, String)], offset: Int64, total: Int64?,
                                  validators: Validators, discarded: Int64, reason: String?, finalURL: String,
                                  keptCount: Int64) -> [Action] {
-        var end = ResumeDecision.contentLength(headers).map { offset + $0 }
+        // Both at most `HalfTunes.maxByteCount` (`ResumeDecision` refused larger ones); checked all the same.
+        var end = ResumeDecision.contentLength(headers).flatMap { length -> Int64? in
+            let sum = offset.addingReportingOverflow(length)
+            return sum.overflow ? nil : sum.partialValue
+        }
         if end == nil, status == 206, let value = ResumeDecision.header("Content-Range", in: headers),
            let range = ContentRange.parse(value), let last = range.end {
             end = last + 1

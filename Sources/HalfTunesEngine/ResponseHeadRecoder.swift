@@ -122,7 +122,7 @@ public struct ResponseHeadRecoder: Sendable, Equatable {
 
     /// The status code of a start line "HTTP/x.y NNN ...", nil if it has none.
     static func statusCode(_ line: [UInt8]) -> Int? {
-        guard let space = line.firstIndex(of: UInt8(ascii: " ")), space + 3 <= line.count else { return nil }
+        guard let space = line.firstIndex(of: UInt8(ascii: " ")), space + 4 <= line.count else { return nil }
         var code = 0
         for b in line[(space + 1)..<(space + 4)] {
             guard b >= UInt8(ascii: "0"), b <= UInt8(ascii: "9") else { return nil }

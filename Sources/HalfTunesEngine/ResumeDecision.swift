@@ -61,6 +61,11 @@ public enum ResumeDecision: Sendable, Equatable {
     public static func decide(requestedOffset: Int64, status: Int, headers: [(String, String)], now: Double,
                               sentIfRange: String?, url: String?, knownTotal: Int64? = nil,
                               kept: ResourceVersion? = nil) -> ResumeDecision {
+        if (200...299).contains(status) || status == 416, let problem = lengthProblem(headers) {
+            // Refused before any arithmetic: no sum of offsets and lengths can overflow past this point.
+            return .fail(TaskError(code: TaskErrorCode.invalidResponse, message: problem + (url.map { " from \($0)" } ?? "")),
+                         transient: false, retryAfter: nil)
+        }
         let contentLength = contentLength(headers)
         let kept = requestedOffset > 0 ? kept : nil
         let response = ResourceVersion.of(status: status, headers: headers)
@@ -136,13 +141,39 @@ public enum ResumeDecision: Sendable, Equatable {
         return nil
     }
 
-    /// Content-Length, unless the body is chunked (then the length is not known in advance).
+    /// Content-Length, unless the body is chunked (then the length is not known in advance); nil past
+    /// `HalfTunes.maxByteCount` too (`lengthProblem` says why such a response is refused).
     static func contentLength(_ headers: [(String, String)]) -> Int64? {
         if let te = header("Transfer-Encoding", in: headers), te.lowercased().contains("chunked") { return nil }
-        guard let value = header("Content-Length", in: headers), let n = Int64(value.trimmingSpaces), n >= 0 else {
+        guard let value = header("Content-Length", in: headers), let n = Int64(value.trimmingSpaces), n >= 0,
+              n <= HalfTunes.maxByteCount else {
             return nil
         }
         return n
+    }
+
+    /// Why a response's Content-Length or Content-Range is refused: a number past `HalfTunes.maxByteCount` (2^62
+    /// bytes; e.g. `Content-Length: 9223372036854775807`), which no real resource has and whose sums would
+    /// overflow. nil when every number in them is within it.
+    public static func lengthProblem(_ headers: [(String, String)]) -> String? {
+        for name in ["Content-Length", "Content-Range"] {
+            guard let value = header(name, in: headers) else { continue }
+            var number: Int64 = 0 // the run of digits being read, exact up to the bound
+            for byte in value.utf8 {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else {
+                    number = 0
+                    continue
+                }
+                let next = number.multipliedReportingOverflow(by: 10)
+                let sum = next.partialValue.addingReportingOverflow(Int64(byte - UInt8(ascii: "0")))
+                guard !next.overflow, !sum.overflow, sum.partialValue <= HalfTunes.maxByteCount else {
+                    let shown = value.count > 64 ? String(value.prefix(64)) + "…" : value
+                    return "\(name) '\(shown)' names more than \(HalfTunes.maxByteCount) bytes (2^62), the most halftunesd accepts"
+                }
+                number = sum.partialValue
+            }
+        }
+        return nil
     }
 }
 
@@ -183,8 +214,11 @@ public struct ContentRange: Equatable, Sendable {
         return ContentRange(start: start, end: end, total: total)
     }
 
+    /// A byte position or length: digits only, at most `HalfTunes.maxByteCount` (so `end + 1` cannot overflow).
     private static func parseDigits(_ s: Substring) -> Int64? {
-        guard !s.isEmpty, s.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-        return Int64(s)
+        guard !s.isEmpty, s.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int64(s), n <= HalfTunes.maxByteCount else {
+            return nil
+        }
+        return n
     }
 }

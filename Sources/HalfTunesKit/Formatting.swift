@@ -54,7 +54,8 @@ public enum Formatting {
 
     /// "0s", "45s", "3m 05s", "2h 03m", "3d 04h".
     public static func duration(_ seconds: Double) -> String {
-        guard seconds.isFinite else { return "∞" }
+        // Past 10,000 years (a server's claimed length over a trickle) it says so: Int64(seconds) would trap.
+        guard seconds.isFinite, seconds < Self.longestDuration else { return "∞" }
         let total = Int64(max(0, seconds).rounded())
         let (days, hours, minutes, secs) = (total / 86_400, total / 3600 % 24, total / 60 % 60, total % 60)
         if total < 60 { return "\(secs)s" }
@@ -62,6 +63,9 @@ public enum Formatting {
         if total < 86_400 { return "\(total / 3600)h \(pad2(minutes))m" }
         return "\(days)d \(pad2(hours))h"
     }
+
+    /// The longest duration written out (10,000 years, in seconds); longer ones are "∞".
+    static let longestDuration: Double = 10_000 * 365.25 * 86_400
 
     /// Time left at `bytesPerSecond` ("1m 20s"); nil when the total is unknown or nothing moves.
     public static func eta(received: Int64, expected: Int64?, bytesPerSecond: Double?) -> String? {

@@ -6,8 +6,9 @@ import Foundation
 #endif
 
 /// Parses JSON (RFC 8259) into a `JSONValue` in one pass over the bytes, without Codable. It gives exactly what
-/// decoding `JSONValue` with `JSONDecoder` gives (JSONParserTests compares them) — a trailing comma in an array or
-/// object is tolerated and a repeated member name keeps its first value, as JSONDecoder does; an integer that fits in 64 bits is `.int` (also when written
+/// decoding `JSONValue` with `JSONDecoder` gives (JSONParserTests compares them), except that a trailing comma in an
+/// array or object is an error, as RFC 8259 and JSONTestSuite say (JSONDecoder tolerates it); a repeated member name
+/// keeps its first value, as JSONDecoder does; an integer that fits in 64 bits is `.int` (also when written
 /// `1.0` or `1e3`), any other number `.double`, strings must be valid UTF-8 without raw control characters and
 /// with well-formed `\u` surrogate pairs, numbers must be finite, nesting is limited to `maxDepth` — at a
 /// fraction of the cost: JSONValue's Codable decoding tries bool, integer, double, string and array before it
@@ -99,11 +100,6 @@ public enum JSONParser {
             }
             while true {
                 skipWhitespace()
-                if index < bytes.count, bytes[index] == UInt8(ascii: "}"), !members.isEmpty { // after a trailing comma
-                    index += 1
-                    depth -= 1
-                    return .object(members)
-                }
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
                 let key = try string()
                 skipWhitespace()
@@ -132,12 +128,6 @@ public enum JSONParser {
                 return .array(elements)
             }
             while true {
-                skipWhitespace()
-                if index < bytes.count, bytes[index] == UInt8(ascii: "]"), !elements.isEmpty { // after a trailing comma
-                    index += 1
-                    depth -= 1
-                    return .array(elements)
-                }
                 elements.append(try value())
                 skipWhitespace()
                 guard index < bytes.count else { throw fail("unexpected end of the text") }

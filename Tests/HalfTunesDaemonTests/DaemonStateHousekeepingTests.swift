@@ -246,7 +246,7 @@ struct DaemonStateResponseNameTests {
         }
         let start = Self.start(url: "http://h/x/report.pdf", disposition: "attachment; filename=\"thesis.pdf\"")
         #expect(state.handle(.attemptProgress(3, .started(start)), now: 0)
-                == [.chooseResponseName(3, candidate: "/d/thesis.pdf", suggested: "thesis.pdf")])
+                == [.chooseResponseName(3, candidate: "/d/thesis.pdf", suggested: "thesis.pdf", reserved: "/d/download")])
         let named = state.handle(.responseNamed(3, destination: "/d/thesis (1).pdf", suggestedFilename: "thesis.pdf"), now: 0)
         #expect(DaemonStateTests.journaled(named, 3) == [.didChangeDestination(destination: "/d/thesis (1).pdf",
                                                                                suggestedFilename: "thesis.pdf")])

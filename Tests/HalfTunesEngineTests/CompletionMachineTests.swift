@@ -66,6 +66,17 @@ struct CompletionMachineTests {
         }
     }
 
+    /// The daemon's bounded search found no free name: the task fails with a clear error, the file unpublished.
+    @Test func noFreeNameFailsTheTaskAsAConflict() {
+        var (m, _) = CompletionMachine.transferCompleted(total: 1, checksum: nil)
+        let actions = m.handle(.noFreeName(near: "/d/f.bin"))
+        guard case .fail(let error)? = actions.first, actions.count == 1 else { Issue.record("\(actions)"); return }
+        #expect(error.code == TaskErrorCode.destinationConflict)
+        #expect(error.message.contains("/d/f.bin"))
+        #expect(m.state == .finished)
+        #expect(m.handle(.noFreeName(near: "/d/f.bin")) == [], "finished: a stale answer changes nothing")
+    }
+
     @Test func aFailedMoveFailsWithTheReason() {
         var (m, _) = CompletionMachine.transferCompleted(total: 1, checksum: nil)
         _ = m.handle(.nameChosen("/d/f.bin"))

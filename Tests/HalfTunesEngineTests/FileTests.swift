@@ -128,7 +128,7 @@ import Testing
         try writeFile(name, [0])
         var taken = Set((1...10_000).map { dir.path("download (\($0))") })
         var looks = 0
-        func next() -> String {
+        func next() -> String? {
             looks = 0
             return FilePublisher.availableName(for: name, isReserved: { looks += 1; return taken.contains($0) })
         }
@@ -139,11 +139,31 @@ import Testing
         taken.insert(dir.path("download (3)"))
         taken.remove(dir.path("download (5000)"))
         let answer = next()
-        #expect(!taken.contains(answer) && answer != name && looks <= 40, "\(answer), \(looks) looks")
+        #expect(answer.map { !taken.contains($0) && $0 != name } == true && looks <= 40, "\(answer ?? "-"), \(looks) looks")
         for n in [9, 16, 17, 10_001, 10_002] { // around the search's edges: the first free one
             taken = Set((1..<n).map { dir.path("download (\($0))") })
             #expect(next() == dir.path("download (\(n))"))
         }
+    }
+
+    /// Issue 54's names planted to make the search run on: `f`, `f (1)` … `f (8)`, then `f (16)`, `f (32)` …
+    /// `f (2^62)` (it doubled past 2^63 and trapped). The search is bounded: past `maxCounted` it tries random
+    /// numbers, so a free name comes in a few dozen looks; with every name taken it answers nil, never loops.
+    @Test func availableNameIsBoundedWhateverNamesArePlanted() throws {
+        let dir = try TempDir()
+        let name = dir.path("f")
+        var planted: Set<String> = [name]
+        for n in 1...8 { planted.insert(dir.path("f (\(n))")) }
+        for power in 4...62 { planted.insert(dir.path("f (\(1 << power))")) }
+        var looks = 0
+        let answer = FilePublisher.availableName(for: name, isReserved: { looks += 1; return planted.contains($0) })
+        let found = try #require(answer)
+        #expect(!planted.contains(found) && found.hasPrefix(dir.path("f (")), "\(found)")
+        #expect(looks <= 70, "\(looks) names looked at")
+        looks = 0
+        #expect(FilePublisher.availableName(for: name, isReserved: { _ in looks += 1; return true }) == nil)
+        #expect(looks <= 70, "\(looks) names looked at")
+        #expect(FilePublisher.publishName(preferred: name, destination: name, avoiding: [name], isReserved: { _ in true }) == nil)
     }
 
     /// The name a finished download is published at: the preferred one while nothing is there (a dangling link

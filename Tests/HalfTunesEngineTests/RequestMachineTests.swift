@@ -134,6 +134,41 @@ import Testing
         #expect(ended.writeDone(ok: false) == [.fileFailed])
     }
 
+    /// Issue 54: a resume answered 206 with the right Content-Range and `Content-Length: 9223372036854775807`
+    /// trapped in `offset + length` (and again at every restart). Lengths past 2^62 are refused as an invalid
+    /// response, not transient, before any sum; so are such numbers in Content-Range, whose `end + 1` trapped.
+    @Test(arguments: [
+        [("Content-Range", "bytes 1000-4999/5000"), ("Content-Length", "9223372036854775807")],
+        [("Content-Range", "bytes 1000-9223372036854775807/*")],
+        [("Content-Range", "bytes 1000-4999/9223372036854775807")],
+        [("Content-Range", "bytes 1000-4999/5000"), ("Content-Length", "99999999999999999999999")],
+        [("Content-Range", "bytes 1000-4611686018427387905/*")],
+    ])
+    func aLengthPast2To62IsAnInvalidResponseNotATrap(headers: [(String, String)]) {
+        var machine = Self.primary(offset: 1000, kept: 1000, validators: Self.v1)
+        let head = machine.head(status: 206, headers: headers + [("ETag", "\"v1\"")], finalURL: Self.url, now: 0,
+                                keptCount: 1000)
+        #expect(!head.accepted && head.actions.isEmpty)
+        guard case .fail(let error, let transient, _)? = machine.decided else {
+            Issue.record("\(String(describing: machine.decided))")
+            return
+        }
+        #expect(error.code == TaskErrorCode.invalidResponse && !transient, "\(error)")
+        var fresh = Self.primary()
+        #expect(!fresh.head(status: 200, headers: [("Content-Length", "9223372036854775807")], finalURL: Self.url, now: 0,
+                            keptCount: 0).accepted)
+    }
+
+    /// 2^62 itself is within the bound, and its sums stay in range.
+    @Test func aLengthOf2To62IsAccepted() {
+        var machine = Self.primary(offset: 1000, kept: 1000, validators: Self.v1)
+        let head = machine.head(status: 206, headers: [("Content-Range", "bytes 1000-4611686018427387903/*"),
+                                                       ("Content-Length", "4611686018427386904"), ("ETag", "\"v1\"")],
+                                finalURL: Self.url, now: 0, keptCount: 1000)
+        #expect(head.accepted)
+        #expect(machine.expectedEnd == HalfTunes.maxByteCount)
+    }
+
     @Test func theFirstResponseResumesRestartsOrRefuses() {
         // 206 from the kept offset, the same version: appended.
         var resumed = Self.primary(offset: 1000, kept: 1000, validators: Self.v1)

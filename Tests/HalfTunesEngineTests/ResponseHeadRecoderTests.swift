@@ -99,6 +99,18 @@ import Testing
         #expect(ResponseHeadRecoder.statusCode(Self.bytes("garbage")) == nil)
     }
 
+    /// A start line whose code is cut short at its end ("HTTP/1.1 20", "ERROR 42") read one byte past it and
+    /// trapped, for any server's first line: it has no status code.
+    @Test func aStatusCodeCutShortAtTheEndOfTheLineIsNone() {
+        for line in ["HTTP/1.1 20", "ERROR 42", "HTTP/1.1 2", "HTTP/1.1 ", " ", "HTTP/1.100000 20"] {
+            #expect(ResponseHeadRecoder.statusCode(Self.bytes(line)) == nil, "\(line)")
+            var r = ResponseHeadRecoder()
+            let head = Self.bytes(line + "\r\n\r\n")
+            #expect(Self.run(&r, head) == head)
+        }
+        #expect(ResponseHeadRecoder.statusCode(Self.bytes("HTTP/1.1 204")) == 204)
+    }
+
     @Test func overlongsSurrogatesAndStrayBytesAreLatin1() {
         for seq: [UInt8] in [[0xC0, 0xAF], [0xE0, 0x80, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0x80], [0xFF], [0xF5]] {
             var r = ResponseHeadRecoder()

@@ -37,6 +37,10 @@ struct FormattingTests {
         #expect(Formatting.eta(received: 200, expected: 1_000, bytesPerSecond: 10) == "1m 20s")
         #expect(Formatting.eta(received: 200, expected: nil, bytesPerSecond: 10) == nil)
         #expect(Formatting.eta(received: 200, expected: 1_000, bytesPerSecond: 0) == nil)
+        // A server's claimed 2^62 bytes over a trickle of 0.2 B/s (Int64(2.3e19) trapped in halftunesctl).
+        #expect(Formatting.eta(received: 0, expected: 1 << 62, bytesPerSecond: 0.2) == "∞")
+        #expect(Formatting.duration(1e300) == "∞" && Formatting.duration(-.infinity) == "∞")
+        #expect(Formatting.duration(-5) == "0s")
     }
 
     @Test func progressBars() {

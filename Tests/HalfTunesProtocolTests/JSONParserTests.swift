@@ -21,13 +21,24 @@ struct JSONParserTests {
         "1e300", "1e999", "-1e999", "1e-400", "0.1", "3.141592653589793", "01", "1.", ".5", "-", "+1", "1e", "0x10",
         #""""#, #""a""#, #""é ü 日本 🎵""#, #""\u00e9\u65e5\ud83c\udfb5""#, #""\ud83c""#, #""\udfb5""#, #""\ud83cx""#,
         #""\n\t\r\b\f\/\\\"""#, #""\x""#, #""\u12""#, #""\u12G4""#, "\"a\u{01}b\"", #""unterminated"#,
-        "[]", "{}", "[1,2,3]", "[1,]", "[1,,]", "[,]", "[,1]", "{,}", "{\"a\":1,,}", "{\"a\":1,}", "{\"a\" 1}", "{1:2}", "{\"a\":1,\"a\":2}",
+        "[]", "{}", "[1,2,3]", "[1,,]", "[,]", "[,1]", "{,}", "{\"a\":1,,}", "{\"a\" 1}", "{1:2}", "{\"a\":1,\"a\":2}",
         " \t\n{\"k\" : [ null , true ] }\r\n ", "[1] x", "", "   ", "nul", "truex", "[[[[]]]]",
         #"{"jsonrpc":"2.0","id":1,"method":"task.get","params":{"id":1e300}}"#,
     ])
     func edgeCasesAgreeWithJSONDecoder(_ text: String) {
         let bytes = Array(text.utf8)
         #expect(Self.parsed(bytes) == Self.reference(bytes), "\(text)")
+    }
+
+    /// A trailing comma is an error (RFC 8259's grammar; JSONTestSuite's n_array_extra_comma, n_object_trailing_comma),
+    /// where JSONDecoder tolerates it: the one place the parser differs from it, on purpose.
+    @Test(arguments: ["[1,]", "{\"a\":1,}", "[1, ]", "{\"a\":[1,],\"b\":2}", "[[],]", "{\"a\":{},\n}",
+                      #"{"jsonrpc":"2.0","id":1,"method":"daemon.status",}"#])
+    func aTrailingCommaIsAnError(_ text: String) {
+        let bytes = Array(text.utf8)
+        #expect(Self.parsed(bytes) == nil, "\(text)")
+        #expect(Self.reference(bytes) != nil, "JSONDecoder tolerates \(text)")
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(bytes) }
     }
 
     @Test func invalidUTF8AndDeepNestingAreRefusedLikeJSONDecoder() {

@@ -1,0 +1,206 @@
+import Foundation
+import HalfTunesKit
+import HalfTunesProtocol
+import TestOrigin
+import Testing
+
+/// Issue 54: nothing one user sends on the socket and nothing one server sends on the wire stops the daemon for
+/// everyone else. Each test is a row of the issue's tables, through the binaries: before the fix the first three
+/// stopped the daemon (an overflow trap), the others got a wrong answer.
+@Suite("Nothing a user or a server sends stops the daemon", .serialized)
+struct AvailabilityTests {
+    /// `session.open` with `destinationDirectory: "<downloads>/.\u0000"`, then `task.create` without a destination,
+    /// trapped at once (the C path ended at the NUL, so every name "existed"). Control characters are refused in
+    /// every path a client gives; the daemon goes on serving.
+    @Test func aControlCharacterInAPathIsRefused() async throws {
+        try await withDaemon { daemon, origin in
+            let s = try RawSocket(path: daemon.socketPath)
+            func call(_ method: String, _ params: String) throws -> [String: Any] {
+                try s.send(#"{"jsonrpc":"2.0","id":1,"method":"\#(method)","params":\#(params)}"# + "\n")
+                return try #require(try s.readObject())
+            }
+            let downloads = daemon.downloadsDir
+            for bad in [#"\u0000"#, #"\n"#, #"\u001b[31m"#, #"\u007f"#, #"\u0085"#] {
+                let opened = try call("session.open", #"{"identifier":"nul","configuration":{"destinationDirectory":"\#(downloads)/.\#(bad)"}}"#)
+                #expect(opened.errorCode == -32602, "\(bad): \(opened)")
+                #expect(opened.errorMessage?.contains("control character") == true, "\(opened)")
+            }
+            #expect(try call("session.open", #"{"identifier":"nul"}"#).errorCode == nil)
+            origin.put("/f.bin", TestOrigin.randomBytes(count: 1000, seed: 5401))
+            let created = try call("task.create", #"{"session":"nul","url":"\#(origin.url("/f.bin"))","destination":"\#(downloads)/a\u0000b"}"#)
+            #expect(created.errorCode == -32602 && created.errorMessage?.contains("destination") == true, "\(created)")
+            let upload = try call("task.create", #"{"session":"nul","kind":"upload","url":"\#(origin.url("/up"))","file":"/etc/hostname\u0000x"}"#)
+            #expect(upload.errorCode == -32602 && upload.errorMessage?.contains("file") == true, "\(upload)")
+            let long = try call("task.create", #"{"session":"nul","url":"\#(origin.url("/f.bin"))","destination":"\#(downloads)/\#(String(repeating: "d/", count: 2100))x"}"#)
+            #expect(long.errorCode == -32602, "\(long)")
+            #expect(daemon.isRunning)
+            // Nothing was journaled, and the daemon still downloads.
+            let client = try daemon.client()
+            #expect(try client.tasks(session: "nul").isEmpty)
+            let task = try client.startDownload(origin.url("/f.bin"), session: "nul")
+            #expect(try client.waitFor(task: task.id, state: .completed).location == downloads + "/f.bin")
+        }
+    }
+
+    /// `f`, `f (1)` … `f (8)`, then `f (16)`, `f (32)` … `f (2^62)` in the download directory, then a download of
+    /// `…/f` with no destination: the search for a free name doubled past 2^63 and trapped. It is bounded now: past
+    /// 2^24 it tries random numbers, and the download gets a free name.
+    @Test func namesPlantedToRunTheSearchOnDoNotStopIt() async throws {
+        try await withDaemon { daemon, origin in
+            let downloads = daemon.downloadsDir
+            var planted = ["f"] + (1...8).map { "f (\($0))" } + (4...62).map { "f (\(1 << $0))" }
+            #expect(planted.count == 68)
+            for name in planted { try Data().write(to: URL(fileURLWithPath: downloads + "/" + name)) }
+            let body = TestOrigin.randomBytes(count: 100_000, seed: 5402)
+            origin.put("/f", body)
+            let client = try daemon.client()
+            let task = try client.startDownload(origin.url("/f"))
+            let done = try client.waitFor(task: task.id, state: .completed)
+            let location = try #require(done.location)
+            #expect(location.hasPrefix(downloads + "/f (") && !planted.contains((location as NSString).lastPathComponent),
+                    "\(location)")
+            #expect(try sha256(ofFile: location) == TestOrigin.sha256Hex(body))
+            planted.append((location as NSString).lastPathComponent)
+            for name in planted {
+                #expect(FileManager.default.fileExists(atPath: downloads + "/" + name), "\(name) is gone")
+            }
+            #expect(daemon.isRunning)
+        }
+    }
+
+    /// A server answers the resume of a checkpointed download with `206`, the right `Content-Range`, and
+    /// `Content-Length: 9223372036854775807`: `offset + length` trapped, and again at every restart (the journaled
+    /// task resumed against the same server). Now the task fails as an invalid response, not transient, and a
+    /// restart finds it failed.
+    @Test func aLengthNear2To63OnAResumeFailsTheTaskNotTheDaemon() async throws {
+        try await withDaemon { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 8 * MiB, seed: 5403)
+            origin.put("/claim.bin", body)
+            origin.setBehavior("/claim.bin", .throttled(2 * MiB))
+            var client = try daemon.client()
+            let task = try client.startDownload(origin.url("/claim.bin"), maxConnections: 1)
+            try eventually("1 MiB durable") { try client.task(task.id).bytesDurable >= Int64(MiB) ? true : nil }
+            daemon.kill9()
+            var lie = TestOrigin.Behavior()
+            lie.claimedLength = Int64.max
+            lie.faultsFromRequest = origin.requests("/claim.bin").count // only the resume lies
+            origin.setBehavior("/claim.bin", lie)
+            try daemon.restart()
+            client = try daemon.client()
+            let failed = try client.waitFor(task: task.id, state: .failed)
+            #expect(failed.error?.code == TaskErrorCode.invalidResponse, "\(String(describing: failed.error))")
+            #expect(failed.error?.message.contains("9223372036854775807") == true)
+            let resumed = try #require(origin.requests("/claim.bin").last)
+            #expect(resumed.status == 206 && resumed.range != nil)
+            #expect(daemon.isRunning)
+            try daemon.restart()
+            client = try daemon.client()
+            #expect(try client.task(task.id).state == .failed)
+            #expect(daemon.isRunning)
+        }
+    }
+
+    /// A server whose first line's code is cut short at its end (`HTTP/1.1 20`, `ERROR 42`): the daemon's
+    /// Latin-1 head recoder read one byte past the line and trapped, before swift-nio's parser saw the head.
+    @Test(arguments: ["HTTP/1.1 20\r\n\r\n", "ERROR 42\r\n\r\n"])
+    func aStatusLineCutShortIsAnErrorOfTheTask(answer: String) async throws {
+        let server = try RawAnswerServer(answer: Array(answer.utf8))
+        defer { server.stop() }
+        try await withDaemon { daemon, _ in
+            let client = try daemon.client()
+            let task = try client.startDownload(server.url("/short"))
+            try eventually("the task to stop on the answer") {
+                let t = try client.task(task.id)
+                return t.state == .waiting || t.state == .failed ? t : nil
+            }
+            #expect(server.connections >= 1)
+            #expect(daemon.isRunning)
+            _ = try client.cancel(task.id)
+        }
+    }
+
+    /// `{…,"method":"daemon.status",}` and `[1,]` were accepted (JSONDecoder's leniency); RFC 8259 makes a
+    /// trailing comma a parse error, and the connection goes on.
+    @Test func aTrailingCommaIsAParseError() async throws {
+        try await withDaemon { daemon, _ in
+            let s = try RawSocket(path: daemon.socketPath)
+            for frame in [#"{"jsonrpc":"2.0","id":1,"method":"daemon.status",}"#, "[1,]",
+                          #"{"jsonrpc":"2.0","id":2,"method":"task.list","params":{"session":"x",}}"#] {
+                try s.send(frame + "\n")
+                let answer = try #require(try s.readObject())
+                #expect(answer.errorCode == -32700, "\(frame): \(answer)")
+            }
+            try s.send(#"{"jsonrpc":"2.0","id":"ok","method":"daemon.status"}"# + "\n")
+            #expect(try s.readObject()?["id"] as? String == "ok")
+        }
+    }
+
+    /// `printf '…\n' | nc -U -N SOCKET`: the client shuts its write side after its requests. Every request is
+    /// answered (the last one without its newline too), then the daemon closes the connection; with `nc -N`
+    /// itself as well.
+    @Test func aClientThatShutsItsWriteSideGetsEveryAnswer() async throws {
+        try await withDaemon { daemon, _ in
+            let s = try RawSocket(path: daemon.socketPath)
+            try s.send((1...3).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"daemon.status"}"# }.joined(separator: "\n")
+                       + "\n" + #"{"jsonrpc":"2.0","id":4,"method":"session.list"}"#)
+            #expect(shutdown(s.fd, Int32(SHUT_WR)) == 0)
+            var ids: [Int] = []
+            while let answer = try s.readObject() {
+                #expect(answer["error"] == nil, "\(answer)")
+                if let id = answer["id"] as? Int { ids.append(id) }
+            }
+            #expect(ids == [1, 2, 3, 4])
+
+            let nc = Process()
+            nc.executableURL = URL(fileURLWithPath: "/bin/sh")
+            nc.arguments = ["-c", #"printf '{"jsonrpc":"2.0","id":1,"method":"daemon.status"}\n' | nc -U -N "$0""#,
+                            daemon.socketPath]
+            let out = Pipe()
+            nc.standardOutput = out
+            try nc.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            nc.waitUntilExit()
+            #expect(nc.terminationStatus == 0)
+            let line = try #require(String(data: data, encoding: .utf8)?.split(separator: "\n").first)
+            #expect(line.contains(#""id":1"#) && line.contains(#""result""#), "\(line)")
+        }
+    }
+}
+
+/// A TCP server on 127.0.0.1 that answers every connection with the same bytes, then closes it: a server whose
+/// answer is not HTTP at all.
+final class RawAnswerServer: @unchecked Sendable {
+    let port: Int
+    private let fd: Int32
+    private let lock = NSLock()
+    private var accepted = 0
+    private var thread: Thread?
+
+    init(answer: [UInt8]) throws {
+        guard let (fd, port) = LoopbackSocket.bound(backlog: 16) else { throw TestFailure("cannot listen on 127.0.0.1") }
+        self.fd = fd
+        self.port = port
+        let thread = Thread { [fd] in
+            while true {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return } // the listening socket was shut down
+                self.lock.withLock { self.accepted += 1 }
+                var request = [UInt8](repeating: 0, count: 65536)
+                _ = request.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
+                _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                close(client)
+            }
+        }
+        self.thread = thread
+        thread.start()
+    }
+
+    var connections: Int { lock.withLock { accepted } }
+
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    func stop() {
+        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
+    }
+}
