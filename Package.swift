@@ -29,6 +29,8 @@ let package = Package(
         .target(name: "HalfTunesProtocol"),
         // Linux file calls Glibc exports to Swift only with _GNU_SOURCE (sync_file_range).
         .target(name: "CLinuxFile"),
+        // The fatal-signal handler that records which tasks ran when the daemon trapped (async-signal-safe C).
+        .target(name: "CCrashRecord"),
         // The sd-bus calls of the network and power conditions, without varargs.
         .target(name: "CSystemBus", linkerSettings: [.linkedLibrary("systemd")]),
         // sd-bus for the daemon and the users' agents: starting and watching units, posting desktop notifications.
@@ -67,6 +69,7 @@ let package = Package(
                 "HalfTunesProtocol",
                 "HalfTunesJournal",
                 "HalfTunesEngine",
+                "CCrashRecord",
                 "CSystemd",
                 "CSystemBus",
                 "HalfTunesSystemd",

@@ -15,6 +15,17 @@ enum CrashPoints {
         kill(getpid(), SIGKILL)
     }
 
+    /// `HALFTUNES_CRASH_AT=trap:<text>` makes the daemon trap (a real Swift runtime trap, SIGILL or SIGTRAP, as a
+    /// bug would) when a transfer of a URL containing `<text>` starts: how the tests prove that a crash does not
+    /// repeat at every restart (`CrashRecord`).
+    static let trapURL: String? = armed.flatMap { $0.hasPrefix("trap:") ? String($0.dropFirst(5)) : nil }
+
+    static func trapIfArmed(url: String) {
+        guard let trapURL, url.contains(trapURL) else { return }
+        let limit = Int64.max - Int64(url.utf8.count) + Int64(trapURL.utf8.count) // the optimizer cannot fold it
+        _ = limit + Int64(url.utf8.count) // an overflow trap, like issue 54's
+    }
+
     /// `HALFTUNES_STOP_AT=<name>` makes the daemon stop itself (SIGSTOP) at that point, so a test can send it a
     /// signal at an exact step (e.g. SIGTERM during start-up) and let it continue with SIGCONT. Unset: no effect.
     static let stopArmed = setting("HALFTUNES_STOP_AT")

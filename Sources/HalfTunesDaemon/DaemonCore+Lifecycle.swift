@@ -10,9 +10,24 @@ extension DaemonCore {
     /// Replays the journal: re-attaches every session and task, finishes interrupted publishes, puts
     /// running and queued tasks back in the queue (in their old order), re-arms retry timers, and
     /// drops expired resume data. Runs before the control socket accepts anyone.
-    func recover() async throws {
+    func recover(crashRecord: CrashRecord? = nil) async throws {
         CrashPoints.stop(CrashPoints.recoverStart)
         let began = ContinuousClock.now
+        if let crashRecord {
+            self.crashRecord = crashRecord
+            let history = crashRecord.history
+            for crash in history.entries {
+                logger.warning("halftunesd stopped on a fatal signal earlier", metadata: [
+                    "signal": "\(crash.signal)", "boot": "\(crash.bootID)",
+                    "tasks": "\(crash.tasks.sorted().map(String.init).joined(separator: ","))"])
+            }
+            let quarantine = history.quarantined
+            if !quarantine.isEmpty {
+                logger.error("these tasks ran in each of the last \(CrashHistory.crashesToQuarantine) crashes; they fail as quarantined instead of starting again",
+                             metadata: ["tasks": "\(quarantine.sorted().map(String.init).joined(separator: ","))"])
+            }
+            feedAndRun(.crashesRead(quarantine: quarantine))
+        }
         try await loadLimits()
         feedAndRun(.proxyRulesChanged(configuration.proxyRules))
         // Every read here is awaited (`Journal.reading`, the scan's `next()`): the actor never blocks a thread,
@@ -37,7 +52,9 @@ extension DaemonCore {
                 // of a restart with 100,000 tasks that never started): the state keeps what is on disk.
                 let length = DaemonState.partialMayBeShort(row) ? PartialFile.length(path: row.partialPath) : nil
                 let actions = feed(.taskRestored(row, partialLength: length))
-                guard let id = row.id, let t = state.tasks[id] else { continue } // not taken (no session of its name)
+                if !actions.isEmpty { resumed += 1 }
+                deferred.append(contentsOf: actions) // a quarantined task's, too: it failed and left the state at once
+                guard let id = row.id, let t = state.tasks[id] else { continue } // not taken, or finished at once
                 if t.record.durableRanges != row.durableRanges {
                     logger.warning("partial data shorter than journaled; resuming from what is on disk",
                                    metadata: ["task": "\(id)", "journaled": "\(row.durableRanges)", "onDisk": "\(t.record.durableRanges)"])
@@ -45,8 +62,6 @@ extension DaemonCore {
                 if !t.record.state.isTerminal, t.record.bytesDurable > 0 { // the ledger follows what the state kept
                     diskLedger.set(t.record.partialPath, uid: t.owner, bytes: t.record.bytesDurable)
                 }
-                if !actions.isEmpty { resumed += 1 }
-                deferred.append(contentsOf: actions)
             }
         }
         let read = ContinuousClock.now

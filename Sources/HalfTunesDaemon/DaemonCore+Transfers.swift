@@ -33,6 +33,8 @@ extension DaemonCore {
             }
         }
         attempts[id] = LiveAttempt(runtime: runtime, bandwidth: bandwidth, reports: reports)
+        crashRecord?.running(id) // until its attempt ends without a completion, or its completion ends
+        CrashPoints.trapIfArmed(url: plan.url)
         runtime.start(attempt)
         logger.debug("transfer started", metadata: [
             "task": "\(id)", "kind": "\(plan.kind.rawValue)", "method": "\(plan.method)",
@@ -126,6 +128,7 @@ extension DaemonCore {
         }
         let input = DaemonState.Input.attemptEnded(id, outcome, jitterSample: Double.random(in: 0..<1))
         feedAndRun(input)
+        if state.completions[id] == nil { crashRecord?.stopped(id) } // else it runs on until `completionEnded`
     }
 }
 
@@ -327,6 +330,7 @@ extension DaemonCore {
     }
 
     func completionEnded(_ id: Int64, location: String?, error: TaskError?) {
+        crashRecord?.stopped(id)
         if let location {
             logger.info("download complete", metadata: ["task": "\(id)", "location": "\(location)"])
         } else if let error {

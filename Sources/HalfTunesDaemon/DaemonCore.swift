@@ -26,6 +26,9 @@ actor DaemonCore {
     let resumeKey: SymmetricKey
     /// How inputs are fed: one at a time, each input's actions carried out before the next (`Feeding`).
     var feeding = Feeding()
+    /// The record a fatal signal appends the running tasks to (`CrashRecord`); nil where none was opened (tests
+    /// of the core in-process).
+    var crashRecord: CrashRecord?
 
     nonisolated var journal: Journal { services.journal }
     nonisolated var clients: HTTPClients { services.clients }

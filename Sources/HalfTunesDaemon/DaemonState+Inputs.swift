@@ -86,6 +86,9 @@ extension DaemonState {
         case eventsAcknowledged(session: String, through: Int64, pruned: Int, droppedBodies: [Int64])
         /// Recovery: a journaled session with its unacknowledged events (fed before its tasks).
         case sessionRestored(ManagedSession)
+        /// Recovery, before the tasks: the tasks that ran in each of the daemon's last `CrashHistory.crashesToQuarantine`
+        /// crashes. Such a task, if pending, is restored failed (`quarantined`), never started again.
+        case crashesRead(quarantine: Set<Int64>)
         /// Recovery: a journaled unfinished task's row (or one whose publish a crash interrupted), as the journal
         /// holds it, in any order: the task is built from it, owned by its session's user, and keeps its place in
         /// the queue; tasks queued later take places after every journaled one. A row of a session the state does

@@ -157,7 +157,7 @@ extension DaemonState {
 
     /// A task recovered from the journal joins the state (fed in any order: its journaled queue order is its
     /// place); a running one goes back to the queue and a waiting one to its retry time (`TaskStateMachine`'s
-    /// `.restored`).
+    /// `.restored`); a pending one that ran in each of the daemon's last crashes (`quarantine`) fails instead.
     mutating func restore(_ t: ManagedTask, now: Double, into actions: inout [Action]) {
         var t = withFirstProxy(t)
         Self.deferIfEarly(&t, now: now)
@@ -165,6 +165,13 @@ extension DaemonState {
         if t.record.queueOrder >= nextQueueOrder { nextQueueOrder = t.record.queueOrder + 1 }
         // A suspended task needs nothing more (a queued one is in the queue at its journaled place); one being
         // published is finished once the runner looked at its file (`recoverPublish` → `recoveredCompletion`).
+        if quarantine.contains(t.id), t.record.state.isPending, t.record.phase == .transfer {
+            let error = TaskError(code: TaskErrorCode.quarantined, message: "The daemon crashed "
+                + "\(CrashHistory.crashesToQuarantine) times in a row while this task ran, so it was not started again "
+                + "(the daemon's log names the signal); create it again to retry")
+            _ = try? apply(.quarantined(error), to: t.id, now: now, into: &actions)
+            return
+        }
         if t.record.phase == .publishing {
             actions.append(.recoverPublish(t.id, partial: t.record.partialPath, location: t.record.location ?? t.record.destination))
         } else if t.record.state == .running || t.record.state == .waiting {

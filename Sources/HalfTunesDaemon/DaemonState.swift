@@ -75,6 +75,8 @@ struct DaemonState {
     var proxies = ProxyUse()
     /// Task rows whose journal write failed, to be written again (DaemonState+RowRewrites.swift).
     var rowRewrites: [Int64: RowRewrite] = [:]
+    /// The tasks that ran in each of the daemon's last crashes (`CrashHistory`): failed at restore, not started.
+    var quarantine: Set<Int64> = []
     /// The allowance of extra connections each host was last given (`hostAllowance`; none stored: 0).
     var hostAllowances: [String: Int] = [:]
 
@@ -320,6 +322,8 @@ struct DaemonState {
             sessions[s.record.identifier] = s
             proxySettings(session: s.record.identifier, s.record.configuration)
             if s.pendingEvents > 0 { pendingEventsByUID[s.record.uid, default: 0] += s.pendingEvents }
+        case let .crashesRead(quarantine):
+            self.quarantine = quarantine
         case let .taskRestored(row, partialLength):
             guard row.id != nil, let s = sessions[row.session] else { break } // the journal deletes a session's tasks with it
             var t = ManagedTask(row: row, owner: s.record.uid)

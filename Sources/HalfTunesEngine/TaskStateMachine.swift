@@ -47,6 +47,9 @@ public struct TaskStateMachine: Sendable, Equatable {
         case conditionsBlock(TaskError, waits: Bool)
         /// The conditions let the session transfer again: a task waiting for them is queued (at its old place).
         case conditionsAllow
+        /// Daemon start: the daemon crashed in each of its last crashes while this task ran; a pending task fails
+        /// with `error` instead of being restored (nothing of it runs at start, so nothing is stopped).
+        case quarantined(TaskError)
     }
 
     public enum Action: Sendable, Equatable {
@@ -176,6 +179,11 @@ public struct TaskStateMachine: Sendable, Equatable {
             return [] // suspended tasks do not time out; terminal ones are over
 
         // daemon start
+        case (.running, .quarantined(let err)), (.queued, .quarantined(let err)), (.waiting, .quarantined(let err)):
+            waitingReason = nil
+            return fail(err)
+        case (_, .quarantined):
+            return []
         case (.running, .restored):
             return move(to: .queued, extra: [.enqueue])
         case (.queued, .restored):
@@ -251,6 +259,7 @@ public struct TaskStateMachine: Sendable, Equatable {
         case .resourceDeadlinePassed: return "time out"
         case .conditionsBlock: return "hold for the network or power conditions"
         case .conditionsAllow: return "release for the network or power conditions"
+        case .quarantined: return "quarantine"
         }
     }
 }

@@ -49,6 +49,9 @@ public enum TaskErrorCode {
     public static let destinationConflict = "destinationConflict"
     public static let sessionInvalidated = "sessionInvalidated"
     public static let internalError = "internalError"
+    /// The daemon crashed (a fatal signal of its own: a trap, a fault) in each of its last 3 crashes while this task
+    /// ran: the restart did not start it again but failed it, so one task cannot keep the daemon down for everyone.
+    public static let quarantined = "quarantined"
     /// The downloaded file's digest differs from the expected `checksum` (the file is not published).
     public static let checksumMismatch = "checksumMismatch"
     /// A redirect was refused (https → http downgrade, or a scheme other than http/https).

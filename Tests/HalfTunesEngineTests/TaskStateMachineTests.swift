@@ -182,4 +182,21 @@ struct TaskStateMachineTests {
         #expect(try suspended.handle(.resourceDeadlinePassed, now: 11) == [])
         #expect(suspended.state == .suspended)
     }
+
+    /// A quarantined task (restored after crashes it ran in) fails from any pending state, without a transfer to
+    /// stop (nothing runs at restore); a suspended or finished one is left as it is.
+    @Test func aQuarantinedPendingTaskFailsAndOthersAreLeftAlone() throws {
+        let error = TaskError(code: TaskErrorCode.quarantined, message: "m")
+        for state in [TaskState.running, .queued, .waiting] {
+            var m = machine(state)
+            let actions = try m.handle(.quarantined(error), now: 0)
+            #expect(m.state == .failed && m.error == error, "\(state)")
+            #expect(actions.contains(.emitComplete(error: error)) && !actions.contains(.stopTransfer))
+            #expect(m.waitingReason == nil)
+        }
+        for state in [TaskState.suspended, .completed, .failed, .canceled] {
+            var m = machine(state)
+            #expect(try m.handle(.quarantined(error), now: 0) == [] && m.state == state)
+        }
+    }
 }

@@ -124,6 +124,10 @@ struct TimeoutTests {
             #expect(still.state == .suspended)
             #expect(still.bytesReceived == kept)
             #expect(still.error == nil)
+            // A failed task's partial goes once its stopped transfer has ended, which may be after its didComplete.
+            try eventually("the failed tasks' partial files removed") {
+                partialFiles(in: daemon.downloadsDir).count == 1 ? true : nil
+            }
             #expect(partialFiles(in: daemon.downloadsDir).map { $0.hasPrefix(".paused.bin.") } == [true])
             #expect(origin.requests("/paused.bin").count == 1)
         }

@@ -100,11 +100,17 @@ final class CoreService: Service {
                 throw DaemonError.configuration("ca-file \(config.caFile ?? ""): cannot load certificate authorities from it: \(error)")
             }
             opened.append { await clients.shutdown() }
+            let crashRecord: CrashRecord
+            do {
+                crashRecord = try CrashRecord.open(stateDirectory: config.stateDirectory)
+            } catch {
+                throw DaemonError.stateDirectory("cannot open the crash record: \(error)")
+            }
             let core = DaemonCore(configuration: config, journal: journal, clients: clients, logger: logger,
                                   resumeKey: resumeKey)
             if let (initial, serial) = conditions { await core.conditionsChanged(initial, serial: serial) }
             do {
-                try await core.recover()
+                try await core.recover(crashRecord: crashRecord)
             } catch {
                 await core.shutdown()
                 throw DaemonError.journal("cannot replay the journal: \(error)")
