@@ -14,7 +14,7 @@ ARGS         ?=
 # The version the binaries report (HalfTunes.version); debian/changelog must agree.
 VERSION      := $(shell sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/HalfTunesProtocol/HalfTunesProtocol.swift)
 
-.PHONY: all deps deb-deps build release run test unit-test clean bench man deb print-version
+.PHONY: all deps deb-deps build release run test unit-test clean bench man deb print-version fuzz
 
 all: build
 
@@ -95,6 +95,31 @@ test: deps deb-deps
 
 bench: deps
 	Benchmarks/run.sh
+
+# Coverage-guided fuzzing (libFuzzer, Fuzz/README.md): the harnesses over what reads outside input, built with
+# HALFTUNES_FUZZ=1 into $(FUZZ_BUILD_DIR) (our modules instrumented). Each first replays its committed corpus
+# (Fuzz/Corpus/<harness>: seeds and every crash found, kept as regressions), then runs FUZZ_SECONDS. A crash fails
+# it and its input is left in $(FUZZ_BUILD_DIR)/artifacts. .ci/run runs it with FUZZ_SECONDS=60 (4 harnesses).
+FUZZ_BUILD_DIR ?= .build-fuzz
+FUZZ_SECONDS   ?= 300
+FUZZ_HARNESSES := json heads params names
+fuzz: deps
+	HALFTUNES_FUZZ=1 $(SWIFT) build -c release --product halftunes-fuzz --scratch-path $(FUZZ_BUILD_DIR)
+	@mkdir -p $(FUZZ_BUILD_DIR)/artifacts
+	@for h in $(FUZZ_HARNESSES); do \
+	  dict=""; [ -f Fuzz/$$h.dict ] && dict="-dict=Fuzz/$$h.dict"; \
+	  work=$$(mktemp -d); \
+	  echo "fuzz $$h: the corpus, then $(FUZZ_SECONDS) s"; \
+	  SWIFT_BACKTRACE=enable=no $(FUZZ_BUILD_DIR)/release/halftunes-fuzz $$h -runs=0 Fuzz/Corpus/$$h \
+	    > $(FUZZ_BUILD_DIR)/fuzz-$$h.log 2>&1 && \
+	  SWIFT_BACKTRACE=enable=no $(FUZZ_BUILD_DIR)/release/halftunes-fuzz $$h -max_total_time=$(FUZZ_SECONDS) \
+	    -max_len=4096 -print_final_stats=1 $$dict -artifact_prefix=$(FUZZ_BUILD_DIR)/artifacts/$$h- $$work Fuzz/Corpus/$$h \
+	    >> $(FUZZ_BUILD_DIR)/fuzz-$$h.log 2>&1; rc=$$?; rm -rf "$$work"; \
+	  grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_BUILD_DIR)/fuzz-$$h.log | tail -2; \
+	  if [ $$rc != 0 ]; then tail -40 $(FUZZ_BUILD_DIR)/fuzz-$$h.log; \
+	    echo "fuzz $$h: a crash (input in $(FUZZ_BUILD_DIR)/artifacts/); add it to Fuzz/Corpus/$$h with a regression test" >&2; \
+	    exit 1; fi; \
+	done
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -1,5 +1,10 @@
 // swift-tools-version:6.0
 import PackageDescription
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 let package = Package(
     name: "halftunesd",
@@ -168,3 +173,23 @@ let package = Package(
         ),
     ]
 )
+
+// The libFuzzer harnesses (Fuzz/README.md), only with HALFTUNES_FUZZ=1: the normal build never sees them. Our own
+// modules get libFuzzer's coverage instrumentation and -enable-testing (the harnesses `@testable import` them); the
+// dependencies are built as usual. The harness's top-level code calls LLVMFuzzerRunDriver (CLibFuzzer declares it):
+// SwiftPM links an executable with `--defsym main=<Target>_main`, so libFuzzer's own `main` is never used.
+if ProcessInfo.processInfo.environment["HALFTUNES_FUZZ"] == "1" {
+    let instrumented: Set<String> = ["HalfTunesProtocol", "HalfTunesEngine", "HalfTunesJournal", "HalfTunesDaemon"]
+    for target in package.targets where instrumented.contains(target.name) {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=fuzzer", "-enable-testing"])]
+    }
+    package.targets.append(.target(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"))
+    package.targets.append(.executableTarget(
+        name: "HalfTunesFuzz",
+        dependencies: ["CLibFuzzer", "HalfTunesProtocol", "HalfTunesEngine", "HalfTunesJournal", "HalfTunesDaemon"],
+        path: "Fuzz/HalfTunesFuzz",
+        swiftSettings: [.unsafeFlags(["-sanitize=fuzzer"])],
+        linkerSettings: [.unsafeFlags(["-sanitize=fuzzer"])]
+    ))
+    package.products.append(.executable(name: "halftunes-fuzz", targets: ["HalfTunesFuzz"]))
+}

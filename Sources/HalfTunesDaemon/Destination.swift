@@ -22,7 +22,7 @@ enum Destination {
     static let maxPathBytes = 4095
 
     /// Refuses a path a client gave (`field`: where it was given) that holds NUL or another control character
-    /// (C0, DEL, C1), or is longer than `maxPathBytes`. A NUL would end the path where the kernel reads it, so the
+    /// (C0, DEL, C1), a `/` with a combining mark after it, or is longer than `maxPathBytes`. A NUL would end the path where the kernel reads it, so the
     /// daemon would act on another path than the one it checked and journaled.
     static func checkClientPath(_ path: String, field: String) throws(RPCError) {
         if let bad = path.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
@@ -32,6 +32,12 @@ enum Destination {
         }
         guard path.utf8.count <= maxPathBytes else {
             throw RPCError.invalidParams("\(field) is longer than \(maxPathBytes) bytes")
+        }
+        // Swift splits strings into characters: a `/` followed by a combining mark (U+0334 …) is one character
+        // that is not "/", while the kernel splits at every `/` byte. Such a path would be checked as other
+        // components than the kernel uses (found by the `names` fuzzer).
+        if path.utf8.lazy.filter({ $0 == UInt8(ascii: "/") }).count != path.lazy.filter({ $0 == "/" }).count {
+            throw RPCError.invalidParams("\(field) has a '/' followed by a combining character; paths may not")
         }
     }
 

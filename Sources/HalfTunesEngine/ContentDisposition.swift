@@ -102,8 +102,11 @@ public enum ContentDisposition {
             return Character(s)
         })
         cleaned = cleaned.trimmingCharacters(in: .whitespaces)
-        while cleaned.hasPrefix(".") { cleaned.removeFirst() }
+        // By scalar: "." with a combining mark after it is one character that is not ".", but the name's first
+        // byte is still a dot (a hidden file; found by the `names` fuzzer).
+        while cleaned.unicodeScalars.first == "." { cleaned = String(cleaned.unicodeScalars.dropFirst()) }
         cleaned = cleaned.trimmingCharacters(in: .whitespaces)
+        while cleaned.unicodeScalars.first == "." { cleaned = String(cleaned.unicodeScalars.dropFirst()) }
         guard !cleaned.isEmpty, cleaned.contains(where: { $0 != "_" && $0 != "." }) else { return nil }
         if cleaned.utf8.count > maxBytes {
             let dot = cleaned.lastIndex(of: ".")
