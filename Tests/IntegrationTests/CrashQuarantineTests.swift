@@ -71,8 +71,9 @@ struct CrashQuarantineTests {
             if try client.task(a.id).state == .suspended { _ = try client.resume(a.id) }
             let doneA = try client.waitFor(task: a.id, state: .completed)
             #expect(try sha256(ofFile: doneA.location!) == TestOrigin.sha256Hex(running))
-            // A restart without a new crash changes nothing: P stays failed, nothing else is held.
+            // A clean stop and a restart without a new crash change nothing: P stays failed, nothing else is held.
             daemon.environment = [:]
+            try daemon.terminate()
             try daemon.restart()
             client = try daemon.client()
             #expect(try client.task(p.id).state == .failed)
