@@ -61,7 +61,6 @@ struct CrashHistory: Equatable, Sendable {
 struct CrashRecord {
     static let fileName = "crashes"
 
-    let path: String
     /// What the record held when the daemon started (the crashes before this run).
     let history: CrashHistory
     private var slotOf: [Int64: Int32] = [:]
@@ -69,25 +68,29 @@ struct CrashRecord {
     private var nextSlot: Int32 = 0
 
     /// Reads the record in `stateDirectory`, writes back its last entries (so it never grows), opens it for the
-    /// handler to append to and installs the handler.
+    /// handler to append to and installs the handler. Every file is reached through the directory's descriptor.
     static func open(stateDirectory: String) throws -> CrashRecord {
         let path = stateDirectory + "/" + fileName
-        let history = CrashHistory(text: Substring(readTail(path)))
-        let temporary = path + ".new"
-        unlink(temporary)
-        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw CrashRecordError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        func failure(_ what: String) -> CrashRecordError { CrashRecordError("cannot \(what): \(String(cString: strerror(errno)))") }
+        let dir = Glibc.open(stateDirectory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard dir >= 0 else { throw failure("open \(stateDirectory)") }
+        defer { close(dir) }
+        let history = CrashHistory(text: Substring(readTail(dir)))
+        let temporary = fileName + ".new"
+        unlinkat(dir, temporary, 0)
+        let fd = openat(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw failure("create \(path).new") }
         let bytes = Array(history.text.utf8)
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         let synced = fsync(fd) == 0
         close(fd)
-        guard written == bytes.count, synced, rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw CrashRecordError("cannot write \(path): \(reason)")
+        guard written == bytes.count, synced, renameat(dir, temporary, dir, fileName) == 0, fsync(dir) == 0 else {
+            let error = failure("write \(path)")
+            unlinkat(dir, temporary, 0)
+            throw error
         }
-        let append = Glibc.open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC)
-        guard append >= 0 else { throw CrashRecordError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        let append = openat(dir, fileName, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC)
+        guard append >= 0 else { throw failure("open \(path)") }
         let boot = (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? "-"
         let installed = htd_crash_install(append, boot)
@@ -95,11 +98,10 @@ struct CrashRecord {
             close(append)
             throw CrashRecordError("cannot install the crash handler: \(String(cString: strerror(installed)))")
         }
-        return CrashRecord(path: path, history: history)
+        return CrashRecord(history: history)
     }
 
-    private init(path: String, history: CrashHistory) {
-        self.path = path
+    private init(history: CrashHistory) {
         self.history = history
     }
 
@@ -125,8 +127,9 @@ struct CrashRecord {
         freeSlots.append(slot)
     }
 
-    private static func readTail(_ path: String) -> String {
-        let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+    /// The record's last `CrashHistory.maxBytesRead` bytes (from a line's start), "" when there is none.
+    private static func readTail(_ dir: Int32) -> String {
+        let fd = openat(dir, fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return "" }
         defer { close(fd) }
         var st = stat()
