@@ -61,10 +61,10 @@ extension DaemonCore {
         }
         request.allowInsecureRedirects = plan.allowInsecureRedirects
         request.proxyRules = plan.proxyRules
-        switch plan.credentials {
-        case .given(let credentials): request.credentials = credentials
-        case .netrc: request.credentials = services.netrc?.credentials(for: plan.url, now: clock())
-        case .none: break
+        request.credentials = plan.credentials
+        if plan.netrc, let entry = services.netrc?.credentials(for: plan.url, now: clock()) {
+            request.credentials.append(OriginCredentials(origin: HTTPAuthentication.origin(plan.url), user: entry.user,
+                                                         password: entry.password))
         }
         return request
     }

@@ -12,20 +12,11 @@ struct PartialWriting: Equatable, Sendable {
 
 /// An attempt's request as the state decides it (`DaemonState.transferPlan`). The runner builds the engine's
 /// `AttemptRequest` from it and adds only live resources: the bandwidth buckets, the disk ledger's account, the
-/// netrc file's credentials when `credentials` is `.netrc`.
+/// netrc file's credentials when `netrc` says so.
 struct TransferPlan: Equatable, Sendable {
     struct Header: Equatable, Sendable {
         var name: String
         var value: String
-    }
-
-    /// Where the attempt's credentials come from.
-    enum CredentialsSource: Equatable, Sendable {
-        /// The task's own, else its session's.
-        case given(Credentials)
-        /// The daemon's netrc file's for the host: only for a task of the daemon's own user.
-        case netrc
-        case none
     }
 
     /// A download's side: its partial file, what is durable in it and what is known of the resource.
@@ -53,7 +44,12 @@ struct TransferPlan: Equatable, Sendable {
     var allowInsecureRedirects: Bool
     /// The session's proxy rules, else the daemon's: the ones the queue counted the first hop's proxy by.
     var proxyRules: ProxyRules
-    var credentials: CredentialsSource
+    /// Each for its origin: the task's own (for its URL's origin) first, then its session's. Entries journaled
+    /// without an origin are not among them: they are sent nowhere.
+    var credentials: [OriginCredentials]
+    /// The daemon's netrc entry for the URL's host answers its origin too: a task of the daemon's own user that
+    /// has no credentials for it.
+    var netrc: Bool
     /// A download's partial file (nil: an upload or data task, whose response is kept in memory).
     var download: Download?
     /// An upload's file.
@@ -72,19 +68,18 @@ extension DaemonState {
         let kind = TaskKind(rawValue: r.kind) ?? .download
         let headers = (config.headers ?? [:]).merging(r.headers) { _, task in task }
             .sorted { $0.key < $1.key }.map { TransferPlan.Header(name: $0.key, value: $0.value) }
-        let credentials: TransferPlan.CredentialsSource
-        if let given = r.credentials ?? config.credentials {
-            credentials = .given(given)
-        } else {
-            credentials = t.owner == daemonUID ? .netrc : .none
-        }
+        let origin = HTTPAuthentication.origin(r.url)
+        let own = r.credentials.map { [OriginCredentials(origin: origin, user: $0.user, password: $0.password)] } ?? []
+        let credentials = own + (config.credentials ?? []).filter { $0.origin != nil }
+        let covered = credentials.contains { $0.origin.map(HTTPAuthentication.origin) == origin }
         var plan = TransferPlan(
             taskID: id, kind: kind, url: r.url,
             method: kind == .download ? "GET" : r.method ?? ((try? ExchangeRules.method(nil, kind: kind).get()) ?? "GET"),
             headers: headers,
             requestTimeout: config.requestTimeout ?? SessionConfiguration.defaultRequestTimeout,
             bandwidthLimit: r.bandwidthLimit ?? 0, allowInsecureRedirects: config.allowInsecureRedirects ?? false,
-            proxyRules: proxyRules(session: r.session), credentials: credentials)
+            proxyRules: proxyRules(session: r.session), credentials: credentials,
+            netrc: !covered && t.owner == daemonUID)
         switch kind {
         case .download:
             let validators = (r.etag != nil || r.lastModified != nil) ? Validators(etag: r.etag, lastModified: r.lastModified) : nil

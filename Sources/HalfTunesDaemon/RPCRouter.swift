@@ -257,6 +257,9 @@ struct RPCRouter: Sendable {
             let prefix = ctx.codingPath.map(\.stringValue).joined(separator: ".")
             return "missing field '\(prefix.isEmpty ? "" : prefix + ".")\(key.stringValue)'"
         case .typeMismatch(let type, let ctx):
+            if let form = forms[ctx.codingPath.map(\.stringValue).joined(separator: ".")] {
+                return "\(path(ctx)) must be \(form)"
+            }
             return "\(path(ctx)) must be \(readable(type))"
         case .valueNotFound(let type, let ctx):
             return "\(path(ctx)) must be \(readable(type)), not null"
@@ -266,6 +269,13 @@ struct RPCRouter: Sendable {
             return "\(error)"
         }
     }
+
+    /// Fields whose form changed, by path: a client still sending the old one is told the new.
+    static let forms = [
+        "configuration.credentials": #"a list of credentials, each for the origin it is sent to: "#
+            + #"[{"origin":"https://files.example","user":"alice","password":"…"}] (with "realm" to answer one realm "#
+            + #"only); credentials without an origin are no longer accepted"#,
+    ]
 
     private static func readable(_ type: Any.Type) -> String {
         switch type {

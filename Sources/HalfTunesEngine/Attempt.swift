@@ -20,9 +20,9 @@ public final class Attempt: Sendable {
         var download: SegmentedDownload?
         /// The proxies whose clients the attempt leased, one entry per lease.
         var leased: [ProxyServer?] = []
-        /// The challenge the first request's credentials answered, and the nonce count used with it so far: a
-        /// download's further requests to the same origin send `Authorization` at once.
-        var answered: (challenge: AuthChallenge, count: Int)?
+        /// The challenge the first request's credentials answered, where, with what, and the nonce count used
+        /// with it so far: a download's further requests to the same origin send `Authorization` at once.
+        var answered: (challenge: AuthChallenge, origin: String?, credentials: Credentials, count: Int)?
     }
 
     private let request: AttemptRequest
@@ -163,7 +163,7 @@ public final class Attempt: Sendable {
                 progressInterval: Self.amount(request.progressInterval), bytesToSend: sendsBody ? bytesToSend : nil,
                 allowInsecureRedirects: request.allowInsecureRedirects, proxy: proxy, proxyRules: request.proxyRules,
                 followsRedirects: forwarder == nil, visited: hop.visited,
-                auth: .init(credentials: request.credentials, origin: request.credentialsOrigin,
+                auth: .init(credentials: request.credentials,
                             answered: authorization != nil ? answered : nil, answers: answers),
                 method: method, sendsBody: sendsBody)
             let delegate = AttemptDelegate(eventLoop: eventLoop, config: config, attempt: self, observer: observer,
@@ -195,7 +195,7 @@ public final class Attempt: Sendable {
                 // The request that got this response (redirects AsyncHTTPClient followed may have made it a GET).
                 method = next.method
                 sendsBody = sendsBody && next.sendsBody
-                if let challenge = next.challenge, let credentials = request.credentials {
+                if let challenge = next.challenge, let credentials = next.credentials {
                     // A 401 answered: the same URL again, with the credentials (a further request of a download
                     // to the same origin sends them at once, the nonce count going on).
                     logger.debug("answering the server's challenge", metadata: ["url": "\(next.url)", "challenge": "\(challenge.summary)"])
@@ -204,7 +204,7 @@ public final class Attempt: Sendable {
                         uri: HTTPAuthentication.requestTarget(next.url))
                     answered = (next.url, challenge)
                     answers += 1
-                    control.withLockedValue { $0.answered = (challenge, 1) }
+                    control.withLockedValue { $0.answered = (challenge, HTTPAuthentication.origin(next.url), credentials, 1) }
                     continue
                 }
                 authorization = nil // a redirect: a 401 there is answered anew
@@ -229,11 +229,12 @@ public final class Attempt: Sendable {
     /// The `Authorization` of a further request to `url`: the credentials answering the first request's challenge
     /// again (Digest with the next nonce count), when `url` is on their origin.
     private func authorization(for url: String) -> [(String, String)] {
-        guard let credentials = request.credentials, HTTPAuthentication.origin(url) == request.credentialsOrigin,
-              let (challenge, count) = control.withLockedValue({ c -> (AuthChallenge, Int)? in
-                  guard let a = c.answered else { return nil }
+        let origin = HTTPAuthentication.origin(url)
+        guard origin != nil,
+              let (challenge, credentials, count) = control.withLockedValue({ c -> (AuthChallenge, Credentials, Int)? in
+                  guard let a = c.answered, a.origin == origin else { return nil }
                   c.answered!.count += 1
-                  return (a.challenge, a.count + 1)
+                  return (a.challenge, a.credentials, a.count + 1)
               }),
               let value = HTTPAuthentication.authorization(for: challenge, credentials: credentials, method: request.method,
                                                            uri: HTTPAuthentication.requestTarget(url), count: count)

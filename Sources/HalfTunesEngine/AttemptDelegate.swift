@@ -92,10 +92,9 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         var sendsBody = false
     }
 
-    /// The attempt's credentials, where they may go, and what this request's `Authorization` answered.
+    /// The attempt's credentials (each for its origin), and what this request's `Authorization` answered.
     struct Auth: Sendable {
-        var credentials: Credentials?
-        var origin: String?
+        var credentials: [OriginCredentials]
         var answered: (url: String, challenge: AuthChallenge)?
         /// Challenges the attempt answered before this request.
         var answers = 0
@@ -109,6 +108,8 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         var visited: [String]
         /// A 401's challenge the next hop answers (the same URL again, with `Authorization`).
         var challenge: AuthChallenge? = nil
+        /// The credentials answering `challenge`.
+        var credentials: Credentials? = nil
         /// The method of the request that got this response, and whether it sent a body: a redirect AsyncHTTPClient
         /// followed before may have made a POST a GET.
         var method = "GET"
@@ -256,11 +257,11 @@ final class AttemptDelegate: HTTPClientResponseDelegate {
         if head.status == .unauthorized, let auth = config.auth {
             let challenges = AuthChallenge.parse(head.headers["WWW-Authenticate"]) // not canonicalForm: it splits at every comma
             switch AuthVerdict.decide(url: finalURL, challenges: challenges, credentials: auth.credentials,
-                                      origin: auth.origin, answered: auth.answered, answers: auth.answers) {
-            case .answer(let challenge):
+                                      answered: auth.answered, answers: auth.answers) {
+            case .answer(let challenge, let credentials):
                 box.withValue {
-                    $0.nextHop = Hop(url: finalURL, status: 401, visited: visited, challenge: challenge, method: method,
-                                     sendsBody: sendsBody)
+                    $0.nextHop = Hop(url: finalURL, status: 401, visited: visited, challenge: challenge,
+                                     credentials: credentials, method: method, sendsBody: sendsBody)
                 }
             case .refuse(var error):
                 if !config.followsRedirects, let proxy = config.proxy {

@@ -33,11 +33,12 @@ public struct AttemptRequest: Sendable {
     /// The proxy of the first request (nil: direct).
     public var proxy: ProxyServer? { proxyRules.proxy(for: url) }
 
-    /// Answer a server's `401` (Basic, Digest) with these (the session's `credentials`); nil: such a server fails
-    /// the task with `authenticationRequired`. Sent only to `credentialsOrigin`.
-    public var credentials: Credentials? = nil
+    /// Answer a server's `401` (Basic, Digest) with these, each only at its own origin (and realm); a server no
+    /// entry is for fails the task with `authenticationRequired`.
+    public var credentials: [OriginCredentials] = []
 
-    /// Where `credentials` may be sent: the scheme, host and port of the task's URL.
+    /// Where the task's own headers that carry credentials (`Authorization`, `Cookie`) may be sent: the scheme,
+    /// host and port of the task's URL.
     public var credentialsOrigin: String? { HTTPAuthentication.origin(url) }
 
     /// An upload's file, opened by `UploadSource.open` when the attempt starts.

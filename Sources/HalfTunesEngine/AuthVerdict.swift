@@ -1,11 +1,11 @@
-// What an attempt does with a 401: answer one challenge with the task's credentials, or fail saying why.
+// What an attempt does with a 401: answer one challenge with the credentials for its origin, or fail saying why.
 import HalfTunesProtocol
 
 /// The decision on a `401` (a pure function of the response, the credentials and what was sent), so every case
 /// is tested without a server: answer a challenge (the request is made again with `Authorization`), or fail the
 /// task with `authenticationRequired` in words that name the scheme and realm.
 public enum AuthVerdict: Equatable, Sendable {
-    case answer(AuthChallenge)
+    case answer(AuthChallenge, with: Credentials)
     case refuse(TaskError)
 
     /// Challenges one attempt answers at most.
@@ -13,25 +13,42 @@ public enum AuthVerdict: Equatable, Sendable {
 
     /// - Parameters:
     ///   - url: the URL that answered 401.
-    ///   - origin: where the credentials may be sent (the task URL's scheme, host and port).
+    ///   - credentials: the task's, each for its origin (and realm): only those for `url`'s origin may answer.
     ///   - answered: the URL and challenge this request's `Authorization` answered, if it sent one.
     ///   - answers: how many challenges the attempt answered already (at most `maxAnswers`: a server that keeps
     ///     asking, e.g. with ever new stale nonces, is not answered forever).
-    public static func decide(url: String, challenges: [AuthChallenge], credentials: Credentials?, origin: String?,
+    public static func decide(url: String, challenges: [AuthChallenge], credentials: [OriginCredentials],
                               answered: (url: String, challenge: AuthChallenge)?, answers: Int = 0) -> AuthVerdict {
         let host = ErrorMapping.hostDescription(url)
         let offered = challenges.isEmpty ? "no WWW-Authenticate challenge" : challenges.map(\.summary).joined(separator: ", ")
         func refuse(_ message: String) -> AuthVerdict {
             .refuse(TaskError(code: TaskErrorCode.authenticationRequired, message: message, httpStatus: 401))
         }
-        guard let credentials else {
-            return refuse("\(host) asks for credentials (\(offered)); give the session credentials (user and password)")
+        let origin = HTTPAuthentication.origin(url)
+        let mine = credentials.filter { entry in
+            guard let origin, let named = entry.origin else { return false }
+            return HTTPAuthentication.origin(named) == origin
         }
-        guard let origin, HTTPAuthentication.origin(url) == origin else {
-            return refuse("\(host) asks for credentials (\(offered)), but the session's credentials are sent only to "
-                + "\(origin ?? "the task's URL"), the host of the task's URL")
+        guard !mine.isEmpty else {
+            let elsewhere = Set(credentials.compactMap(\.origin)).sorted()
+            return refuse("\(host) asks for credentials (\(offered)); "
+                + (elsewhere.isEmpty ? "give the session credentials for \(Self.shown(origin))"
+                   : "the task's credentials are only for \(elsewhere.joined(separator: ", ")), never sent to "
+                   + "\(Self.shown(origin)); give the session credentials for it"))
         }
-        guard let chosen = HTTPAuthentication.choose(challenges) else {
+        // A challenge is answered only by credentials for its realm, or by those for any realm of the origin.
+        func answering(_ challenge: AuthChallenge) -> Credentials? {
+            let forRealm = mine.first { entry in entry.realm != nil && entry.realm == challenge.realm }
+            let forAny = mine.first { entry in entry.realm == nil }
+            return (forRealm ?? forAny)?.credentials
+        }
+        let answerable = challenges.filter { answering($0) != nil }
+        guard !answerable.isEmpty else {
+            let realms = mine.compactMap(\.realm).map { "\"\($0)\"" }.joined(separator: ", ")
+            return refuse("\(host) asks for credentials (\(offered)), but the task's credentials for \(Self.shown(origin)) "
+                + "are for realm \(realms) only")
+        }
+        guard let chosen = HTTPAuthentication.choose(answerable), let with = answering(chosen) else {
             return refuse("\(host) asks for \(offered), which halftunesd cannot answer (it answers Basic, and Digest with "
                 + "MD5 or SHA-256 and qop auth)")
         }
@@ -44,9 +61,12 @@ public enum AuthVerdict: Equatable, Sendable {
             let stale = chosen.scheme == "digest" && chosen.parameters["stale"]?.lowercased() == "true"
                 && chosen.parameters["nonce"] != answered.challenge.parameters["nonce"]
             guard stale else {
-                return refuse("\(host) refused the credentials of user '\(credentials.user)' (\(chosen.summary))")
+                return refuse("\(host) refused the credentials of user '\(with.user)' (\(chosen.summary))")
             }
         }
-        return .answer(chosen)
+        return .answer(chosen, with: with)
     }
+
+    /// An origin as `HTTPAuthentication.origin` writes it, for messages.
+    private static func shown(_ origin: String?) -> String { origin ?? "the server" }
 }

@@ -18,6 +18,7 @@ enum JournalSchema {
         ("v12", v12),
         ("v13", v13),
         ("v14", v14),
+        ("v15", v15),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -260,5 +261,15 @@ enum JournalSchema {
         DROP INDEX tasks_finished;
         CREATE INDEX tasks_finished ON tasks(session, updated_at)
             WHERE (state = 'completed' OR state = 'failed' OR state = 'canceled');
+        """
+
+    /// Issue 54: a session's credentials name the origin they are for (`[{origin, realm?, user, password}]`). The
+    /// single `{user, password}` of a session journaled before becomes one entry without an origin: kept, shown,
+    /// sent nowhere until the session is opened again with an origin.
+    static let v15 = """
+        UPDATE sessions
+            SET configuration = json_set(configuration, '$.credentials',
+                                         json_array(json(json_extract(configuration, '$.credentials'))))
+            WHERE json_type(configuration, '$.credentials') = 'object';
         """
 }

@@ -57,11 +57,11 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// `task.get` and `task.list`; then it is deleted from the journal with its data-task body. 0: as soon as
     /// acknowledged. Default 86,400 (24 h). Unacknowledged events keep their task however long it takes.
     public var finishedTaskRetention: Double?
-    /// The user name and password answering a server that asks (`401` with `WWW-Authenticate: Basic` or
-    /// `Digest`), like a `URLCredential`. Sent only to the host (scheme, name and port) of each task's URL, and
-    /// only when it asks. Shown with the password as `***`; sending that form back keeps the stored password.
-    /// Default: none (a server that asks fails the task with `authenticationRequired`).
-    public var credentials: Credentials?
+    /// User names and passwords answering servers that ask (`401` with `WWW-Authenticate: Basic` or `Digest`),
+    /// each for one origin (and optionally one realm), like `URLCredentialStorage`'s protection spaces: sent only
+    /// to that origin, and only when it asks. Shown with the password as `***`; sending that form back keeps the
+    /// stored password. Default: none (a server that asks fails the task with `authenticationRequired`).
+    public var credentials: [OriginCredentials]?
     /// Desktop notifications the user's agent posts for the session's finished tasks: `none`, `completed`
     /// (downloads that completed or failed) or `all` (every finished task, canceled ones too). Default `none`,
     /// `completed` for the CLI's session `halftunesctl`.
@@ -82,7 +82,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
                 allowsExpensiveNetworkAccess: Bool? = nil, waitsForConnectivity: Bool? = nil, isDiscretionary: Bool? = nil,
                 launchUnit: String? = nil, preserveModificationTime: Bool? = nil, proxy: String? = nil,
                 proxyBypass: String? = nil, proxyTunnel: Bool? = nil, finishedTaskRetention: Double? = nil,
-                credentials: Credentials? = nil, notifications: SessionNotifications? = nil) {
+                credentials: [OriginCredentials]? = nil, notifications: SessionNotifications? = nil) {
         self.destinationDirectory = destinationDirectory
         self.headers = headers
         self.requestTimeout = requestTimeout
@@ -142,6 +142,42 @@ public struct Credentials: Codable, Sendable, Equatable {
     public init(user: String, password: String) {
         self.user = user
         self.password = password
+    }
+}
+
+/// A session's credentials for the servers of one origin: a `URLCredential` stored for a protection space.
+public struct OriginCredentials: Codable, Sendable, Equatable {
+    /// Where they are sent: `scheme://host[:port]` (http or https). Nil only in a session journaled before
+    /// credentials named their origin: such credentials are kept but sent nowhere.
+    public var origin: String?
+    /// The realm of the server's challenge they answer; nil: any realm of the origin.
+    public var realm: String?
+    public var user: String
+    public var password: String
+
+    /// The most a session holds.
+    public static let maxCount = 64
+
+    public init(origin: String?, realm: String? = nil, user: String, password: String) {
+        self.origin = origin
+        self.realm = realm
+        self.user = user
+        self.password = password
+    }
+
+    public var credentials: Credentials { Credentials(user: user, password: password) }
+
+    /// `text` as an origin is written: `scheme://host[:port]`, the scheme and host in lower case, the port only
+    /// when not the scheme's own; nil unless http or https with a host and nothing after it (a path "/" at most).
+    public static func normalizedOrigin(_ text: String) -> String? {
+        guard text.utf8.count <= 1024, let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let host = c.host?.lowercased(), !host.isEmpty,
+              c.user == nil, c.password == nil, c.query == nil, c.fragment == nil, c.path.isEmpty || c.path == "/"
+        else { return nil }
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        guard let port = c.port else { return "\(scheme)://\(bracketed)" }
+        guard (1...65535).contains(port) else { return nil }
+        return port == (scheme == "https" ? 443 : 80) ? "\(scheme)://\(bracketed)" : "\(scheme)://\(bracketed):\(port)"
     }
 }
 

@@ -64,23 +64,32 @@ struct DaemonStateTransferPlanTests {
         #expect(plan.headers.isEmpty && plan.bandwidthLimit == 0)
     }
 
-    /// The task's credentials, else its session's; with neither, the daemon's netrc file only for a task of the
-    /// daemon's own user (its effective uid, as everywhere else), never another user's.
+    /// The task's credentials (for its URL's origin) before its session's (each for its own origin; one journaled
+    /// without an origin is in none); the daemon's netrc file only for a task of the daemon's own user (its
+    /// effective uid, as everywhere else) that has none for its origin, never another user's.
     @Test func credentialsComeFromTheTaskTheSessionOrForTheDaemonsOwnUserNetrc() throws {
-        let sessionCredentials = Credentials(user: "s", password: "p")
-        var state = Self.state(SessionConfiguration(credentials: sessionCredentials), daemonUID: 7)
+        let here = OriginCredentials(origin: "http://127.0.0.1:9", user: "s", password: "p")
+        let there = OriginCredentials(origin: "https://other.example", realm: "r", user: "o", password: "p")
+        let nowhere = OriginCredentials(origin: nil, user: "old", password: "p")
+        var state = Self.state(SessionConfiguration(credentials: [nowhere, here, there]), daemonUID: 7)
         var t = DaemonStateTests.task(5, session: "a", owner: 1)
         state.tasks[5] = t
-        #expect(state.transferPlan(5)?.credentials == .given(sessionCredentials))
+        #expect(state.transferPlan(5)?.credentials == [here, there])
         t.record.credentials = Credentials(user: "t", password: "q")
         state.tasks[5] = t
-        #expect(state.transferPlan(5)?.credentials == .given(Credentials(user: "t", password: "q")))
+        let own = OriginCredentials(origin: "http://127.0.0.1:9", user: "t", password: "q")
+        #expect(state.transferPlan(5)?.credentials == [own, here, there])
+        #expect(state.transferPlan(5)?.netrc == false)
 
         var plain = Self.state(SessionConfiguration(), daemonUID: 7)
         plain.tasks[5] = DaemonStateTests.task(5, session: "a", owner: 1)
         plain.tasks[6] = DaemonStateTests.task(6, session: "own", owner: 7)
-        #expect(plain.transferPlan(5)?.credentials == TransferPlan.CredentialsSource.none, "another user: no netrc")
-        #expect(plain.transferPlan(6)?.credentials == .netrc)
+        #expect(plain.transferPlan(5)?.credentials == [] && plain.transferPlan(5)?.netrc == false, "another user: no netrc")
+        #expect(plain.transferPlan(6)?.netrc == true)
+        // Credentials for other origins only: the netrc entry still answers the task's own.
+        var elsewhere = Self.state(SessionConfiguration(credentials: [there, nowhere]), daemonUID: 7)
+        elsewhere.tasks[6] = DaemonStateTests.task(6, session: "a", owner: 7)
+        #expect(elsewhere.transferPlan(6)?.credentials == [there] && elsewhere.transferPlan(6)?.netrc == true)
     }
 
     @Test func uploadsAndDataTasksKeepTheirResponseInMemory() throws {

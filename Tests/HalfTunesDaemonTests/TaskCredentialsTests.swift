@@ -33,3 +33,54 @@ import Testing
         #expect(throws: RPCError.self) { try TaskCredentials.normalize(TaskCreateParams(session: "s", url: "http://u:p%0A@h/f")) }
     }
 }
+
+/// A session's credentials name their origin, written one way; `***` keeps what is stored, an entry journaled
+/// without an origin included, while a new one without an origin is refused in words that give the new form.
+@Suite struct SessionCredentialsTests {
+    static func message(_ body: () throws -> Void) -> String {
+        do { try body() } catch let error as RPCError { return error.message } catch { return "\(error)" }
+        return "accepted"
+    }
+
+    @Test func originsAreWrittenOneWay() throws {
+        let resolved = try SessionCredentials.resolve([
+            OriginCredentials(origin: "HTTPS://Files.Example:443/", user: "a", password: "p"),
+            OriginCredentials(origin: "http://files.example:8080", realm: "r", user: "b", password: "q"),
+            OriginCredentials(origin: "http://[::1]:80", user: "c", password: ""),
+        ], stored: nil)
+        #expect(resolved?.map(\.origin) == ["https://files.example", "http://files.example:8080", "http://[::1]"])
+        #expect(try SessionCredentials.resolve([], stored: nil) == nil)
+    }
+
+    @Test func badEntriesAreRefusedInWords() {
+        let noOrigin = Self.message { _ = try SessionCredentials.resolve([OriginCredentials(origin: nil, user: "a", password: "p")], stored: nil) }
+        #expect(noOrigin.contains(#"names no origin"#) && noOrigin.contains(#"{"origin":"https://files.example","user":"a""#), "\(noOrigin)")
+        for bad in ["ftp://h", "https://", "https://h/path", "https://u@h", "https://h?x", "h", "https://h:0", "https://h:70000"] {
+            let m = Self.message { _ = try SessionCredentials.resolve([OriginCredentials(origin: bad, user: "a", password: "p")], stored: nil) }
+            #expect(m.contains("must be an origin"), "\(bad): \(m)")
+        }
+        let twice = Self.message {
+            _ = try SessionCredentials.resolve([OriginCredentials(origin: "https://h", user: "a", password: "p"),
+                                                OriginCredentials(origin: "https://h:443", user: "b", password: "q")], stored: nil)
+        }
+        #expect(twice.contains("one entry per origin and realm"), "\(twice)")
+        let many = (0...OriginCredentials.maxCount).map { OriginCredentials(origin: "https://h\($0)", user: "a", password: "p") }
+        #expect(Self.message { _ = try SessionCredentials.resolve(many, stored: nil) }.contains("at most 64"))
+        let realm = Self.message { _ = try SessionCredentials.resolve([OriginCredentials(origin: "https://h", realm: "a\u{0}", user: "a", password: "p")], stored: nil) }
+        #expect(realm.contains("realm"), "\(realm)")
+        let long = Self.message { _ = try SessionCredentials.resolve([OriginCredentials(origin: "https://h", user: "a", password: String(repeating: "p", count: 5000))], stored: nil) }
+        #expect(long.contains("at most 4096"), "\(long)")
+    }
+
+    @Test func theRedactedFormKeepsWhatIsStored() throws {
+        let stored = [OriginCredentials(origin: nil, user: "old", password: "1"),
+                      OriginCredentials(origin: "https://h", realm: "r", user: "a", password: "2")]
+        let shown = try #require(SessionCredentials.presented(stored))
+        #expect(shown.allSatisfy { $0.password == Credentials.redacted })
+        #expect(try SessionCredentials.resolve(shown, stored: stored) == stored)
+        let otherUser = Self.message {
+            _ = try SessionCredentials.resolve([OriginCredentials(origin: "https://h", realm: "r", user: "b", password: "***")], stored: stored)
+        }
+        #expect(otherUser.contains("has none for user 'b' at https://h"), "\(otherUser)")
+    }
+}

@@ -9,7 +9,7 @@ import Testing
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 14)
+            #expect(journal.schemaVersion == 15)
             #expect(journal.schemaVersion == Journal.latestSchemaVersion)
             #expect(journal.path == path)
             let tables = try journal.dbQueue.read { db in
@@ -35,7 +35,7 @@ import Testing
             try first.close()
 
             let second = try Journal(path: path)
-            #expect(second.schemaVersion == 14)
+            #expect(second.schemaVersion == 15)
             #expect(try second.loadSessions() == [Sample.session()])
             #expect(try second.loadTasks() == [task])
             try second.close()
@@ -59,7 +59,7 @@ import Testing
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 14)
+            #expect(journal.schemaVersion == 15)
             let tasks = try journal.loadTasks()
             #expect(tasks.count == 1)
             #expect(tasks.first?.priority == .normal)
@@ -71,6 +71,39 @@ import Testing
             try journal.setSettings(["bandwidth-limit": "1000", "max-concurrent": "3"])
             try journal.setSettings(["max-concurrent": nil])
             #expect(try journal.settings() == ["bandwidth-limit": "1000"])
+            try journal.close()
+        }
+    }
+
+    /// A session journaled with the single `{user, password}` of before v15 keeps them as one entry without an
+    /// origin (sent nowhere); a session without credentials, or with the new form, is unchanged.
+    @Test func aSessionsCredentialsWithoutAnOriginAreKeptAsAnEntryWithoutOne() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/journal.sqlite"
+            var migrator = DatabaseMigrator()
+            for m in JournalSchema.migrations.prefix(14) {
+                migrator.registerMigration(m.identifier) { db in try db.execute(sql: m.sql) }
+            }
+            let queue = try DatabaseQueue(path: path)
+            try migrator.migrate(queue)
+            try queue.write { db in
+                for (name, config) in [
+                    ("old", #"{"credentials":{"user":"alice","password":"s3cret"},"headers":{}}"#),
+                    ("none", #"{"headers":{}}"#),
+                    ("new", #"{"credentials":[{"origin":"https://h","user":"bob","password":"p"}]}"#),
+                ] {
+                    try db.execute(sql: "INSERT INTO sessions (identifier, uid, configuration, state, created_at, acked_through, last_event_seq) VALUES (?, 1000, ?, 'active', 1, 0, 0)",
+                                   arguments: ["1000/" + name, config])
+                }
+            }
+            try queue.close()
+
+            let journal = try Journal(path: path)
+            let sessions = Dictionary(uniqueKeysWithValues: try journal.loadSessions().map { ($0.identifier, $0.configuration) })
+            #expect(sessions["1000/old"]?.credentials == [OriginCredentials(origin: nil, user: "alice", password: "s3cret")])
+            #expect(sessions["1000/old"]?.headers == [:])
+            #expect(sessions["1000/none"]?.credentials == nil)
+            #expect(sessions["1000/new"]?.credentials == [OriginCredentials(origin: "https://h", user: "bob", password: "p")])
             try journal.close()
         }
     }

@@ -229,7 +229,7 @@ struct ProxyForwardingTests {
         try await withDaemon { daemon, _ in
             let client = try daemon.client()
             _ = try client.openSession("auth", configuration: SessionConfiguration(
-                proxy: proxy.url(user: "bob", password: "proxy-pw"), credentials: AuthenticationTests.alice))
+                proxy: proxy.url(user: "bob", password: "proxy-pw"), credentials: AuthenticationTests.alice(at: apache.url())))
             let t = try client.createTask(TaskCreateParams(session: "auth", url: apache.url() + "/digest/f.bin",
                                                            destination: "f.bin", start: true))
             let done = try client.waitFor(task: t.id, state: .completed)

@@ -84,9 +84,19 @@ struct SessionOpen: ParsableCommand {
             + "0: at once).", valueName: "duration"))
     var finishedTaskRetention: String?
     @Option(name: .customLong("user"), help: ArgumentHelp(
-        "The user name answering servers that ask for credentials (Basic, Digest), sent only to each task's own "
-            + "host; the password comes from --password-file. An empty name removes the credentials.", valueName: "name"))
+        "The user name answering the --origin's servers when they ask for credentials (Basic, Digest), sent to no "
+            + "other; the password comes from --password-file. Replaces the credentials for that origin (and "
+            + "--realm); an empty name removes them.", valueName: "name"))
     var user: String?
+    @Option(name: .customLong("origin"), help: ArgumentHelp(
+        "The origin --user's credentials are for: https://host or http://host:port (credentials for https are "
+            + "never sent over plain http).", valueName: "url"))
+    var origin: String?
+    @Option(name: .customLong("realm"), help: ArgumentHelp(
+        "Answer only this realm's challenges of the --origin (default: any realm).", valueName: "realm"))
+    var realm: String?
+    @Flag(name: .customLong("clear-credentials"), help: "Remove every credential of the session.")
+    var clearCredentials = false
     @Option(name: .customLong("password-file"), help: ArgumentHelp(
         "A file whose first line is the password for --user (a file, so the password is not in the process list).",
         valueName: "path"))
@@ -99,7 +109,7 @@ struct SessionOpen: ParsableCommand {
             || expensiveNetwork != nil || waitForConnectivity != nil || discretionary != nil || launchUnit != nil
             || noLaunchUnit || preserveMtime != nil || proxy != nil || proxyBypass != nil || proxyTunnel != nil
             || finishedTaskRetention != nil || notifications != nil
-            || user != nil
+            || user != nil || clearCredentials
     }
 
     func validate() throws {
@@ -118,6 +128,11 @@ struct SessionOpen: ParsableCommand {
         }
         if passwordFile != nil && (user ?? "").isEmpty { throw ValidationError("--password-file needs --user") }
         if let user, !user.isEmpty, passwordFile == nil { throw ValidationError("--user needs --password-file") }
+        if user != nil, origin == nil {
+            throw ValidationError("--user needs --origin: credentials are sent only to the origin they name "
+                + "(e.g. --origin https://files.example)")
+        }
+        if (origin != nil || realm != nil), user == nil { throw ValidationError("--origin and --realm go with --user") }
     }
 
     /// The first line of --password-file.
@@ -174,7 +189,16 @@ struct SessionOpen: ParsableCommand {
         if let proxyBypass { c.proxyBypass = proxyBypass == "default" ? nil : proxyBypass }
         if let proxyTunnel { c.proxyTunnel = proxyTunnel }
         if let notifications { c.notifications = notifications }
-        if let user { c.credentials = user.isEmpty ? nil : Credentials(user: user, password: try password()) }
+        if clearCredentials { c.credentials = nil }
+        if let user, let origin {
+            // The daemon normalizes origins; compare as it writes them so a second --user replaces the first.
+            let target = OriginCredentials.normalizedOrigin(origin) ?? origin
+            var list = (c.credentials ?? []).filter { !($0.origin == target && $0.realm == realm) }
+            if !user.isEmpty {
+                list.append(OriginCredentials(origin: origin, realm: realm, user: user, password: try password()))
+            }
+            c.credentials = list.isEmpty ? nil : list
+        }
         return c
     }
 }

@@ -22,7 +22,7 @@ enum SessionText {
         Console.out("  network:            \(networkRules(c))")
         Console.out("  mtime:              \(c.preserveModificationTime == false ? "the download's own" : "the server's Last-Modified")")
         Console.out("  proxy:              \(proxyText(c))")
-        Console.out("  credentials:        \(c.credentials.map { "user \($0.user), password hidden (answering Basic and Digest challenges of each task's own host)" } ?? "none")")
+        Console.out("  credentials:        \(credentialsText(c.credentials ?? []))")
         Console.out("  launch unit:        \(launchText(s))")
         let name = s.identifier.split(separator: "/").last.map(String.init) ?? s.identifier
         Console.out("  notifications:      \(notificationsText(c.notifications ?? .defaultValue(forSession: name)))")
@@ -30,6 +30,17 @@ enum SessionText {
         let keep = c.finishedTaskRetention ?? SessionConfiguration.defaultFinishedTaskRetention
         Console.out("  finished tasks:     \(keep == 0 ? "deleted" : "kept \(Formatting.duration(keep))") once acknowledged")
         Console.out("  events:             last #\(s.lastEventSeq), acknowledged through #\(s.ackedThrough)")
+    }
+
+    /// One line per origin; an entry journaled without one is said to be sent nowhere.
+    static func credentialsText(_ list: [OriginCredentials]) -> String {
+        guard !list.isEmpty else { return "none" }
+        return list.map { c in
+            guard let origin = c.origin else {
+                return "user \(c.user), for no origin: sent nowhere (give it one: session open --user \(c.user) --origin URL)"
+            }
+            return "user \(c.user) at \(origin)\(c.realm.map { " realm \"\($0)\"" } ?? ""), password hidden"
+        }.joined(separator: "\n                      ")
     }
 
     static func notificationsText(_ n: SessionNotifications) -> String {
