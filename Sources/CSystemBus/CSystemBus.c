@@ -250,6 +250,24 @@ int htd_bus_notify(sd_bus *bus, htd_actions *q, const char *app_name, const char
     return r < 0 ? r : 0;
 }
 
+int htd_bus_has_capability(sd_bus *bus, const char *capability) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                               "org.freedesktop.Notifications", "GetCapabilities", &e, &reply, "");
+    int found = 0;
+    if (r >= 0) r = sd_bus_message_enter_container(reply, 'a', "s");
+    while (r >= 0) {
+        const char *name = NULL;
+        r = sd_bus_message_read_basic(reply, 's', &name);
+        if (r <= 0) break;
+        if (name && strcmp(name, capability) == 0) found = 1;
+    }
+    sd_bus_error_free(&e);
+    sd_bus_message_unref(reply);
+    return r < 0 ? r : found;
+}
+
 static int on_action(sd_bus_message *m, void *userdata, sd_bus_error *error) {
     (void)error;
     struct htd_actions *q = userdata;

@@ -88,6 +88,11 @@ final class ControlServer: Sendable {
         } catch {
             throw ControlServerError.cannotPrepare("cannot create the socket directory \(dir): \(error.localizedDescription)")
         }
+        // A directory someone else made for us could let them swap the socket for theirs.
+        if let problem = SocketDirectory.problem(socketPath: path, uid: geteuid()) {
+            throw ControlServerError.cannotPrepare("refusing to listen on \(path): \(problem); remove it, or give "
+                + "--socket in a directory of your own")
+        }
         var st = stat()
         guard lstat(path, &st) == 0 else { return }
         guard (st.st_mode & S_IFMT) == S_IFSOCK else {

@@ -20,6 +20,8 @@ public enum HalfTunesClientError: Error, CustomStringConvertible, Equatable {
     case connectionClosed
     /// The daemon did not answer a call within the connection's `callTimeout`.
     case timedOut(method: String, seconds: Double)
+    /// The default socket's directory could be another user's (`DefaultSocket.trustProblem`): not connected.
+    case untrustedSocket(socketPath: String, problem: String)
 
     public var description: String {
         switch self {
@@ -36,6 +38,9 @@ public enum HalfTunesClientError: Error, CustomStringConvertible, Equatable {
             return "halftunesd closed the connection"
         case .timedOut(let method, let seconds):
             return "halftunesd did not answer \(method) within \(Formatting.duration(seconds))"
+        case .untrustedSocket(let path, let problem):
+            return "not connecting to \(path): \(problem). Remove it (halftunesd makes it again), or name a socket "
+                + "with --socket or HALFTUNES_SOCKET"
         }
     }
 

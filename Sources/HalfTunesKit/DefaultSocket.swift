@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HalfTunesProtocol
 
 /// Where the daemon's control socket is. The daemon uses the same rules.
 public enum DefaultSocket {
@@ -27,6 +28,15 @@ public enum DefaultSocket {
     public static func resolve(own: String, overridden: Bool, exists: (String) -> Bool) -> String {
         if overridden || own == systemPath || exists(own) || !exists(systemPath) { return own }
         return systemPath
+    }
+
+    /// Why the client must not connect to `path`, or nil. A socket at a path derived from the environment (the
+    /// user's own, or the system's) is used only in a directory its owner or root made and nobody else can write
+    /// (`SocketDirectory`); one named explicitly (`HALFTUNES_SOCKET`, `--socket`) is used as named.
+    public static func trustProblem(_ path: String, uid: UInt32 = getuid()) -> String? {
+        let derived = [systemPath, Self.path(socketOverride: nil, runtimeDirectory: env("XDG_RUNTIME_DIR"), uid: uid)]
+        guard derived.contains(path), (env("HALFTUNES_SOCKET") ?? "").isEmpty else { return nil }
+        return SocketDirectory.problem(socketPath: path, uid: uid)
     }
 
     private static func socketExists(_ path: String) -> Bool {

@@ -22,6 +22,9 @@ public final class HalfTunesConnection: @unchecked Sendable {
     public init(socketPath: String = DefaultSocket.path(), callTimeout: Double? = nil) throws {
         self.socketPath = socketPath
         self.callTimeout = callTimeout
+        if let problem = DefaultSocket.trustProblem(socketPath) {
+            throw HalfTunesClientError.untrustedSocket(socketPath: socketPath, problem: problem)
+        }
         self.socket = try LineSocket.connect(path: socketPath)
     }
 

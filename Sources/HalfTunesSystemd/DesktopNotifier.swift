@@ -18,9 +18,14 @@ public final class DesktopNotifier {
     deinit { disconnect() }
 
     /// Posts one notification; `actions` are (key, label) pairs. Returns its id, or why it could not be posted.
+    /// `body` is text: for a server that renders markup in bodies (`body-markup`) it is escaped, so a server's
+    /// file name or realm cannot put a link or an image into it.
     public func post(summary: String, body: String, actions: [(key: String, label: String)], category: String,
                      icon: String = "folder-download") -> Result<UInt32, NotifierError> {
         guard let bus = connect() else { return .failure(NotifierError("no session bus")) }
+        // Asked at each post: the server that answers may have changed since the last (a desktop restarted).
+        let markup = htd_bus_has_capability(bus, "body-markup")
+        let body = markup == 0 ? body : Self.escapingMarkup(body)
         let strings = actions.flatMap { [$0.key, $0.label] }
         var id: UInt32 = 0
         var message = [CChar](repeating: 0, count: 512)
@@ -33,6 +38,21 @@ public final class DesktopNotifier {
             return .failure(NotifierError(String(nulTerminated: message)))
         }
         return .success(id)
+    }
+
+    /// `text` as the notification specification's body markup shows it literally: `&`, `<` and `>` as entities.
+    public static func escapingMarkup(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for c in text.unicodeScalars {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
     }
 
     /// The actions invoked since the last call (notification id, action key), without waiting.

@@ -22,6 +22,7 @@ enum ExitStatus {
     static func code(for error: HalfTunesClientError) -> Int32 {
         switch error {
         case .daemonNotRunning: return daemonNotRunning
+        case .untrustedSocket: return notPermitted
         case .rpc(let rpc):
             switch rpc.knownCode {
             case .unknownTask?, .unknownSession?: return unknown

@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """A fake desktop notification server and file manager on a private session bus, for the agent's notification tests.
 
-Usage: fake-notifications.py BUS_ADDRESS OUT CONTROL
+Usage: fake-notifications.py BUS_ADDRESS OUT CONTROL [CAPABILITY...]
 Owns org.freedesktop.Notifications (Notify, GetCapabilities, GetServerInformation, CloseNotification) and
 org.freedesktop.FileManager1 (ShowItems) on the bus at BUS_ADDRESS, prints "ready" once both are exported, and writes
 one JSON line to OUT per call: {"notify": {...}, "id": N} or {"showItems": [uris]}. Every 50 ms it reads CONTROL:
-lines "invoke ID KEY" (emits ActionInvoked(ID, KEY), each line once) and "quit".
+lines "invoke ID KEY" (emits ActionInvoked(ID, KEY), each line once) and "quit". GetCapabilities answers "actions",
+"body" and the CAPABILITY arguments (e.g. body-markup).
 Needs python3-dbus and python3-gi (Debian).
 """
 import json
@@ -26,10 +27,11 @@ def record(out, value):
 
 
 class Notifications(dbus.service.Object):
-    def __init__(self, bus, out):
+    def __init__(self, bus, out, capabilities):
         super().__init__(bus, "/org/freedesktop/Notifications")
         self.out = out
         self.next_id = 1
+        self.capabilities = ["actions", "body"] + capabilities
 
     @dbus.service.method(NOTIFICATIONS, in_signature="susssasa{sv}i", out_signature="u")
     def Notify(self, app_name, replaces_id, app_icon, summary, body, actions, hints, expire_timeout):
@@ -43,7 +45,7 @@ class Notifications(dbus.service.Object):
 
     @dbus.service.method(NOTIFICATIONS, in_signature="", out_signature="as")
     def GetCapabilities(self):
-        return ["actions", "body"]
+        return self.capabilities
 
     @dbus.service.method(NOTIFICATIONS, in_signature="", out_signature="ssss")
     def GetServerInformation(self):
@@ -73,7 +75,7 @@ def main():
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     bus = dbus.bus.BusConnection(address)
     names = [dbus.service.BusName(NOTIFICATIONS, bus), dbus.service.BusName(FILE_MANAGER, bus)]
-    notifications = Notifications(bus, out)
+    notifications = Notifications(bus, out, sys.argv[4:])
     files = FileManager(bus, out)
     loop = GLib.MainLoop()
     done = set()

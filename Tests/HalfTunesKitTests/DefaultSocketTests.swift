@@ -1,5 +1,7 @@
-import Testing
+import Foundation
 import HalfTunesKit
+import HalfTunesProtocol
+import Testing
 
 struct DefaultSocketTests {
     @Test func theEnvironmentOverrideWins() {
@@ -26,5 +28,28 @@ struct DefaultSocketTests {
         #expect(DefaultSocket.resolve(own: own, overridden: false, exists: { _ in true }) == own)
         #expect(DefaultSocket.resolve(own: own, overridden: false, exists: { _ in false }) == own)
         #expect(DefaultSocket.resolve(own: own, overridden: true, exists: { $0 == DefaultSocket.systemPath }) == own)
+    }
+
+    /// A socket's directory is trusted when it is a directory of the user or root that no one else can write
+    /// (sticky, as /tmp, is fine); a missing one has nothing to distrust.
+    @Test func aSocketDirectoryIsTrustedOnlyWhenNobodyElseCouldHaveMadeIt() throws {
+        let base = NSTemporaryDirectory() + "/sockdir-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let me = getuid()
+        #expect(SocketDirectory.problem(socketPath: base + "/control.sock", uid: me) == nil)
+        #expect(SocketDirectory.problem(socketPath: base + "/missing/control.sock", uid: me) == nil)
+        chmod(base, 0o775)
+        #expect(SocketDirectory.problem(socketPath: base + "/control.sock", uid: me)?.contains("writable by other users (mode 775)") == true)
+        chmod(base, 0o1777)
+        #expect(SocketDirectory.problem(socketPath: base + "/control.sock", uid: me) == nil, "sticky")
+        chmod(base, 0o755)
+        try FileManager.default.createSymbolicLink(atPath: base + "/link", withDestinationPath: base)
+        #expect(SocketDirectory.problem(socketPath: base + "/link/control.sock", uid: me)?.contains("symbolic link") == true)
+        if me != 0 {
+            #expect(SocketDirectory.problem(socketPath: base + "/control.sock", uid: me + 1)?.contains("belongs to uid \(me)") == true)
+        } else {
+            #expect(SocketDirectory.problem(socketPath: base + "/control.sock", uid: 4242) == nil, "root's is trusted")
+        }
     }
 }

@@ -26,7 +26,7 @@ struct AgentNotificationTests {
         private var processes: [Process] = []
         private var agent: Process?
 
-        init(as user: (uid: UInt32, gid: UInt32)) throws {
+        init(as user: (uid: UInt32, gid: UInt32), capabilities: [String] = []) throws {
             dir = try TempDir()
             chown(dir.path, user.uid, user.gid)
             chmod(dir.path, 0o755)
@@ -37,7 +37,7 @@ struct AgentNotificationTests {
             guard address.hasPrefix("unix:") else { throw TestFailure("dbus-daemon printed '\(address)'") }
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("Fixtures/fake-notifications.py").path
-            let fake = try Self.spawn(["/usr/bin/python3", script, address, out, control], as: user)
+            let fake = try Self.spawn(["/usr/bin/python3", script, address, out, control] + capabilities, as: user)
             processes.append(fake.process)
             let ready = try Self.readLine(fake.stdout)
             guard ready == "ready" else { throw TestFailure("the fake notification server printed '\(ready)'") }
@@ -157,6 +157,30 @@ struct AgentNotificationTests {
                 return text.isEmpty ? nil : text
             }
             #expect(opened == daemon.downloadsDir + "/own.iso\n", "\(opened)")
+        }
+    }
+
+    /// A server that renders markup in bodies (`body-markup`) gets the body escaped: a file name cannot become a
+    /// link; one that does not gets the text as it is.
+    @Test func bodiesAreEscapedForServersThatRenderMarkup() async throws {
+        for markup in [true, false] {
+            let desktop = try UserDesktop(as: (0, 0), capabilities: markup ? ["body-markup"] : [])
+            defer { desktop.stop() }
+            try await withDaemon(environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.address]) { daemon, origin in
+                origin.put("/f.iso", TestOrigin.randomBytes(count: 5_000, seed: 5403))
+                let name = #"<img src="x" alt="y"><b>&amp;.iso"#
+                let r = try ctl(["download", origin.url("/f.iso"), "--destination", daemon.downloadsDir + "/" + name, "--wait"],
+                                socket: daemon.socketPath)
+                #expect(r.status == 0, "\(r.stderr)")
+                let posted = try eventually("the daemon's notification", timeout: 60) { () -> String? in
+                    desktop.notifications().first?.body
+                }
+                if markup {
+                    #expect(posted.hasPrefix(#"&lt;img src="x" alt="y"&gt;&lt;b&gt;&amp;amp;.iso — 5.0 kB in "#), "\(posted)")
+                } else {
+                    #expect(posted.hasPrefix(name + " — 5.0 kB in "), "\(posted)")
+                }
+            }
         }
     }
 

@@ -167,6 +167,112 @@ struct AvailabilityTests {
     }
 }
 
+/// Point 7: the socket. Another user who made the directory of someone's default socket could listen there and
+/// receive their URLs and credentials: the client does not connect to a socket whose directory is not the user's
+/// or root's (or is writable by others); the daemon does not listen in one either.
+@Suite("The control socket's directory", .serialized)
+struct SocketDirectoryTests {
+    @Test(.enabled(if: getuid() == 0, "needs root to give directories to other uids"))
+    func aDirectoryOfAnotherUserIsNotUsed() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        chmod(dir.path, 0o755)
+        func daemon(socketIn socketDir: String) throws -> (status: Int32, stderr: String) {
+            let r = try runCommand(Binaries.daemon, ["--config", "/dev/null", "--socket", socketDir + "/control.sock",
+                                                     "--state-dir", dir.path + "/state", "--downloads-dir", dir.path + "/dl"])
+            return (r.status, r.stderr)
+        }
+        let theirs = dir.path + "/theirs"
+        #expect(mkdir(theirs, 0o755) == 0 && chown(theirs, 4242, 4242) == 0)
+        let refused = try daemon(socketIn: theirs)
+        #expect(refused.status != 0 && refused.stderr.contains("belongs to uid 4242, not to root"), "\(refused)")
+        #expect(!FileManager.default.fileExists(atPath: theirs + "/control.sock"))
+        let open = dir.path + "/open"
+        #expect(mkdir(open, 0o755) == 0 && chmod(open, 0o777) == 0)
+        let writable = try daemon(socketIn: open)
+        #expect(writable.status != 0 && writable.stderr.contains("writable by other users (mode 777)"), "\(writable)")
+
+        // The client as uid 65534, whose default socket is $XDG_RUNTIME_DIR/halftunesd/control.sock; 4242 made
+        // that directory and listens in it.
+        let run = dir.path + "/run"
+        let socketDir = run + "/halftunesd"
+        #expect(mkdir(run, 0o700) == 0 && chown(run, 65534, 65534) == 0 && mkdir(socketDir, 0o755) == 0)
+        let standIn = try UnixStandIn(path: socketDir + "/control.sock")
+        defer { standIn.stop() }
+        #expect(chown(socketDir, 4242, 4242) == 0 && chmod(socketDir + "/control.sock", 0o666) == 0)
+        let env = ["XDG_RUNTIME_DIR": run, "HALFTUNES_SOCKET": ""]
+        let client = try runBinary(Binaries.ctl, ["status"], environment: env, asUser: (65534, 65534))
+        #expect(client.status == 77, "\(client)")
+        #expect(client.stderr.contains("not connecting to \(socketDir)/control.sock: \(socketDir) belongs to uid 4242"),
+                "\(client.stderr)")
+        #expect(standIn.connections == 0, "the stand-in heard nothing")
+        // Writable by others: the same; the user's own directory: connected (the stand-in hangs up at once).
+        #expect(chown(socketDir, 65534, 65534) == 0 && chmod(socketDir, 0o777) == 0)
+        let writableDir = try runBinary(Binaries.ctl, ["status"], environment: env, asUser: (65534, 65534))
+        #expect(writableDir.status == 77 && writableDir.stderr.contains("writable by other users"), "\(writableDir)")
+        #expect(standIn.connections == 0)
+        #expect(chmod(socketDir, 0o755) == 0)
+        let own = try runBinary(Binaries.ctl, ["status"], environment: env, asUser: (65534, 65534))
+        #expect(own.status != 0 && !own.stderr.contains("not connecting"), "\(own)")
+        // (The client may connect again when the stand-in hangs up.)
+        try eventually("the client connected to its own directory's socket") { standIn.connections >= 1 ? true : nil }
+        // A socket named explicitly elsewhere is used as named.
+        let elsewhere = try UnixStandIn(path: theirs + "/named.sock")
+        defer { elsewhere.stop() }
+        #expect(chmod(theirs + "/named.sock", 0o666) == 0)
+        let named = try runBinary(Binaries.ctl, ["--socket", theirs + "/named.sock", "status"], environment: env,
+                                  asUser: (65534, 65534))
+        #expect(!named.stderr.contains("not connecting"), "\(named)")
+        try eventually("the named socket was used") { elsewhere.connections >= 1 ? true : nil }
+    }
+}
+
+/// A Unix socket that accepts every connection and closes it at once, counting them: someone else's listener.
+final class UnixStandIn: @unchecked Sendable {
+    private let fd: Int32
+    private let path: String
+    private let lock = NSLock()
+    private var accepted = 0
+    private var stopping = false
+
+    init(path: String) throws {
+        self.path = path
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard fd >= 0, bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { throw TestFailure("cannot make a socket") }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in for (i, b) in bytes.enumerated() { raw[i] = b } }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0, listen(fd, 16) == 0 else { throw TestFailure("cannot listen on \(path)") }
+        Thread { [fd] in
+            while true {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return }
+                close(client)
+                let done = self.lock.withLock { () -> Bool in
+                    if self.stopping { return true }
+                    self.accepted += 1
+                    return false
+                }
+                if done { return }
+            }
+        }.start()
+    }
+
+    var connections: Int { lock.withLock { accepted } }
+
+    /// Wakes the accepting thread with a connection of its own, then closes the socket.
+    func stop() {
+        lock.withLock { stopping = true }
+        if let waker = try? RawSocket(path: path) { _ = waker }
+        close(fd)
+        unlink(path)
+    }
+}
+
 /// A TCP server on 127.0.0.1 that answers every connection with the same bytes, then closes it: a server whose
 /// answer is not HTTP at all.
 final class RawAnswerServer: @unchecked Sendable {

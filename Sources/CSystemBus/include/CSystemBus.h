@@ -41,6 +41,8 @@ void htd_actions_free(htd_actions *actions);
 /// `org.freedesktop.Notifications.Notify` (replaces nothing; hint `category`), answered within 5 s: `actions` holds
 /// `n_actions` strings, key and label in turn. `*id` gets the notification's id; `q` (may be NULL) takes actions
 /// from the server that answered only. 0, or a negative errno with a message.
+/// Whether the notification server lists `capability` in GetCapabilities: 1, 0, or a negative errno.
+int htd_bus_has_capability(sd_bus *bus, const char *capability);
 int htd_bus_notify(sd_bus *bus, htd_actions *q, const char *app_name, const char *icon, const char *summary,
                    const char *body, const char **actions, size_t n_actions, const char *category, int32_t timeout,
                    uint32_t *id, char *message, size_t size);
