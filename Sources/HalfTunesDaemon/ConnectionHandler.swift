@@ -20,7 +20,7 @@ struct ClientLimits: Sendable {
 
     init(_ config: DaemonConfiguration) {
         outputBytes = config.maxPendingOutputBytes
-        stallTimeout = .nanoseconds(Int64(config.clientTimeout * 1e9))
+        stallTimeout = .nanoseconds(Seconds.nanoseconds(config.clientTimeout))
         quota = ConnectionQuota(maxPerUID: config.maxConnectionsPerUID)
         maxSubscriptions = config.maxSubscriptionsPerConnection
         socketGroup = config.socketGroup

@@ -151,7 +151,7 @@ extension DaemonCore {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             waiter.withLockedValue { $0 = continuation }
             Task { await work.value; resume() }
-            timer = Task { try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9)); resume() }
+            timer = Task { try? await Task.sleep(nanoseconds: UInt64(Seconds.nanoseconds(seconds))); resume() }
         }
         timer?.cancel()
     }

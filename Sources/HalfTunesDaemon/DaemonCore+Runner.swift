@@ -175,7 +175,7 @@ extension DaemonCore {
         timers.retryWake?.cancel()
         let delay = max(0, at - clock())
         timers.retryWake = Task { [weak self] in
-            try? await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+            try? await Task.sleep(nanoseconds: UInt64(Seconds.nanoseconds(delay)))
             guard !Task.isCancelled else { return }
             await self?.retriesDue()
         }

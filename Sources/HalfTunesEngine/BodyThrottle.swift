@@ -1,5 +1,6 @@
 // Holds a download's response back to its bandwidth limits: the delay before a body part is acknowledged.
 import NIOCore
+import HalfTunesProtocol
 
 /// Used by `TransferDelegate` on its event loop only. Every received body part is reserved against the
 /// transfer's `RateLimiter`; when the limiter asks for a delay, the body part's future completes only after
@@ -46,7 +47,7 @@ final class BodyThrottle: @unchecked Sendable {
 
     private func schedule(_ reservation: RateLimiter.Reservation, after delay: Double) {
         let slice = min(delay, RateLimiter.maximumWaitSlice)
-        timer = eventLoop.scheduleTask(in: .nanoseconds(Int64(slice * 1e9))) { [self] in
+        timer = eventLoop.scheduleTask(in: .nanoseconds(Seconds.nanoseconds(slice))) { [self] in
             guard promise != nil else { return }
             let remaining = limiter.delay(for: reservation)
             if remaining > 0.0005 {

@@ -86,7 +86,7 @@ public final class DiskLedger: Sendable {
             Self.drop(path, from: &s)
             guard bytes > 0 else { return }
             s.charges[path] = (uid, bytes)
-            s.totals[uid, default: 0] += bytes
+            s.totals[uid] = Self.sum(s.totals[uid] ?? 0, bytes)
         }
     }
 
@@ -101,7 +101,7 @@ public final class DiskLedger: Sendable {
             let granted = wanted - old <= room ? wanted : (partly ? old + max(0, room) : old)
             guard granted > old else { return old }
             s.charges[path] = (uid, granted)
-            s.totals[uid, default: 0] += granted - old
+            s.totals[uid] = Self.sum(s.totals[uid] ?? 0, granted - old)
             return granted
         }
     }
@@ -120,8 +120,14 @@ public final class DiskLedger: Sendable {
             Self.drop(to, from: &s)
             guard limited, bytes > 0 else { return }
             s.charges[to] = (uid, bytes)
-            s.totals[uid, default: 0] += bytes
+            s.totals[uid] = Self.sum(s.totals[uid] ?? 0, bytes)
         }
+    }
+
+    /// Totals saturate: files a user made sparse and huge (st_size near 2^63) must not trap the sum.
+    private static func sum(_ a: Int64, _ b: Int64) -> Int64 {
+        let (r, overflow) = a.addingReportingOverflow(b)
+        return overflow ? Int64.max : r
     }
 
     private static func drop(_ path: String, from s: inout State) {

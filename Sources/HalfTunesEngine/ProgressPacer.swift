@@ -1,5 +1,6 @@
 // At most one progress report per interval, nothing left unreported at the end (pure: the clock is an input).
 import NIOCore
+import HalfTunesProtocol
 
 /// Paces progress reports: at most one per interval, plus a final one for bytes left unreported. Times are
 /// seconds on any monotonic clock (`NIODeadline.seconds`), given with every call.
@@ -61,7 +62,7 @@ extension NIODeadline {
 
     /// The deadline `seconds` on the monotonic clock name (0 and earlier: the clock's start).
     init(seconds: Double) {
-        self = .uptimeNanoseconds(UInt64(max(0, seconds) * 1e9))
+        self = .uptimeNanoseconds(UInt64(Seconds.nanoseconds(seconds)))
     }
 }
 

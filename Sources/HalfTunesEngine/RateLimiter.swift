@@ -1,6 +1,7 @@
 // Bandwidth limiting shared by transfers: thread-safe buckets and the limiter a transfer waits on.
 import NIOConcurrencyHelpers
 import NIOCore
+import HalfTunesProtocol
 
 /// A `TokenBucket` shared between threads (the daemon-wide bucket, or one task's own bucket). Its rate can
 /// be changed at any time; transfers waiting on it see the change within `RateLimiter.maximumWaitSlice`.
@@ -81,7 +82,7 @@ public final class RateLimiter: Sendable {
             let delay = delay(for: reservation)
             guard delay > 0.0005 else { return }
             let slice = min(delay, Self.maximumWaitSlice)
-            try? await Task.sleep(nanoseconds: UInt64(slice * 1e9))
+            try? await Task.sleep(nanoseconds: UInt64(Seconds.nanoseconds(slice)))
         }
     }
 

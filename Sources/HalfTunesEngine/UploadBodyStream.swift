@@ -2,6 +2,7 @@
 import AsyncHTTPClient
 import Dispatch
 import NIOCore
+import HalfTunesProtocol
 
 /// The request body of an upload. Chunks are read with `pread` on a queue of their own (never on the event
 /// loop) and handed to AsyncHTTPClient one at a time: the next chunk is read only once the previous write
@@ -100,7 +101,7 @@ final class UploadBodyStream: Sendable {
         let delay = limiter.delay(for: reservation)
         guard delay > 0.0005, !closed.value else { return then() }
         let slice = min(delay, RateLimiter.maximumWaitSlice)
-        eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(slice * 1e9))) {
+        eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Seconds.nanoseconds(slice))) {
             self.holdBack(reservation, then: then)
         }
     }

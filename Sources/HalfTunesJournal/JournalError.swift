@@ -23,6 +23,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
     case corruptRow(table: String, key: String, detail: String)
     /// An event reached the database without the `seq` its writer numbers it with (a bug).
     case eventNotNumbered
+    /// Every task id up to Int64.max was handed out (only a journal edited by hand gets there).
+    case tasksExhausted
 
     public var description: String {
         switch self {
@@ -47,6 +49,8 @@ public enum JournalError: Error, Equatable, CustomStringConvertible {
             return "Events of type '\(type)' are live only and cannot be journaled"
         case let .eventSessionMismatch(task, event):
             return "An event of session '\(event)' cannot be journaled with a task of session '\(task)'"
+        case .tasksExhausted:
+            return "The journal has handed out every task id up to \(Int64.max); it takes no new tasks"
         case .eventNotNumbered:
             return "an event was written without a seq (events are numbered when their write is submitted)"
         case let .corruptRow(table, key, detail):

@@ -217,7 +217,8 @@ final class JournalWriter: @unchecked Sendable {
     private func number(_ events: [Event]) -> [Event] {
         var numbered = events
         for i in numbered.indices {
-            lastEventSeq += 1
+            // At Int64.max (a journal edited by hand) the seq repeats: the write fails on the primary key, clearly.
+            if lastEventSeq < Int64.max { lastEventSeq += 1 }
             numbered[i].seq = lastEventSeq
         }
         return numbered
@@ -225,12 +226,15 @@ final class JournalWriter: @unchecked Sendable {
 
     /// The next `count` task ids, in order: never one handed out before (even if its insert failed), so a new
     /// task's id is known before its row is written and every write about it can be submitted at once.
-    func numberTasks(_ count: Int) -> [Int64] {
+    /// Throws `tasksExhausted` when fewer than `count` ids are left (a journal edited to ids near Int64.max).
+    func numberTasks(_ count: Int) throws(JournalError) -> [Int64] {
         condition.lock()
         defer { condition.unlock() }
+        guard count >= 0, lastTaskID <= Int64.max - Int64(count) else { throw JournalError.tasksExhausted }
+        guard count > 0 else { return [] }
         let first = lastTaskID + 1
         lastTaskID += Int64(count)
-        return Array(first..<(first + Int64(count)))
+        return Array(first...lastTaskID)
     }
 
     /// Blocks until every write submitted before this call has been written.

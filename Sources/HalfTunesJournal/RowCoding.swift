@@ -167,6 +167,7 @@ extension SessionRecord {
             launch: try (row.decode(forColumn: "launch") as String?).map {
                 try JSONText.decode(SessionLaunchRecord.self, $0, table: "sessions", key: identifier)
             })
+        self = bounded()
     }
 }
 
@@ -243,6 +244,7 @@ extension TaskRecord {
             nameFromResponse: try row.decode(forColumn: "name_from_response"),
             suggestedFilename: try row.decode(forColumn: "suggested_filename"),
             credentials: try json(Credentials.self, "credentials"))
+        self = bounded()
     }
 }
 
@@ -262,6 +264,7 @@ extension ResumeTokenRecord {
             etag: try row.decode(forColumn: "etag"),
             lastModified: try row.decode(forColumn: "last_modified"),
             createdAt: try row.decode(forColumn: "created_at"))
+        self = bounded()
     }
 }
 

@@ -73,7 +73,7 @@ struct TaskRowReader {
             maxResponseBytes: maxResponseBytes, response: response, fileID: fileID, overwrite: overwrite != 0,
             durableRanges: durableRanges, maxConnections: maxConnections.flatMap { Int(exactly: $0) },
             earliestBeginDate: earliestBeginDate, nameFromResponse: nameFromResponse != 0,
-            suggestedFilename: suggestedFilename, credentials: credentials)
+            suggestedFilename: suggestedFilename, credentials: credentials).bounded()
     }
 
     /// The current row's session, state and phase only (a finished task is counted, not read), or nil when

@@ -14,7 +14,10 @@ public enum Timestamp {
     }
 
     /// Written digit by digit into one 24-byte string (every task description and event carries one or more).
+    /// A time outside years 0001–9999 (or not a number: a journal row edited by hand) is written as the nearest
+    /// end of that range.
     public static func format(_ seconds: Double) -> String {
+        let seconds = seconds.isNaN ? 0 : min(max(seconds, earliest), latest)
         let whole = seconds.rounded(.down)
         var t = time_t(whole)
         // Down to the millisecond, but a microsecond of slack: a time parsed from this text (".757" is stored as
@@ -44,6 +47,10 @@ public enum Timestamp {
             return i
         }
     }
+
+    /// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
+    static let earliest: Double = -62_135_596_800
+    static let latest: Double = 253_402_300_799.999
 
     private static func formatSlowly(tm: tm, millis: Int32) -> String {
         func pad(_ v: Int32, _ w: Int) -> String {
@@ -115,5 +122,19 @@ extension Timestamp {
         // timegm normalizes February 30th to March 2nd: such a date is refused, not moved.
         guard tm.tm_mday == Int32(day), tm.tm_mon == Int32(month - 1) else { return nil }
         return Double(seconds) - Double(offset) + fraction
+    }
+}
+
+/// Durations in seconds turned into the nanoseconds timers take, bounded: a delay read from a journal row, a
+/// configuration file or the environment (`WATCHDOG_USEC`) can be anything, and `Int64(x * 1e9)` traps past 292
+/// years, on infinity and on NaN.
+public enum Seconds {
+    /// The longest a timer waits: 30 years.
+    public static let longest: Double = 30 * 365 * 86_400
+
+    /// `seconds` as nanoseconds, from 0 (negative or NaN) to `longest`.
+    public static func nanoseconds(_ seconds: Double) -> Int64 {
+        guard seconds > 0 else { return 0 }
+        return Int64(min(seconds, longest) * 1e9)
     }
 }

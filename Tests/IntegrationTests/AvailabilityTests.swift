@@ -167,6 +167,69 @@ struct AvailabilityTests {
     }
 }
 
+/// Point 1: numbers in journal rows. A journal edited by hand (or by a tool that knows nothing of the daemon's
+/// ranges) holds times past year 9999 and infinite, queue places, counts and lengths at Int64.max, a session
+/// configuration out of every range and task ids at their end: the daemon starts, shows, runs and creates as
+/// before, and where no id is left, refuses in words.
+@Suite("Journal rows out of range", .serialized)
+struct JournalRowBoundsTests {
+    @Test func aJournalEditedByHandNeitherTrapsNorStops() async throws {
+        try await withDaemon { daemon, origin in
+            let body = TestOrigin.randomBytes(count: 200_000, seed: 5404)
+            origin.put("/f.bin", body)
+            var client = try daemon.client()
+            _ = try client.openSession("edited")
+            let a = try client.createTask(TaskCreateParams(session: "edited", url: origin.url("/f.bin"), destination: "a.bin"))
+            let b = try client.createTask(TaskCreateParams(session: "edited", url: origin.url("/f.bin"), destination: "b.bin"))
+            _ = try daemon.terminate()
+            let edit = """
+                import sqlite3, sys
+                db = sqlite3.connect(sys.argv[1])
+                big = 9223372036854775807
+                db.execute("UPDATE tasks SET queue_order = ?, attempts = ?, created_at = ?, updated_at = ?, next_attempt_at = ?, "
+                           "bytes_expected = ?, bandwidth_limit = ?, max_connections = ? WHERE id = ?",
+                           [big, big, 1e300, -1e300, float('inf'), big, big, 1000000000, int(sys.argv[2])])
+                db.execute("UPDATE tasks SET queue_order = ?, resource_deadline = ?, earliest_begin_date = ? WHERE id = ?",
+                           [-big - 1, 1e300, float('-inf'), int(sys.argv[3])])
+                db.execute("UPDATE sessions SET acked_through = -5, created_at = 1e300, configuration = json_set(configuration, "
+                           "'$.requestTimeout', 1e300, '$.maxConnectionsPerTask', 1000000000, '$.retry.initialDelay', 1e300, "
+                           "'$.finishedTaskRetention', -1) WHERE identifier LIKE '%/edited'")
+                db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'tasks'", [big - 1])
+                db.commit()
+                """
+            #expect(try runTool("/usr/bin/python3", ["-c", edit, daemon.stateDir + "/journal.sqlite", "\(a.id)", "\(b.id)"]) == 0)
+            try daemon.restart()
+            client = try daemon.client()
+            let shownA = try client.task(a.id)
+            #expect(shownA.createdAt.hasPrefix("9999-12-31T23:59:59") && shownA.attempts == Int(Int32.max), "\(shownA)")
+            #expect(try client.task(b.id).state == .suspended)
+            let listed = try ctl(["list", "--session", "edited"], socket: daemon.socketPath)
+            #expect(listed.status == 0, "\(listed.stderr)")
+            let session = try ctl(["session", "show", "edited"], socket: daemon.socketPath)
+            #expect(session.status == 0, "\(session.stderr)")
+            // Both run to the end (the edited one's ETA, its throttle and its connections are in range again).
+            for id in [a.id, b.id] {
+                _ = try client.resume(id)
+                let done = try client.waitFor(task: id, state: .completed)
+                #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            }
+            // One id is left: the next task takes it, the one after is refused in words.
+            let last = try client.createTask(TaskCreateParams(session: "edited", url: origin.url("/f.bin"), destination: "c.bin"))
+            #expect(last.id == Int64.max)
+            do {
+                _ = try client.createTask(TaskCreateParams(session: "edited", url: origin.url("/f.bin"), destination: "d.bin"))
+                Issue.record("a task without an id left was created")
+            } catch let error as HalfTunesClientError {
+                #expect(error.description.contains("every task id"), "\(error)")
+            }
+            _ = try client.resume(last.id)
+            _ = try client.waitFor(task: last.id, state: .completed)
+            #expect(daemon.isRunning)
+            #expect(try ctl(["list"], socket: daemon.socketPath).status == 0)
+        }
+    }
+}
+
 /// Point 7: the socket. Another user who made the directory of someone's default socket could listen there and
 /// receive their URLs and credentials: the client does not connect to a socket whose directory is not the user's
 /// or root's (or is writable by others); the daemon does not listen in one either.

@@ -41,11 +41,11 @@ final class ServiceSupervisor: Sendable {
     /// Pings WATCHDOG=1 every half `interval` from the event loop that serves clients, and only while the
     /// core has answered within `interval`: a stuck event loop or a stuck core both stop the pings.
     func startWatchdog(interval: Double, on eventLoop: EventLoop) -> RepeatedTask {
-        let limit = TimeAmount.nanoseconds(Int64(interval * 1e9))
+        let limit = TimeAmount.nanoseconds(Seconds.nanoseconds(interval))
         let heartbeat = NIOLockedValueBox((answered: NIODeadline.now(), probing: false, stalled: false))
         let (core, notifier, logger) = (self.core, self.notifier, self.logger)
         logger.debug("watchdog armed", metadata: ["interval": "\(interval)"])
-        return eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: .nanoseconds(Int64(interval * 5e8))) { _ in
+        return eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: .nanoseconds(Seconds.nanoseconds(interval / 2))) { _ in
             let now = NIODeadline.now()
             let (healthy, changed, startProbe) = heartbeat.withLockedValue { h -> (Bool, Bool, Bool) in
                 let healthy = now - h.answered <= limit
@@ -79,7 +79,7 @@ final class ServiceSupervisor: Sendable {
         var coreIdleSince: NIODeadline?
         while !Task.isCancelled {
             let period = exitWhenIdle.map { min(1, max(0.05, $0 / 4)) } ?? 1
-            try? await Task.sleep(nanoseconds: UInt64(period * 1e9))
+            try? await Task.sleep(nanoseconds: UInt64(Seconds.nanoseconds(period)))
             if Task.isCancelled { return false }
             if notifier.isEnabled { notifier.status(await core.serviceStatusLine()) }
             guard let exitAfter = exitWhenIdle else {
@@ -94,7 +94,7 @@ final class ServiceSupervisor: Sendable {
             let now = NIODeadline.now()
             let idleSince = max(coreIdleSince ?? now, before.lastChange)
             coreIdleSince = coreIdleSince ?? now
-            guard before.open == 0, now - idleSince >= .nanoseconds(Int64(exitAfter * 1e9)) else { continue }
+            guard before.open == 0, now - idleSince >= .nanoseconds(Seconds.nanoseconds(exitAfter)) else { continue }
             if await server.closeIfNoClientSince(before, counter: connections) {
                 logger.info("no clients and nothing pending; exiting until the next connection starts halftunesd again",
                             metadata: ["idleSeconds": "\(exitAfter)"])
