@@ -102,7 +102,7 @@ bench: deps
 # it and its input is left in $(FUZZ_BUILD_DIR)/artifacts. .ci/run runs it with FUZZ_SECONDS=60 (4 harnesses).
 FUZZ_BUILD_DIR ?= .build-fuzz
 FUZZ_SECONDS   ?= 300
-FUZZ_HARNESSES := json heads params names
+FUZZ_HARNESSES := json heads params names rows
 fuzz: deps
 	HALFTUNES_FUZZ=1 $(SWIFT) build -c release --product halftunes-fuzz --scratch-path $(FUZZ_BUILD_DIR)
 	@mkdir -p $(FUZZ_BUILD_DIR)/artifacts

@@ -186,7 +186,8 @@ if ProcessInfo.processInfo.environment["HALFTUNES_FUZZ"] == "1" {
     package.targets.append(.target(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"))
     package.targets.append(.executableTarget(
         name: "HalfTunesFuzz",
-        dependencies: ["CLibFuzzer", "HalfTunesProtocol", "HalfTunesEngine", "HalfTunesJournal", "HalfTunesDaemon"],
+        dependencies: ["CLibFuzzer", "HalfTunesProtocol", "HalfTunesEngine", "HalfTunesJournal", "HalfTunesDaemon",
+                       .product(name: "GRDB", package: "GRDB.swift")],
         path: "Fuzz/HalfTunesFuzz",
         swiftSettings: [.unsafeFlags(["-sanitize=fuzzer"])],
         linkerSettings: [.unsafeFlags(["-sanitize=fuzzer"])]

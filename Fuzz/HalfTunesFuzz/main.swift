@@ -2,8 +2,9 @@
 // Built only with HALFTUNES_FUZZ=1 (Package.swift), our modules instrumented and testable; `make fuzz` runs them.
 import CLibFuzzer
 import Foundation
-import HalfTunesJournal
+import GRDB
 import HalfTunesProtocol
+@testable import HalfTunesJournal
 @testable import HalfTunesDaemon
 @testable import HalfTunesEngine
 
@@ -13,6 +14,7 @@ let harnesses: [String: ([UInt8]) -> Void] = [
     "heads": fuzzHeads,
     "params": fuzzParams,
     "names": fuzzNames,
+    "rows": fuzzRows,
 ]
 
 /// The JSON parser: whatever it accepts, the writer writes and the parser reads back as the same value.
@@ -148,6 +150,63 @@ func fuzzNames(_ bytes: [UInt8]) {
     })
     precondition(looks <= 80, "\(looks) looks")
     if let found { precondition(found != name) }
+}
+
+/// Journal rows as a hand-edited file may hold them: one line per column of `tasks` (then of `sessions`), each
+/// `i<integer>`, `r<real>`, `t<text>` or `n` (NULL); columns the input does not reach keep a valid value. What
+/// decodes must come out in range (`RowBounds`), and what the daemon computes of a row must not trap.
+func fuzzRows(_ bytes: [UInt8]) {
+    var lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).makeIterator()
+    func value(_ fallback: DatabaseValueConvertible?) -> DatabaseValueConvertible? {
+        guard let line = lines.next(), let tag = line.first else { return fallback }
+        let rest = String(line.dropFirst())
+        switch tag {
+        case "i": return Int64(rest) ?? fallback
+        case "r": return Double(rest) ?? fallback
+        case "t": return rest
+        case "n": return nil
+        default: return fallback
+        }
+    }
+    let valid: [String: DatabaseValueConvertible?] = [
+        "session": "1/s", "kind": "download", "url": "http://h/f", "current_url": nil, "state": "queued",
+        "phase": "transfer", "waiting_reason": nil, "next_attempt_at": nil, "destination": "/d/f", "location": nil,
+        "partial_path": "/d/.f", "headers": "{}", "description": nil, "bytes_durable": 0, "bytes_expected": nil,
+        "etag": nil, "last_modified": nil, "error": nil, "attempts": 0, "queue_order": 0, "created_at": 0.0,
+        "updated_at": 0.0, "resource_deadline": nil, "priority": "normal", "checksum": nil, "bandwidth_limit": nil,
+        "method": nil, "file": nil, "max_response_bytes": nil, "response": nil, "file_id": nil, "overwrite": 0,
+        "durable_ranges": nil, "max_connections": nil, "earliest_begin_date": nil, "name_from_response": 0,
+        "suggested_filename": nil, "credentials": nil,
+    ]
+    var columns: [String: DatabaseValueConvertible?] = ["id": value(1)]
+    for name in TaskRecord.columns { columns[name] = value(valid[name] ?? nil) }
+    if let t = try? TaskRecord(row: Row(columns)) {
+        for time in [t.createdAt, t.updatedAt, t.nextAttemptAt, t.resourceDeadline, t.earliestBeginDate].compactMap({ $0 }) {
+            precondition(RowBounds.times.contains(time), "time \(time)")
+            _ = Timestamp.format(time)
+        }
+        for n in [t.bytesExpected, t.bandwidthLimit, t.maxResponseBytes, t.durableRanges.upperBound].compactMap({ $0 }) {
+            precondition(n >= 0 && n <= HalfTunes.maxByteCount, "length \(n)")
+        }
+        precondition(RowBounds.queueOrders.contains(t.queueOrder) && RowBounds.counts.contains(t.attempts))
+        _ = (t.queueOrder + 1, t.attempts + 1, t.durableRanges.count)
+        _ = t.durableRanges.gaps(total: max(t.bytesExpected ?? 0, t.durableRanges.upperBound))
+        _ = try? t.arguments()
+    }
+    let session: [String: DatabaseValueConvertible?] = [
+        "identifier": value("1/s"), "uid": value(1), "configuration": value("{}"), "state": value("active"),
+        "created_at": value(0.0), "acked_through": value(0), "launch": value(nil),
+    ]
+    if let s = try? SessionRecord(row: Row(session)) {
+        precondition(RowBounds.times.contains(s.createdAt) && s.ackedThrough >= 0)
+        let c = s.configuration
+        _ = c.requestTimeout.map(Seconds.nanoseconds)
+        _ = Backoff(c.retry).delay(failures: Int(Int32.max), retryAfter: 1e300, jitterSample: 0.5)
+        if let launch = s.launch {
+            _ = LaunchMachine.delay(failures: launch.failures)
+            _ = launch.lastLaunchAt.map(Timestamp.format)
+        }
+    }
 }
 
 // libFuzzer's name for the entry: its FuzzerMain.o is linked in and refers to it (its `main` is not used).

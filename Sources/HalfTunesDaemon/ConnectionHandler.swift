@@ -13,6 +13,8 @@ struct ClientLimits: Sendable {
     var stallTimeout: TimeAmount
     /// Open connections per peer uid.
     var quota: ConnectionQuota
+    /// Unsent output of all of a uid's connections together.
+    var output: UIDOutput
     /// Subscriptions one connection may hold.
     var maxSubscriptions: Int
     /// Group of a socket file the daemon binds itself.
@@ -22,6 +24,7 @@ struct ClientLimits: Sendable {
         outputBytes = config.maxPendingOutputBytes
         stallTimeout = .nanoseconds(Seconds.nanoseconds(config.clientTimeout))
         quota = ConnectionQuota(maxPerUID: config.maxConnectionsPerUID)
+        output = UIDOutput(maxPerUID: config.maxOutputPerUID)
         maxSubscriptions = config.maxSubscriptionsPerConnection
         socketGroup = config.socketGroup
     }
@@ -98,7 +101,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 outbox.closeWhenFlushed()
                 return
             }
-            outbox.setViewer(uid)
+            outbox.setViewer(uid, output: limits.output)
             // Counted until every request read from it is handled (the stream ends after the channel closed).
             defer { quota.release(uid) }
             // Three stages, so a pipelining client's requests overlap: the next request is parsed and decoded

@@ -16,6 +16,8 @@ extension DaemonCore {
         let owner = SessionNames.owner(of: id) ?? uid
         let name = SessionNames.name(of: id)
         if let problem = Self.identifierProblem(name) { throw RPCError.invalidParams(problem) }
+        // Re-attaching writes nothing; creating or reconfiguring writes the session's row.
+        if state.sessions[id] == nil || p.configuration != nil { try checkStateSpace("session.open") }
         let config = try resolve(p.configuration, owner: owner, session: name, stored: state.sessions[id]?.record.configuration)
         if let unit = config.launchUnit, UnitName.resolve(unit, session: name).utf8.count > UnitName.maxLength {
             throw RPCError.invalidParams("configuration.launchUnit: '\(unit)' with this session's escaped identifier as its "
@@ -475,5 +477,54 @@ extension DaemonCore {
         for session in subscribers.removeConnection(connectionID) {
             subscribersChanged(session) // the last one leaving may start the session's unit
         }
+    }
+}
+
+extension DaemonCore {
+    /// Refuses a call that would add to the journal while the state directory's file system has less free than
+    /// `state-min-free-space` keeps (the journal must never meet ENOSPC): reads, pauses, cancels and
+    /// acknowledgements (which free space) go on, and the call works again once space returns.
+    func checkStateSpace(_ method: String) throws(RPCError) {
+        var fs = statvfs()
+        guard statvfs(configuration.stateDirectory, &fs) == 0 else { return }
+        let (total, available) = fileSystemSize(fs)
+        let floor = configuration.stateMinFreeSpace.bytes(ofFileSystemSize: total)
+        guard available < floor else { return }
+        throw RPCError(.limitExceeded, "\(method) is refused: the file system of halftunesd's state directory "
+            + "(\(configuration.stateDirectory)) has \(available) bytes free, less than the \(floor) that "
+            + "state-min-free-space (\(configuration.stateMinFreeSpace)) keeps for the journal; pauses, cancels and "
+            + "reads still work, and new work is taken again once space is freed")
+    }
+}
+
+/// What each uid holds in the journal, as last read (`Journal.journaledBytes`): read again when older than a
+/// second, so a burst of creates costs one read per uid per second, not one per call.
+struct JournalShares {
+    static let maxAge = 1.0
+    var read: [UInt32: (bytes: Int64, at: Double)] = [:]
+}
+
+extension DaemonCore {
+    /// Refuses new tasks of a uid whose sessions already hold all `max-journal-per-uid` allows (root and the
+    /// daemon's own user are not limited). What is journaled is never dropped: acknowledging events, a data task's
+    /// body taken, finished tasks deleted after their retention make room again.
+    func checkJournalShare(uid: UInt32) async throws(RPCError) {
+        guard !state.diskExempt.contains(uid) else { return }
+        var fs = statvfs()
+        let total = statvfs(configuration.stateDirectory, &fs) == 0 ? fileSystemSize(fs).total : 0
+        if case .percent = configuration.maxJournalPerUID, total <= 0 { return }
+        guard let limit = configuration.maxJournalPerUID.bytes(ofFileSystemSize: total) else { return }
+        let now = clock()
+        var bytes: Int64
+        if let last = journalShares.read[uid], now - last.at < JournalShares.maxAge {
+            bytes = last.bytes
+        } else {
+            bytes = try await nonblocking { try $0.journaledBytes(uid: uid) }
+            journalShares.read[uid] = (bytes, now)
+        }
+        guard bytes >= limit else { return }
+        throw RPCError(.limitExceeded, "uid \(uid)'s sessions hold \(bytes) bytes in the journal (unacknowledged "
+            + "events, data-task bodies, finished tasks kept), all that max-journal-per-uid (\(configuration.maxJournalPerUID)) "
+            + "allows: acknowledge events (events.ack), or let finished tasks go (finishedTaskRetention), to create more")
     }
 }

@@ -7,6 +7,7 @@ import HalfTunesProtocol
 extension DaemonCore {
     func resumeTask(_ id: Int64, caller: Caller) async throws(RPCError) -> TaskInfo {
         _ = try await task(id, for: caller) // only the owner (or root) may
+        try checkStateSpace("task.resume")
         if let now = try await apply(.resume, to: id) { return info(now) }
         return info(try await task(id, for: caller))
     }
@@ -145,8 +146,17 @@ extension DaemonCore {
         // Credentials in a URL are taken out of it first (resume data names the URL without them).
         var requests = given
         var refused = Set<Int>()
-        for (index, (p, _)) in given.enumerated() {
+        // Once per batch: a statvfs, not one per task.
+        var noSpace: RPCError?
+        do throws(RPCError) { try checkStateSpace("task.create") } catch { noSpace = error }
+        var overShare: [UInt32: RPCError] = [:]
+        for owner in Set(given.map { $0.1.uid }) {
+            do throws(RPCError) { try await checkJournalShare(uid: owner) } catch { overShare[owner] = error }
+        }
+        for (index, (p, caller)) in given.enumerated() {
             do throws(RPCError) {
+                if let noSpace { throw noSpace }
+                if let over = overShare[caller.uid] { throw over }
                 requests[index].0 = try TaskCredentials.normalize(p)
             } catch {
                 results[index] = .failure(error)

@@ -29,6 +29,8 @@ actor DaemonCore {
     /// The record a fatal signal appends the running tasks to (`CrashRecord`); nil where none was opened (tests
     /// of the core in-process).
     var crashRecord: CrashRecord?
+    /// Each uid's bytes in the journal, as last read (for `max-journal-per-uid`).
+    var journalShares = JournalShares()
 
     nonisolated var journal: Journal { services.journal }
     nonisolated var clients: HTTPClients { services.clients }

@@ -16,13 +16,24 @@ public struct DaemonConfiguration: Sendable {
     public var checkpointInterval: Double = 1.0
     /// The free space downloads leave on their file system (`min-free-space`).
     public var minFreeSpace = FreeSpaceFloor.automatic
+    /// The free space calls that write to the journal leave on the state directory's file system
+    /// (`state-min-free-space`, else `min-free-space`): below it they are refused, so the journal never fills it.
+    public var stateMinFreeSpace = FreeSpaceFloor.automatic
     /// The bytes each user's partial files (unfinished downloads, kept resume data) may hold, but the daemon's
     /// own uid's and root's (`max-disk-per-uid`; a percentage is of the downloads directory's file system).
     public var maxDiskPerUID = DiskLimit.standard
+    /// What the journal may hold for each user but root and the daemon's own (`max-journal-per-uid`): their
+    /// unacknowledged events, data-task bodies and finished tasks kept; past it their `task.create` is refused.
+    public var maxJournalPerUID = Self.defaultMaxJournalPerUID
+    public static let defaultMaxJournalPerUID = DiskLimit.percent(5)
     /// How long shutdown waits for transfers to checkpoint.
     public var shutdownGrace: Double = 3.5
     /// A subscriber with more unsent output than this is disconnected.
     public var maxPendingOutputBytes: Int = 8 << 20
+    /// Unsent output all of one uid's connections may hold together (`max-output-per-uid`): past it, the
+    /// connection whose line crossed it is disconnected like a client that stopped reading.
+    public var maxOutputPerUID = Self.defaultMaxOutputPerUID
+    public static let defaultMaxOutputPerUID = 128 << 20
     /// A client that leaves the daemon's output unread this long (seconds) is disconnected.
     public var clientTimeout: Double = 60
     /// Group of the socket file when halftunesd binds it itself (nil: the daemon's own group).

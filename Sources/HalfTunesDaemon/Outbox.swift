@@ -49,6 +49,8 @@ final class Outbox: Sendable {
 
     private struct State {
         var pending = 0
+        /// The part of `pending` counted against the uid's budget (`UIDOutput`), given back as it is written.
+        var charged = 0
         /// The part of `pending` in lines longer than `largeLine`.
         var pendingLarge = 0
         var closed = false
@@ -72,13 +74,26 @@ final class Outbox: Sendable {
         self.durability = durability
     }
 
+    deinit {
+        // Lines never written (held for a commit when the connection went) give their share back all the same.
+        let charged = state.withLockedValue { $0.charged }
+        if charged > 0, let uid = viewer.withLockedValue({ $0 }), let shared = uidOutput.withLockedValue({ $0 }) {
+            shared.release(uid, charged)
+        }
+    }
+
     var pendingBytes: Int { state.withLockedValue { $0.pending } }
     var isClosed: Bool { state.withLockedValue { $0.closed } }
 
     /// The peer's uid once known: session names in everything sent are shown as that uid sees them.
     private let viewer = NIOLockedValueBox<UInt32?>(nil)
+    /// Where the uid's unsent output is counted with its other connections' (set with the viewer).
+    private let uidOutput = NIOLockedValueBox<UIDOutput?>(nil)
 
-    func setViewer(_ uid: UInt32) { viewer.withLockedValue { $0 = uid } }
+    func setViewer(_ uid: UInt32, output: UIDOutput? = nil) {
+        viewer.withLockedValue { $0 = uid }
+        uidOutput.withLockedValue { $0 = output }
+    }
 
     /// Live events of sessions whose journaled events are being replayed to this connection, held until the
     /// replay ends (`holdEvents`, `releaseEvents`), under the number of the hold that holds them (a new
@@ -151,11 +166,22 @@ final class Outbox: Sendable {
 
     func send(line: [UInt8], seq: Int64? = nil) {
         let size = line.count
+        let uid = viewer.withLockedValue { $0 }
+        let shared = uidOutput.withLockedValue { $0 }
         let overflow: Bool = state.withLockedValue { s in
             if s.closed { return false }
             s.pending += size
             if size > Self.largeLine { s.pendingLarge += size }
             if s.pending - s.pendingLarge > limit || s.pendingLarge > Self.largeLineBudget { s.closed = true; return true }
+            if let uid, let shared {
+                // The line that would take the uid's connections past their budget closes this one.
+                guard shared.charge(uid, size, holding: s.charged) else {
+                    s.charged = 0
+                    s.closed = true
+                    return true
+                }
+                s.charged += size
+            }
             return false
         }
         if overflow {
@@ -267,19 +293,29 @@ final class Outbox: Sendable {
     }
 
     func close() {
-        let waiters = state.withLockedValue { s in
+        let (waiters, charged) = state.withLockedValue { s in
             s.closed = true
-            return s.answered()
+            defer { s.charged = 0 }
+            return (s.answered(), s.charged)
+        }
+        // What will not be read no longer counts against the uid's budget.
+        if charged > 0, let uid = viewer.withLockedValue({ $0 }), let shared = uidOutput.withLockedValue({ $0 }) {
+            shared.release(uid, charged)
         }
         for (waiter, result) in waiters { waiter.continuation.resume(returning: result) }
         channel.close(promise: nil)
     }
 
     private func written(_ size: Int) {
-        let waiters = state.withLockedValue { s in
+        let (waiters, uncharged) = state.withLockedValue { s in
             s.pending -= size
             if size > Self.largeLine { s.pendingLarge -= size }
-            return s.answered()
+            let given = min(size, s.charged)
+            s.charged -= given
+            return (s.answered(), given)
+        }
+        if uncharged > 0, let uid = viewer.withLockedValue({ $0 }), let shared = uidOutput.withLockedValue({ $0 }) {
+            shared.release(uid, uncharged)
         }
         for (waiter, result) in waiters { waiter.continuation.resume(returning: result) }
     }

@@ -9,6 +9,17 @@ extension Journal {
         }
     }
 
+    /// What the journal holds for the sessions of `uid`, in bytes (v16's `session_bytes`: their events' JSON and
+    /// their tasks' text columns, data-task bodies included).
+    public func journaledBytes(uid: UInt32) throws -> Int64 {
+        try read { db in
+            try Int64.fetchOne(db, sql: """
+                SELECT ifnull(SUM(b.bytes), 0) FROM session_bytes b JOIN sessions s ON s.identifier = b.session
+                WHERE s.uid = ?
+                """, arguments: [Int64(uid)]) ?? 0
+        }
+    }
+
     /// Inserts the session or replaces its row. `acked_through` never decreases (the stored value wins if it is
     /// higher) and `last_event_seq` is kept: both belong to the journal's event bookkeeping.
     public func upsertSession(_ s: SessionRecord) throws {

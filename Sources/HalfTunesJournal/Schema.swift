@@ -19,6 +19,7 @@ enum JournalSchema {
         ("v13", v13),
         ("v14", v14),
         ("v15", v15),
+        ("v16", v16),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -271,5 +272,50 @@ enum JournalSchema {
             SET configuration = json_set(configuration, '$.credentials',
                                          json_array(json(json_extract(configuration, '$.credentials'))))
             WHERE json_type(configuration, '$.credentials') = 'object';
+        """
+
+    /// Issue 54: what the journal holds for each session, in bytes (its events' JSON, its tasks' text columns:
+    /// a data task's body, a server's headers, errors), kept by triggers so a uid's total is one small read
+    /// (`Journal.journaledBytes(uid:)`, for `max-journal-per-uid`). A checkpoint's narrow update fires none.
+    static let v16 = """
+        CREATE TABLE session_bytes (
+            session TEXT PRIMARY KEY NOT NULL,
+            bytes   INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        INSERT INTO session_bytes (session, bytes)
+            SELECT session, SUM(b) FROM (
+                SELECT session, length(json) AS b FROM events
+                UNION ALL
+                SELECT t.session, length(t.url) + length(t.destination) + length(t.partial_path) + ifnull(length(t.current_url), 0) + ifnull(length(t.location), 0) + ifnull(length(t.headers), 0) + ifnull(length(t.description), 0) + ifnull(length(t.response), 0) + ifnull(length(t.error), 0) + ifnull(length(t.waiting_reason), 0) + ifnull(length(t.file), 0) + ifnull(length(t.suggested_filename), 0) + ifnull(length(t.credentials), 0) AS b FROM tasks t
+            ) GROUP BY session;
+        CREATE TRIGGER session_bytes_event_insert AFTER INSERT ON events
+        BEGIN
+            INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(NEW.json))
+                ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
+        END;
+        CREATE TRIGGER session_bytes_event_delete AFTER DELETE ON events
+        BEGIN
+            UPDATE session_bytes SET bytes = bytes - length(OLD.json) WHERE session = OLD.session;
+        END;
+        CREATE TRIGGER session_bytes_task_insert AFTER INSERT ON tasks
+        BEGIN
+            INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(NEW.url) + length(NEW.destination) + length(NEW.partial_path) + ifnull(length(NEW.current_url), 0) + ifnull(length(NEW.location), 0) + ifnull(length(NEW.headers), 0) + ifnull(length(NEW.description), 0) + ifnull(length(NEW.response), 0) + ifnull(length(NEW.error), 0) + ifnull(length(NEW.waiting_reason), 0) + ifnull(length(NEW.file), 0) + ifnull(length(NEW.suggested_filename), 0) + ifnull(length(NEW.credentials), 0))
+                ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
+        END;
+        CREATE TRIGGER session_bytes_task_delete AFTER DELETE ON tasks
+        BEGIN
+            UPDATE session_bytes SET bytes = bytes - (length(OLD.url) + length(OLD.destination) + length(OLD.partial_path) + ifnull(length(OLD.current_url), 0) + ifnull(length(OLD.location), 0) + ifnull(length(OLD.headers), 0) + ifnull(length(OLD.description), 0) + ifnull(length(OLD.response), 0) + ifnull(length(OLD.error), 0) + ifnull(length(OLD.waiting_reason), 0) + ifnull(length(OLD.file), 0) + ifnull(length(OLD.suggested_filename), 0) + ifnull(length(OLD.credentials), 0)) WHERE session = OLD.session;
+        END;
+        CREATE TRIGGER session_bytes_task_update AFTER UPDATE OF url, destination, partial_path, current_url, location,
+            headers, description, response, error, waiting_reason, file, suggested_filename, credentials ON tasks
+        BEGIN
+            UPDATE session_bytes SET bytes = bytes - (length(OLD.url) + length(OLD.destination) + length(OLD.partial_path) + ifnull(length(OLD.current_url), 0) + ifnull(length(OLD.location), 0) + ifnull(length(OLD.headers), 0) + ifnull(length(OLD.description), 0) + ifnull(length(OLD.response), 0) + ifnull(length(OLD.error), 0) + ifnull(length(OLD.waiting_reason), 0) + ifnull(length(OLD.file), 0) + ifnull(length(OLD.suggested_filename), 0) + ifnull(length(OLD.credentials), 0)) WHERE session = OLD.session;
+            INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(NEW.url) + length(NEW.destination) + length(NEW.partial_path) + ifnull(length(NEW.current_url), 0) + ifnull(length(NEW.location), 0) + ifnull(length(NEW.headers), 0) + ifnull(length(NEW.description), 0) + ifnull(length(NEW.response), 0) + ifnull(length(NEW.error), 0) + ifnull(length(NEW.waiting_reason), 0) + ifnull(length(NEW.file), 0) + ifnull(length(NEW.suggested_filename), 0) + ifnull(length(NEW.credentials), 0))
+                ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
+        END;
+        CREATE TRIGGER session_bytes_session_delete AFTER DELETE ON sessions
+        BEGIN
+            DELETE FROM session_bytes WHERE session = OLD.identifier;
+        END;
         """
 }

@@ -26,7 +26,6 @@ public enum Timestamp {
         var tm = tm()
         gmtime_r(&t, &tm)
         let year = tm.tm_year + 1900
-        guard (0...9999).contains(year) else { return formatSlowly(tm: tm, millis: millis) }
         return String(unsafeUninitializedCapacity: 24) { buffer in
             var i = 0
             func digits(_ value: Int32, _ width: Int) {
@@ -50,16 +49,7 @@ public enum Timestamp {
 
     /// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.
     static let earliest: Double = -62_135_596_800
-    static let latest: Double = 253_402_300_799.999
-
-    private static func formatSlowly(tm: tm, millis: Int32) -> String {
-        func pad(_ v: Int32, _ w: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, w - s.count)) + s
-        }
-        return "\(pad(tm.tm_year + 1900, 4))-\(pad(tm.tm_mon + 1, 2))-\(pad(tm.tm_mday, 2))T"
-            + "\(pad(tm.tm_hour, 2)):\(pad(tm.tm_min, 2)):\(pad(tm.tm_sec, 2)).\(pad(millis, 3))Z"
-    }
+    static let latest: Double = 253_402_300_799.9995
 }
 
 extension Timestamp {

@@ -61,11 +61,29 @@ struct Halftunesd: AsyncParsableCommand {
         valueName: "size"))
     var minFreeSpace: String?
 
+    @Option(name: .customLong("state-min-free-space"), help: ArgumentHelp(
+        "Free space left on the state directory's file system: calls that would write to the journal below it are "
+            + "refused (reads, pauses and cancels go on); same forms as --min-free-space (default: its value).",
+        valueName: "size"))
+    var stateMinFreeSpace: String?
+
     @Option(name: .customLong("max-disk-per-uid"), help: ArgumentHelp(
         "Disk each user's unfinished downloads and kept resume data may hold under the system daemon (the "
             + "daemon's own user and root: unlimited): unlimited, a size such as 50G, or a percentage of the "
             + "downloads file system such as 20% (default).", valueName: "size"))
     var maxDiskPerUID: String?
+
+    @Option(name: .customLong("max-output-per-uid"), help: ArgumentHelp(
+        "Bytes of unsent output all of one user's connections may hold together (default 134217728, 128 MiB); past it "
+            + "the connection that crossed it is disconnected, like one that stopped reading.", valueName: "bytes"))
+    var maxOutputPerUID: String?
+
+    @Option(name: .customLong("max-journal-per-uid"), help: ArgumentHelp(
+        "What the journal may hold for each user under the system daemon (their unacknowledged events, data-task "
+            + "bodies and finished tasks kept; the daemon's own user and root: unlimited), past which their new tasks "
+            + "are refused: unlimited, a size such as 1G, or a percentage of the state file system such as 5% (default).",
+        valueName: "size"))
+    var maxJournalPerUID: String?
 
     @Option(name: .customLong("log-level"), help: ArgumentHelp(
         "trace, debug, info, notice, warning, error or critical (default: info).", valueName: "level"))
@@ -152,7 +170,8 @@ struct Halftunesd: AsyncParsableCommand {
             (.maxPendingEvents, maxPendingEvents), (.maxSessionsPerUID, maxSessionsPerUID),
             (.maxTasksPerUID, maxTasksPerUID), (.maxPendingEventsPerUID, maxPendingEventsPerUID),
             (.caFile, caFile), (.proxy, proxy), (.proxyBypass, proxyBypass), (.netrc, netrc), (.minFreeSpace, minFreeSpace),
-            (.maxDiskPerUID, maxDiskPerUID),
+            (.stateMinFreeSpace, stateMinFreeSpace),
+            (.maxDiskPerUID, maxDiskPerUID), (.maxJournalPerUID, maxJournalPerUID), (.maxOutputPerUID, maxOutputPerUID),
             (.maxResumeDataPerUID, maxResumeDataPerUID),
         ]
         var settings = DaemonSettings()

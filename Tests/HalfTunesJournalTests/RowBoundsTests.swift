@@ -42,7 +42,7 @@ import Testing
     }
 
     @Test func timesAndDelaysNeverTrap() {
-        #expect(Timestamp.format(.infinity).hasPrefix("9999-12-31T23:59:59."))
+        #expect(Timestamp.format(.infinity) == "9999-12-31T23:59:59.999Z")
         #expect(Timestamp.format(-.infinity) == "0001-01-01T00:00:00.000Z")
         #expect(Timestamp.format(.nan) == "1970-01-01T00:00:00.000Z")
         #expect(Seconds.nanoseconds(.infinity) == Int64(Seconds.longest * 1e9))

@@ -9,7 +9,7 @@ import Testing
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 15)
+            #expect(journal.schemaVersion == 16)
             #expect(journal.schemaVersion == Journal.latestSchemaVersion)
             #expect(journal.path == path)
             let tables = try journal.dbQueue.read { db in
@@ -35,7 +35,7 @@ import Testing
             try first.close()
 
             let second = try Journal(path: path)
-            #expect(second.schemaVersion == 15)
+            #expect(second.schemaVersion == 16)
             #expect(try second.loadSessions() == [Sample.session()])
             #expect(try second.loadTasks() == [task])
             try second.close()
@@ -59,7 +59,7 @@ import Testing
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 15)
+            #expect(journal.schemaVersion == 16)
             let tasks = try journal.loadTasks()
             #expect(tasks.count == 1)
             #expect(tasks.first?.priority == .normal)
@@ -104,6 +104,49 @@ import Testing
             #expect(sessions["1000/old"]?.headers == [:])
             #expect(sessions["1000/none"]?.credentials == nil)
             #expect(sessions["1000/new"]?.credentials == [OriginCredentials(origin: "https://h", user: "bob", password: "p")])
+            try journal.close()
+        }
+    }
+
+    /// v16's `session_bytes` follows every insert, update, acknowledgement and delete, so a uid's share is one
+    /// small read; a journal from before v16 gets its sums at migration.
+    @Test func whatTheJournalHoldsForEachUIDIsKeptByTriggers() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/journal.sqlite"
+            var migrator = DatabaseMigrator()
+            for m in JournalSchema.migrations.prefix(15) {
+                migrator.registerMigration(m.identifier) { db in try db.execute(sql: m.sql) }
+            }
+            let queue = try DatabaseQueue(path: path)
+            try migrator.migrate(queue)
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO sessions (identifier, uid, configuration, state, created_at, acked_through, last_event_seq) VALUES ('1000/old', 1000, '{}', 'active', 1, 0, 0)")
+                try db.execute(sql: "INSERT INTO events (session, task, type, created_at, json) VALUES ('1000/old', NULL, 'x', 1, ?)",
+                               arguments: [String(repeating: "e", count: 500)])
+            }
+            try queue.close()
+
+            let journal = try Journal(path: path)
+            #expect(try journal.journaledBytes(uid: 1000) == 500, "summed at migration")
+            var other = Sample.session("2000/s")
+            other.uid = 2000
+            try journal.upsertSession(other)
+            #expect(try journal.journaledBytes(uid: 2000) == 0)
+            var t = Sample.task(session: "2000/s")
+            t.description = String(repeating: "d", count: 1000)
+            let (stored, _) = try journal.insertTask(t, events: [])
+            let row = try journal.journaledBytes(uid: 2000)
+            #expect(row > 1000 && row < 1300, "\(row)")
+            var updated = stored
+            updated.response = TaskResponse(status: 200, headers: [], body: String(repeating: "b", count: 4000), bodyBytes: 3000, truncated: false)
+            _ = try journal.updateTask(updated, events: [])
+            #expect(try journal.journaledBytes(uid: 2000) > row + 4000)
+            updated.response = nil
+            _ = try journal.updateTask(updated, events: [])
+            #expect(try journal.journaledBytes(uid: 2000) == row)
+            #expect(try journal.journaledBytes(uid: 1000) == 500, "another uid's share is its own")
+            _ = try journal.ack(session: "1000/old", through: 1)
+            #expect(try journal.journaledBytes(uid: 1000) == 0)
             try journal.close()
         }
     }

@@ -107,6 +107,9 @@ struct ProtocolTests {
         #expect(Timestamp.format(1_795_000_000.9999) == "2026-11-18T11:06:40.999Z")
         #expect(Timestamp.format(951_782_400.001) == "2000-02-29T00:00:00.001Z")
         #expect(Timestamp.format(253_402_300_799.5) == "9999-12-31T23:59:59.500Z")
-        #expect(Timestamp.format(253_402_300_800) == "10000-01-01T00:00:00.000Z") // past the fast path
+        // Past year 9999 (or not a time at all): the nearest end of the range RFC 3339 writes.
+        #expect(Timestamp.format(253_402_300_800) == "9999-12-31T23:59:59.999Z")
+        #expect(Timestamp.format(1e300) == "9999-12-31T23:59:59.999Z")
+        #expect(Timestamp.format(-1e300) == "0001-01-01T00:00:00.000Z")
     }
 }

@@ -93,6 +93,7 @@ struct AvailabilityTests {
             let resumed = try #require(origin.requests("/claim.bin").last)
             #expect(resumed.status == 206 && resumed.range != nil)
             #expect(daemon.isRunning)
+            try daemon.terminate()
             try daemon.restart()
             client = try daemon.client()
             #expect(try client.task(task.id).state == .failed)
@@ -163,6 +164,43 @@ struct AvailabilityTests {
             #expect(nc.terminationStatus == 0)
             let line = try #require(String(data: data, encoding: .utf8)?.split(separator: "\n").first)
             #expect(line.contains(#""id":1"#) && line.contains(#""result""#), "\(line)")
+        }
+    }
+}
+
+/// Point 6: memory. What one uid's connections leave unread counts against one budget (`max-output-per-uid`), not
+/// only each connection's (`max-pending-output`): two connections of one user that stop reading, each under its
+/// own cap, together past the user's budget: the one whose output crossed it is disconnected, the other gets
+/// every answer.
+@Suite("One user's unread output", .serialized)
+struct UIDOutputTests {
+    @Test func twoConnectionsOfOneUserShareOneBudget() async throws {
+        try await withDaemon(["--max-pending-output", "4194304", "--max-output-per-uid", "5242880"]) { daemon, _ in
+            let first = try RawSocket(path: daemon.socketPath)
+            let status = #"{"jsonrpc":"2.0","id":1,"method":"daemon.status"}"# + "\n"
+            try first.send(status)
+            let one = try #require(try first.readObject())
+            let size = try JSONSerialization.data(withJSONObject: one).count + 1
+            // 3.5 MiB of answers each: under one connection's 4 MiB, together over the user's 5 MiB.
+            let count = (7 << 19) / size
+            let requests = String(repeating: status, count: count)
+            try first.send(requests)
+            let second = try RawSocket(path: daemon.socketPath)
+            try second.send(requests)
+            // Both grow at once (the daemon answers each in turn): the one whose answer crosses the budget goes.
+            let closed = try eventually("one of them is closed", timeout: 60) { () -> Int? in
+                if first.peerClosed(within: 0.05) { return 0 }
+                if second.peerClosed(within: 0.05) { return 1 }
+                return nil
+            }
+            let survivor = closed == 0 ? second : first
+            var answered = 0
+            while answered < count, let answer = try survivor.readObject() {
+                #expect(answer["result"] != nil)
+                answered += 1
+            }
+            #expect(answered == count, "the other connection got every answer")
+            #expect(daemon.isRunning)
         }
     }
 }

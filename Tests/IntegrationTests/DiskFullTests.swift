@@ -114,6 +114,65 @@ struct DiskFullTests {
         }
     }
 
+    /// The state directory is a 4 MiB tmpfs in the daemon's own mount namespace, with `state-min-free-space 2M`.
+    /// Filled to below that by something else, the calls that would add to the journal (task.create, a new
+    /// session, task.resume) are refused with `limitExceeded` in words, before the journal could meet ENOSPC,
+    /// while reads, pauses and cancels work; once the space is freed, everything goes on.
+    @Test(.enabled(if: DiskFullTests.canMountTmpfs, "needs unshare --mount and tmpfs mounts (root)"))
+    func belowTheStateFloorNewWorkIsRefusedAndTheRestGoesOn() async throws {
+        let origin = try await TestOrigin.start()
+        let daemon = try DaemonProcess(extraArgs: ["--state-min-free-space", "2M"], start: false)
+        let state = daemon.stateDir
+        daemon.launcher = ["/usr/bin/unshare", "--mount", "/bin/sh", "-c",
+                           "mkdir -p \"$0\" && mount -t tmpfs -o size=4m,mode=700 tmpfs \"$0\" && exec \"$@\"", state]
+        try await running(daemon, origin) {
+            try daemon.start()
+            let body = TestOrigin.randomBytes(count: 100_000, seed: 606)
+            origin.put("/f.bin", body)
+            let client = try daemon.client()
+            _ = try client.openSession("floor")
+            let kept = try client.createTask(TaskCreateParams(session: "floor", url: origin.url("/f.bin"), destination: "kept.bin"))
+            let other = try client.createTask(TaskCreateParams(session: "floor", url: origin.url("/f.bin"), destination: "other.bin"))
+            // Something else fills the state file system to 1 MiB free.
+            let filler = state + "/filler"
+            func inDaemon(_ args: [String]) throws -> Int32 {
+                try runTool("/usr/bin/nsenter", ["--target", String(daemon.pid), "--mount"] + args)
+            }
+            #expect(try inDaemon(["sh", "-c", "used=$(du -sk \"$0\" | cut -f1); dd if=/dev/zero of=\"$1\" bs=1k count=$((3072 - used)) 2>/dev/null", state, filler]) == 0)
+
+            func refused(_ body: () throws -> Any) {
+                do {
+                    _ = try body()
+                    Issue.record("accepted below the state floor")
+                } catch let error as HalfTunesClientError {
+                    #expect(error.rpcCode == .limitExceeded, "\(error)")
+                    #expect(error.description.contains("state-min-free-space (2097152)"), "\(error)")
+                } catch {
+                    Issue.record("\(error)")
+                }
+            }
+            refused { try client.createTask(TaskCreateParams(session: "floor", url: origin.url("/f.bin"), destination: "new.bin")) }
+            refused { try client.openSession("another") }
+            refused { try client.resume(kept.id) }
+            let cli = try ctl(["download", origin.url("/f.bin"), "--session", "floor"], socket: daemon.socketPath)
+            #expect(cli.status != 0 && cli.stderr.contains("state-min-free-space"), "\(cli.stderr)")
+            // Reads, a re-attach, a cancel and the journal go on.
+            #expect(try client.task(kept.id).state == .suspended)
+            #expect(try ctl(["list"], socket: daemon.socketPath).status == 0)
+            _ = try client.openSession("floor")
+            _ = try client.cancel(other.id)
+            #expect(try client.task(other.id).state == .canceled)
+
+            #expect(try inDaemon(["rm", filler]) == 0)
+            _ = try client.resume(kept.id)
+            let done = try client.waitFor(task: kept.id, state: .completed)
+            #expect(try sha256(ofFile: done.location!) == TestOrigin.sha256Hex(body))
+            _ = try client.openSession("another")
+            let later = try client.startTask(origin.url("/f.bin"), session: "another")
+            _ = try client.waitFor(task: later.id, state: .completed)
+        }
+    }
+
     // MARK: - Helpers
 
     /// Whether this process may mount a tmpfs in a private mount namespace.

@@ -95,3 +95,56 @@ struct PerUserDiskTests {
         }
     }
 }
+
+/// Issue 54, point 6: what the journal holds for one user is bounded (`max-journal-per-uid`). uid 65534's data
+/// tasks keep their bodies in the journal until their events are acknowledged; past the budget its next
+/// `task.create` is refused with `limitExceeded` in words, while nothing journaled is dropped and root's work
+/// goes on; acknowledging makes room again.
+@Suite("The journal's budget per user", .serialized)
+struct JournalBudgetTests {
+    static let nobody: (uid: UInt32, gid: UInt32) = (65534, 65534)
+
+    @Test(.enabled(if: getuid() == 0, "needs root to run the client as another uid"))
+    func aUserOverTheBudgetCreatesNoMoreUntilAcknowledging() async throws {
+        try await withDaemon(["--max-journal-per-uid", "100k"]) { daemon, origin in
+            chmod(daemon.dir.path, 0o711)
+            chmod(daemon.socketPath, 0o666)
+            chmod(daemon.downloadsDir, 0o711)
+            origin.put("/body.bin", TestOrigin.randomBytes(count: 40_000, seed: 5405))
+            func call(_ method: String, _ params: String) throws -> CLIResult {
+                try ctl(["call", method, params], socket: daemon.socketPath, asUser: Self.nobody)
+            }
+            func create() throws -> CLIResult {
+                try call("task.create", #"{"session":"bodies","kind":"data","url":"\#(origin.url("/body.bin"))","start":true}"#)
+            }
+            #expect(try call("session.open", #"{"identifier":"bodies"}"#).status == 0)
+            var created = 0
+            var refusal: CLIResult?
+            // Each body (~53 kB as base64) stays in the journal: from the third on the user is over 100 KiB, and
+            // a create is refused once the daemon reads the user's share again (at most a second later).
+            for _ in 0..<40 {
+                let r = try create()
+                if r.status != 0 { refusal = r; break }
+                created += 1
+                let id = try #require(try JSONParser.parse(Array(r.stdout.utf8))["id"].flatMap { if case .int(let v) = $0 { v } else { nil } })
+                try eventually("data task \(id) completed") {
+                    let shown = try call("task.get", #"{"id":\#(id)}"#)
+                    return shown.stdout.contains(#""state":"completed""#) ? true : nil
+                }
+            }
+            let refused = try #require(refusal, "a create was refused")
+            #expect(created >= 2, "\(created)")
+            #expect(refused.stdout.contains("-32009") && refused.stdout.contains("max-journal-per-uid (102400)"), "\(refused.stdout)")
+            // Root (the daemon's own user) is not limited.
+            let client = try daemon.client()
+            let rootTask = try client.startDownload(origin.url("/body.bin"))
+            _ = try client.waitFor(task: rootTask.id, state: .completed)
+            // Acknowledging the user's events takes the bodies out: room again (after the share is read anew).
+            let session = try call("session.open", #"{"identifier":"bodies"}"#)
+            let last = try #require(try JSONParser.parse(Array(session.stdout.utf8))["session"]?["lastEventSeq"])
+            guard case .int(let through) = last else { throw TestFailure("no lastEventSeq: \(session.stdout)") }
+            #expect(try call("events.ack", #"{"session":"bodies","through":\#(through)}"#).status == 0)
+            try eventually("a create is taken again") { try create().status == 0 ? true : nil }
+        }
+    }
+}

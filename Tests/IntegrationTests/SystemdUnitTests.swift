@@ -142,7 +142,8 @@ struct SystemdUnitTests {
             // A value that differs from the default shows the file was read.
             return key == "max-concurrent" ? "max-concurrent = 3" : String(line.dropFirst())
         }
-        #expect(keys == ["socket", "state-dir", "downloads-dir", "max-concurrent", "log-level", "exit-when-idle", "min-free-space", "max-disk-per-uid", "proxy",
+        #expect(keys == ["socket", "state-dir", "downloads-dir", "max-concurrent", "log-level", "exit-when-idle", "min-free-space", "max-disk-per-uid", "state-min-free-space",
+                         "max-journal-per-uid", "proxy",
                          "proxy-bypass"])
         let dir = try TempDir()
         defer { dir.remove() }

@@ -17,8 +17,12 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var exitWhenIdle: Double?
     public var checkpointInterval: Double
     public var minFreeSpace: FreeSpaceFloor
+    /// `state-min-free-space`, else `min-free-space`.
+    public var stateMinFreeSpace: FreeSpaceFloor
     public var maxDiskPerUID: DiskLimit
+    public var maxJournalPerUID: DiskLimit
     public var maxPendingOutput: Int
+    public var maxOutputPerUID: Int
     public var clientTimeout: Double
     public var maxConnectionsPerUID: Int
     public var maxTasksPerSession: Int
@@ -61,8 +65,11 @@ public struct ResolvedSettings: Sendable, Equatable {
         exitWhenIdle = s.exitWhenIdle.flatMap { $0 > 0 ? $0 : nil }
         checkpointInterval = s.checkpointInterval ?? Self.defaultCheckpointInterval
         minFreeSpace = s.minFreeSpace ?? .automatic
+        stateMinFreeSpace = s.stateMinFreeSpace ?? minFreeSpace
         maxDiskPerUID = s.maxDiskPerUID ?? .standard
+        maxJournalPerUID = s.maxJournalPerUID ?? DaemonConfiguration.defaultMaxJournalPerUID
         maxPendingOutput = s.maxPendingOutput ?? Self.defaultMaxPendingOutput
+        maxOutputPerUID = s.maxOutputPerUID ?? DaemonConfiguration.defaultMaxOutputPerUID
         clientTimeout = s.clientTimeout ?? Self.defaultClientTimeout
         maxConnectionsPerUID = s.maxConnectionsPerUID ?? Self.defaultMaxConnectionsPerUID
         maxTasksPerSession = s.maxTasksPerSession ?? Self.defaultMaxTasksPerSession
@@ -83,10 +90,13 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.socketGroup = socketGroup.flatMap(SocketGroup.gid(of:))
         config.checkpointInterval = checkpointInterval
         config.minFreeSpace = minFreeSpace
+        config.stateMinFreeSpace = stateMinFreeSpace
         config.maxDiskPerUID = maxDiskPerUID
+        config.maxJournalPerUID = maxJournalPerUID
         config.maxConnectionsPerHost = maxConnectionsPerHost
         config.bandwidthLimit = bandwidthLimit
         config.maxPendingOutputBytes = maxPendingOutput
+        config.maxOutputPerUID = maxOutputPerUID
         config.clientTimeout = clientTimeout
         config.maxConnectionsPerUID = maxConnectionsPerUID
         config.maxTasksPerSession = maxTasksPerSession
@@ -115,8 +125,11 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.exitWhenIdle = exitWhenIdle ?? 0
         s.checkpointInterval = checkpointInterval
         s.minFreeSpace = minFreeSpace
+        s.stateMinFreeSpace = stateMinFreeSpace
         s.maxDiskPerUID = maxDiskPerUID
+        s.maxJournalPerUID = maxJournalPerUID
         s.maxPendingOutput = maxPendingOutput
+        s.maxOutputPerUID = maxOutputPerUID
         s.clientTimeout = clientTimeout
         s.maxConnectionsPerUID = maxConnectionsPerUID
         s.maxTasksPerSession = maxTasksPerSession

@@ -21,9 +21,15 @@ public struct DaemonSettings: Sendable, Equatable {
     public var checkpointInterval: Double?
     /// Free space downloads leave on their file system: `auto`, bytes or a percentage.
     public var minFreeSpace: FreeSpaceFloor?
+    /// Free space the journal's calls leave on the state directory's file system (nil: `minFreeSpace`).
+    public var stateMinFreeSpace: FreeSpaceFloor?
     /// Bytes each other user's partial files may hold: `unlimited`, bytes or a percentage.
     public var maxDiskPerUID: DiskLimit?
+    /// Bytes the journal may hold for each other user: `unlimited`, bytes or a percentage of the state file system.
+    public var maxJournalPerUID: DiskLimit?
     public var maxPendingOutput: Int?
+    /// Unsent output all of one uid's connections may hold together.
+    public var maxOutputPerUID: Int?
     /// Seconds a client may leave the daemon's output unread before it is disconnected.
     public var clientTimeout: Double?
     /// Control connections one uid may hold at once.
@@ -70,8 +76,11 @@ public struct DaemonSettings: Sendable, Equatable {
         case .exitWhenIdle: return exitWhenIdle.map { "\($0)" }
         case .checkpointInterval: return checkpointInterval.map { "\($0)" }
         case .minFreeSpace: return minFreeSpace?.description
+        case .stateMinFreeSpace: return stateMinFreeSpace?.description
         case .maxDiskPerUID: return maxDiskPerUID?.description
+        case .maxJournalPerUID: return maxJournalPerUID?.description
         case .maxPendingOutput: return maxPendingOutput.map(String.init)
+        case .maxOutputPerUID: return maxOutputPerUID.map(String.init)
         case .clientTimeout: return clientTimeout.map { "\($0)" }
         case .maxConnectionsPerUID: return maxConnectionsPerUID.map(String.init)
         case .maxTasksPerSession: return maxTasksPerSession.map(String.init)
@@ -106,8 +115,11 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case exitWhenIdle = "exit-when-idle"
     case checkpointInterval = "checkpoint-interval"
     case minFreeSpace = "min-free-space"
+    case stateMinFreeSpace = "state-min-free-space"
     case maxDiskPerUID = "max-disk-per-uid"
+    case maxJournalPerUID = "max-journal-per-uid"
     case maxPendingOutput = "max-pending-output"
+    case maxOutputPerUID = "max-output-per-uid"
     case clientTimeout = "client-timeout"
     case maxConnectionsPerUID = "max-connections-per-uid"
     case maxTasksPerSession = "max-tasks-per-session"
@@ -160,13 +172,13 @@ public enum SettingKey: String, CaseIterable, Sendable {
             settings.exitWhenIdle = try Self.seconds(text, allowZero: true, max: 7 * 24 * 3600)
         case .checkpointInterval:
             settings.checkpointInterval = try Self.seconds(text, allowZero: false, max: 60)
-        case .minFreeSpace:
+        case .minFreeSpace, .stateMinFreeSpace:
             guard let floor = FreeSpaceFloor.parse(text) else {
                 throw SettingValueError(message: "must be auto (1G or 5% of the file system, whichever is less), 0 (none), a "
                     + "size with an optional k, M, G or T suffix (powers of 1024), e.g. 2G, or a percentage up to 50, "
                     + "e.g. 10% (got '\(text)')\(Self.commentHint(text))")
             }
-            settings.minFreeSpace = floor
+            if self == .minFreeSpace { settings.minFreeSpace = floor } else { settings.stateMinFreeSpace = floor }
         case .maxDiskPerUID:
             guard let limit = DiskLimit.parse(text) else {
                 throw SettingValueError(message: "must be unlimited, a size above 0 with an optional k, M, G or T suffix (powers "
@@ -174,7 +186,15 @@ public enum SettingKey: String, CaseIterable, Sendable {
                     + "'\(text)')\(Self.commentHint(text))")
             }
             settings.maxDiskPerUID = limit
+        case .maxJournalPerUID:
+            guard let limit = DiskLimit.parse(text) else {
+                throw SettingValueError(message: "must be unlimited, a size above 0 with an optional k, M, G or T suffix (powers "
+                    + "of 1024), e.g. 1G, or a percentage of the state directory's file system up to 100, e.g. 5% (got "
+                    + "'\(text)')\(Self.commentHint(text))")
+            }
+            settings.maxJournalPerUID = limit
         case .maxPendingOutput: settings.maxPendingOutput = try Self.integer(text, in: 4096...(1 << 40))
+        case .maxOutputPerUID: settings.maxOutputPerUID = try Self.integer(text, in: 4096...(1 << 40))
         case .clientTimeout: settings.clientTimeout = try Self.seconds(text, allowZero: false, max: 24 * 3600)
         case .maxConnectionsPerUID: settings.maxConnectionsPerUID = try Self.integer(text, in: 1...100_000)
         case .maxTasksPerSession: settings.maxTasksPerSession = try Self.integer(text, in: 1...10_000_000)
@@ -217,8 +237,11 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .exitWhenIdle: if let v = source.exitWhenIdle { target.exitWhenIdle = v }
         case .checkpointInterval: if let v = source.checkpointInterval { target.checkpointInterval = v }
         case .minFreeSpace: if let v = source.minFreeSpace { target.minFreeSpace = v }
+        case .stateMinFreeSpace: if let v = source.stateMinFreeSpace { target.stateMinFreeSpace = v }
         case .maxDiskPerUID: if let v = source.maxDiskPerUID { target.maxDiskPerUID = v }
+        case .maxJournalPerUID: if let v = source.maxJournalPerUID { target.maxJournalPerUID = v }
         case .maxPendingOutput: if let v = source.maxPendingOutput { target.maxPendingOutput = v }
+        case .maxOutputPerUID: if let v = source.maxOutputPerUID { target.maxOutputPerUID = v }
         case .clientTimeout: if let v = source.clientTimeout { target.clientTimeout = v }
         case .maxConnectionsPerUID: if let v = source.maxConnectionsPerUID { target.maxConnectionsPerUID = v }
         case .maxTasksPerSession: if let v = source.maxTasksPerSession { target.maxTasksPerSession = v }

@@ -65,8 +65,12 @@ final class DaemonProcess: @unchecked Sendable {
         try waitUntilReady()
     }
 
-    /// Starts the process without waiting for it to answer.
+    /// Starts the process without waiting for it to answer. Refused while the last one runs: a second daemon
+    /// would be left behind after the test (and the first would answer `waitUntilReady` for it).
     func launch() throws {
+        if let p = process, p.isRunning {
+            throw TestFailure("halftunesd (pid \(p.processIdentifier)) is still running: stop it (terminate, kill9) before starting another")
+        }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: launcher.first ?? Binaries.daemon)
         p.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [Binaries.daemon])
