@@ -252,9 +252,11 @@ int htd_bus_notify(sd_bus *bus, htd_actions *q, const char *app_name, const char
 
 int htd_bus_has_capability(sd_bus *bus, const char *capability) {
     sd_bus_error e = SD_BUS_ERROR_NULL;
-    sd_bus_message *reply = NULL;
-    int r = sd_bus_call_method(bus, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
-                               "org.freedesktop.Notifications", "GetCapabilities", &e, &reply, "");
+    sd_bus_message *m = NULL, *reply = NULL;
+    int r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                                           "org.freedesktop.Notifications", "GetCapabilities");
+    // As for Notify: a server that hangs holds the poster 5 s at most.
+    if (r >= 0) r = sd_bus_call(bus, m, 5 * 1000 * 1000, &e, &reply);
     int found = 0;
     if (r >= 0) r = sd_bus_message_enter_container(reply, 'a', "s");
     while (r >= 0) {
@@ -264,6 +266,7 @@ int htd_bus_has_capability(sd_bus *bus, const char *capability) {
         if (name && strcmp(name, capability) == 0) found = 1;
     }
     sd_bus_error_free(&e);
+    sd_bus_message_unref(m);
     sd_bus_message_unref(reply);
     return r < 0 ? r : found;
 }

@@ -42,7 +42,9 @@ final class UIDOutput: Sendable {
     func charge(_ uid: UInt32, _ bytes: Int, holding: Int) -> Bool {
         held.withLockedValue { h in
             let now = h[uid, default: 0]
-            guard now + bytes <= maxPerUID else {
+            // One line is let through when the uid holds nothing else (a data task's body may be larger than a
+            // small budget).
+            guard now + bytes <= maxPerUID || now == 0 else {
                 let left = now - holding
                 h[uid] = left > 0 ? left : nil
                 return false

@@ -17,7 +17,10 @@ extension DaemonCore {
         let name = SessionNames.name(of: id)
         if let problem = Self.identifierProblem(name) { throw RPCError.invalidParams(problem) }
         // Re-attaching writes nothing; creating or reconfiguring writes the session's row.
-        if state.sessions[id] == nil || p.configuration != nil { try checkStateSpace("session.open") }
+        if state.sessions[id] == nil || p.configuration != nil {
+            try checkStateSpace("session.open")
+            try await checkJournalShare(uid: owner, method: "session.open")
+        }
         let config = try resolve(p.configuration, owner: owner, session: name, stored: state.sessions[id]?.record.configuration)
         if let unit = config.launchUnit, UnitName.resolve(unit, session: name).utf8.count > UnitName.maxLength {
             throw RPCError.invalidParams("configuration.launchUnit: '\(unit)' with this session's escaped identifier as its "
@@ -508,7 +511,7 @@ extension DaemonCore {
     /// Refuses new tasks of a uid whose sessions already hold all `max-journal-per-uid` allows (root and the
     /// daemon's own user are not limited). What is journaled is never dropped: acknowledging events, a data task's
     /// body taken, finished tasks deleted after their retention make room again.
-    func checkJournalShare(uid: UInt32) async throws(RPCError) {
+    func checkJournalShare(uid: UInt32, method: String = "task.create") async throws(RPCError) {
         guard !state.diskExempt.contains(uid) else { return }
         var fs = statvfs()
         let total = statvfs(configuration.stateDirectory, &fs) == 0 ? fileSystemSize(fs).total : 0
@@ -523,8 +526,24 @@ extension DaemonCore {
             journalShares.read[uid] = (bytes, now)
         }
         guard bytes >= limit else { return }
-        throw RPCError(.limitExceeded, "uid \(uid)'s sessions hold \(bytes) bytes in the journal (unacknowledged "
+        throw RPCError(.limitExceeded, "\(method) is refused: uid \(uid)'s sessions hold \(bytes) bytes in the journal (unacknowledged "
             + "events, data-task bodies, finished tasks kept), all that max-journal-per-uid (\(configuration.maxJournalPerUID)) "
             + "allows: acknowledge events (events.ack), or let finished tasks go (finishedTaskRetention), to create more")
+    }
+}
+
+extension DaemonCore {
+    /// Adds a new task's row, and the most its response may keep, to the cached share of `owner`.
+    func noteJournaled(_ record: TaskRecord, owner: UInt32) {
+        guard var last = journalShares.read[owner] else { return }
+        var bytes = record.url.utf8.count + record.destination.utf8.count + record.partialPath.utf8.count
+            + (record.description?.utf8.count ?? 0) + record.headers.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+        if record.kind == TaskKind.data.rawValue {
+            let body = min(max(record.maxResponseBytes ?? ResponseLimit.dataDefaultBytes, 0), ResponseLimit.dataDefaultBytes)
+            bytes += Int(body) / 3 * 4
+        }
+        let (sum, overflow) = last.bytes.addingReportingOverflow(Int64(bytes))
+        last.bytes = overflow ? .max : sum
+        journalShares.read[owner] = last
     }
 }

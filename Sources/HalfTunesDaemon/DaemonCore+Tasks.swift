@@ -231,6 +231,9 @@ extension DaemonCore {
         }
         feedAndRun(.createsJournaled(ids, failed: false))
         for (index, (record, _)) in zip(pending, stored) {
+            // Counted at once toward the owner's share until it is read again: the row, and the body a data task
+            // may yet keep (base64), so a burst of creates cannot pass the budget by more than the burst.
+            noteJournaled(record, owner: given[index].1.uid)
             logger.info("task created", metadata: ["task": "\(record.id!)", "session": "\(record.session)",
                                                    "url": "\(record.url)", "kind": "\(record.kind)"])
             let id = record.id!

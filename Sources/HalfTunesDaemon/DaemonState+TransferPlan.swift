@@ -70,7 +70,12 @@ extension DaemonState {
             .sorted { $0.key < $1.key }.map { TransferPlan.Header(name: $0.key, value: $0.value) }
         let origin = HTTPAuthentication.origin(r.url)
         let own = r.credentials.map { [OriginCredentials(origin: origin, user: $0.user, password: $0.password)] } ?? []
-        let credentials = own + (config.credentials ?? []).filter { $0.origin != nil }
+        // A task's own credentials answer its origin whatever the realm: the session's for it (a realm's would be
+        // chosen first) stand aside.
+        let credentials = own + (config.credentials ?? []).filter { entry in
+            guard let named = entry.origin else { return false }
+            return own.isEmpty || HTTPAuthentication.origin(named) != origin
+        }
         let covered = credentials.contains { $0.origin.map(HTTPAuthentication.origin) == origin }
         var plan = TransferPlan(
             taskID: id, kind: kind, url: r.url,

@@ -274,8 +274,8 @@ enum JournalSchema {
             WHERE json_type(configuration, '$.credentials') = 'object';
         """
 
-    /// Issue 54: what the journal holds for each session, in bytes (its events' JSON, its tasks' text columns:
-    /// a data task's body, a server's headers, errors), kept by triggers so a uid's total is one small read
+    /// Issue 54: what the journal holds for each session, in bytes (its configuration, its events' JSON, its tasks'
+    /// text columns: a data task's body, a server's headers, errors; UTF-8 bytes, not characters), kept by triggers so a uid's total is one small read
     /// (`Journal.journaledBytes(uid:)`, for `max-journal-per-uid`). A checkpoint's narrow update fires none.
     static let v16 = """
         CREATE TABLE session_bytes (
@@ -284,38 +284,50 @@ enum JournalSchema {
         ) WITHOUT ROWID;
         INSERT INTO session_bytes (session, bytes)
             SELECT session, SUM(b) FROM (
-                SELECT session, length(json) AS b FROM events
+                SELECT identifier AS session, length(CAST(configuration AS BLOB)) AS b FROM sessions
                 UNION ALL
-                SELECT t.session, length(t.url) + length(t.destination) + length(t.partial_path) + ifnull(length(t.current_url), 0) + ifnull(length(t.location), 0) + ifnull(length(t.headers), 0) + ifnull(length(t.description), 0) + ifnull(length(t.response), 0) + ifnull(length(t.error), 0) + ifnull(length(t.waiting_reason), 0) + ifnull(length(t.file), 0) + ifnull(length(t.suggested_filename), 0) + ifnull(length(t.credentials), 0) AS b FROM tasks t
+                SELECT session, length(CAST(json AS BLOB)) AS b FROM events
+                UNION ALL
+                SELECT t.session, length(CAST(t.url AS BLOB)) + length(CAST(t.destination AS BLOB)) + length(CAST(t.partial_path AS BLOB)) + ifnull(length(CAST(t.current_url AS BLOB)), 0) + ifnull(length(CAST(t.location AS BLOB)), 0) + ifnull(length(CAST(t.headers AS BLOB)), 0) + ifnull(length(CAST(t.description AS BLOB)), 0) + ifnull(length(CAST(t.response AS BLOB)), 0) + ifnull(length(CAST(t.error AS BLOB)), 0) + ifnull(length(CAST(t.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(t.file AS BLOB)), 0) + ifnull(length(CAST(t.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(t.credentials AS BLOB)), 0) AS b FROM tasks t
             ) GROUP BY session;
-        CREATE TRIGGER session_bytes_event_insert AFTER INSERT ON events
+        CREATE TRIGGER session_bytes_session_insert AFTER INSERT ON sessions
         BEGIN
-            INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(NEW.json))
+            INSERT INTO session_bytes (session, bytes) VALUES (NEW.identifier, length(CAST(NEW.configuration AS BLOB)))
                 ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
         END;
-        CREATE TRIGGER session_bytes_event_delete AFTER DELETE ON events
+        CREATE TRIGGER session_bytes_session_update AFTER UPDATE OF configuration ON sessions
         BEGIN
-            UPDATE session_bytes SET bytes = bytes - length(OLD.json) WHERE session = OLD.session;
-        END;
-        CREATE TRIGGER session_bytes_task_insert AFTER INSERT ON tasks
-        BEGIN
-            INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(NEW.url) + length(NEW.destination) + length(NEW.partial_path) + ifnull(length(NEW.current_url), 0) + ifnull(length(NEW.location), 0) + ifnull(length(NEW.headers), 0) + ifnull(length(NEW.description), 0) + ifnull(length(NEW.response), 0) + ifnull(length(NEW.error), 0) + ifnull(length(NEW.waiting_reason), 0) + ifnull(length(NEW.file), 0) + ifnull(length(NEW.suggested_filename), 0) + ifnull(length(NEW.credentials), 0))
-                ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
-        END;
-        CREATE TRIGGER session_bytes_task_delete AFTER DELETE ON tasks
-        BEGIN
-            UPDATE session_bytes SET bytes = bytes - (length(OLD.url) + length(OLD.destination) + length(OLD.partial_path) + ifnull(length(OLD.current_url), 0) + ifnull(length(OLD.location), 0) + ifnull(length(OLD.headers), 0) + ifnull(length(OLD.description), 0) + ifnull(length(OLD.response), 0) + ifnull(length(OLD.error), 0) + ifnull(length(OLD.waiting_reason), 0) + ifnull(length(OLD.file), 0) + ifnull(length(OLD.suggested_filename), 0) + ifnull(length(OLD.credentials), 0)) WHERE session = OLD.session;
-        END;
-        CREATE TRIGGER session_bytes_task_update AFTER UPDATE OF url, destination, partial_path, current_url, location,
-            headers, description, response, error, waiting_reason, file, suggested_filename, credentials ON tasks
-        BEGIN
-            UPDATE session_bytes SET bytes = bytes - (length(OLD.url) + length(OLD.destination) + length(OLD.partial_path) + ifnull(length(OLD.current_url), 0) + ifnull(length(OLD.location), 0) + ifnull(length(OLD.headers), 0) + ifnull(length(OLD.description), 0) + ifnull(length(OLD.response), 0) + ifnull(length(OLD.error), 0) + ifnull(length(OLD.waiting_reason), 0) + ifnull(length(OLD.file), 0) + ifnull(length(OLD.suggested_filename), 0) + ifnull(length(OLD.credentials), 0)) WHERE session = OLD.session;
-            INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(NEW.url) + length(NEW.destination) + length(NEW.partial_path) + ifnull(length(NEW.current_url), 0) + ifnull(length(NEW.location), 0) + ifnull(length(NEW.headers), 0) + ifnull(length(NEW.description), 0) + ifnull(length(NEW.response), 0) + ifnull(length(NEW.error), 0) + ifnull(length(NEW.waiting_reason), 0) + ifnull(length(NEW.file), 0) + ifnull(length(NEW.suggested_filename), 0) + ifnull(length(NEW.credentials), 0))
-                ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
+            UPDATE session_bytes SET bytes = bytes - length(CAST(OLD.configuration AS BLOB))
+                + length(CAST(NEW.configuration AS BLOB)) WHERE session = NEW.identifier;
         END;
         CREATE TRIGGER session_bytes_session_delete AFTER DELETE ON sessions
         BEGIN
             DELETE FROM session_bytes WHERE session = OLD.identifier;
+        END;
+        CREATE TRIGGER session_bytes_event_insert AFTER INSERT ON events
+        BEGIN
+            INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(CAST(NEW.json AS BLOB)))
+                ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
+        END;
+        CREATE TRIGGER session_bytes_event_delete AFTER DELETE ON events
+        BEGIN
+            UPDATE session_bytes SET bytes = bytes - length(CAST(OLD.json AS BLOB)) WHERE session = OLD.session;
+        END;
+        CREATE TRIGGER session_bytes_task_insert AFTER INSERT ON tasks
+        BEGIN
+            INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(CAST(NEW.url AS BLOB)) + length(CAST(NEW.destination AS BLOB)) + length(CAST(NEW.partial_path AS BLOB)) + ifnull(length(CAST(NEW.current_url AS BLOB)), 0) + ifnull(length(CAST(NEW.location AS BLOB)), 0) + ifnull(length(CAST(NEW.headers AS BLOB)), 0) + ifnull(length(CAST(NEW.description AS BLOB)), 0) + ifnull(length(CAST(NEW.response AS BLOB)), 0) + ifnull(length(CAST(NEW.error AS BLOB)), 0) + ifnull(length(CAST(NEW.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(NEW.file AS BLOB)), 0) + ifnull(length(CAST(NEW.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(NEW.credentials AS BLOB)), 0))
+                ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
+        END;
+        CREATE TRIGGER session_bytes_task_delete AFTER DELETE ON tasks
+        BEGIN
+            UPDATE session_bytes SET bytes = bytes - (length(CAST(OLD.url AS BLOB)) + length(CAST(OLD.destination AS BLOB)) + length(CAST(OLD.partial_path AS BLOB)) + ifnull(length(CAST(OLD.current_url AS BLOB)), 0) + ifnull(length(CAST(OLD.location AS BLOB)), 0) + ifnull(length(CAST(OLD.headers AS BLOB)), 0) + ifnull(length(CAST(OLD.description AS BLOB)), 0) + ifnull(length(CAST(OLD.response AS BLOB)), 0) + ifnull(length(CAST(OLD.error AS BLOB)), 0) + ifnull(length(CAST(OLD.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(OLD.file AS BLOB)), 0) + ifnull(length(CAST(OLD.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(OLD.credentials AS BLOB)), 0)) WHERE session = OLD.session;
+        END;
+        CREATE TRIGGER session_bytes_task_update AFTER UPDATE OF url, destination, partial_path, current_url, location,
+            headers, description, response, error, waiting_reason, file, suggested_filename, credentials ON tasks
+        BEGIN
+            UPDATE session_bytes SET bytes = bytes - (length(CAST(OLD.url AS BLOB)) + length(CAST(OLD.destination AS BLOB)) + length(CAST(OLD.partial_path AS BLOB)) + ifnull(length(CAST(OLD.current_url AS BLOB)), 0) + ifnull(length(CAST(OLD.location AS BLOB)), 0) + ifnull(length(CAST(OLD.headers AS BLOB)), 0) + ifnull(length(CAST(OLD.description AS BLOB)), 0) + ifnull(length(CAST(OLD.response AS BLOB)), 0) + ifnull(length(CAST(OLD.error AS BLOB)), 0) + ifnull(length(CAST(OLD.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(OLD.file AS BLOB)), 0) + ifnull(length(CAST(OLD.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(OLD.credentials AS BLOB)), 0)) WHERE session = OLD.session;
+            INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(CAST(NEW.url AS BLOB)) + length(CAST(NEW.destination AS BLOB)) + length(CAST(NEW.partial_path AS BLOB)) + ifnull(length(CAST(NEW.current_url AS BLOB)), 0) + ifnull(length(CAST(NEW.location AS BLOB)), 0) + ifnull(length(CAST(NEW.headers AS BLOB)), 0) + ifnull(length(CAST(NEW.description AS BLOB)), 0) + ifnull(length(CAST(NEW.response AS BLOB)), 0) + ifnull(length(CAST(NEW.error AS BLOB)), 0) + ifnull(length(CAST(NEW.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(NEW.file AS BLOB)), 0) + ifnull(length(CAST(NEW.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(NEW.credentials AS BLOB)), 0))
+                ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
         END;
         """
 }

@@ -80,12 +80,7 @@ import Testing
     @Test func aSessionsCredentialsWithoutAnOriginAreKeptAsAnEntryWithoutOne() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
-            var migrator = DatabaseMigrator()
-            for m in JournalSchema.migrations.prefix(14) {
-                migrator.registerMigration(m.identifier) { db in try db.execute(sql: m.sql) }
-            }
-            let queue = try DatabaseQueue(path: path)
-            try migrator.migrate(queue)
+            let queue = try Self.journal(at: path, migratedThrough: 14)
             try queue.write { db in
                 for (name, config) in [
                     ("old", #"{"credentials":{"user":"alice","password":"s3cret"},"headers":{}}"#),
@@ -113,12 +108,7 @@ import Testing
     @Test func whatTheJournalHoldsForEachUIDIsKeptByTriggers() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
-            var migrator = DatabaseMigrator()
-            for m in JournalSchema.migrations.prefix(15) {
-                migrator.registerMigration(m.identifier) { db in try db.execute(sql: m.sql) }
-            }
-            let queue = try DatabaseQueue(path: path)
-            try migrator.migrate(queue)
+            let queue = try Self.journal(at: path, migratedThrough: 15)
             try queue.write { db in
                 try db.execute(sql: "INSERT INTO sessions (identifier, uid, configuration, state, created_at, acked_through, last_event_seq) VALUES ('1000/old', 1000, '{}', 'active', 1, 0, 0)")
                 try db.execute(sql: "INSERT INTO events (session, task, type, created_at, json) VALUES ('1000/old', NULL, 'x', 1, ?)",
@@ -127,16 +117,23 @@ import Testing
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(try journal.journaledBytes(uid: 1000) == 500, "summed at migration")
+            #expect(try journal.journaledBytes(uid: 1000) == 502, "summed at migration: the event and the configuration")
             var other = Sample.session("2000/s")
             other.uid = 2000
             try journal.upsertSession(other)
-            #expect(try journal.journaledBytes(uid: 2000) == 0)
+            let configuration = try journal.journaledBytes(uid: 2000)
+            #expect(configuration > 50 && configuration < 300, "the configuration counts: \(configuration)")
+            other.configuration.headers = ["X-Big": String(repeating: "h", count: 2000)]
+            try journal.upsertSession(other)
+            #expect(try journal.journaledBytes(uid: 2000) > configuration + 1900, "a reconfiguration counts anew")
+            other.configuration.headers = [:]
+            try journal.upsertSession(other)
+            let base = try journal.journaledBytes(uid: 2000)
             var t = Sample.task(session: "2000/s")
-            t.description = String(repeating: "d", count: 1000)
+            t.description = String(repeating: "é", count: 500) // 1000 bytes of UTF-8
             let (stored, _) = try journal.insertTask(t, events: [])
             let row = try journal.journaledBytes(uid: 2000)
-            #expect(row > 1000 && row < 1300, "\(row)")
+            #expect(row - base > 1000 && row - base < 1300, "\(row - base)")
             var updated = stored
             updated.response = TaskResponse(status: 200, headers: [], body: String(repeating: "b", count: 4000), bodyBytes: 3000, truncated: false)
             _ = try journal.updateTask(updated, events: [])
@@ -144,11 +141,24 @@ import Testing
             updated.response = nil
             _ = try journal.updateTask(updated, events: [])
             #expect(try journal.journaledBytes(uid: 2000) == row)
-            #expect(try journal.journaledBytes(uid: 1000) == 500, "another uid's share is its own")
+            #expect(try journal.journaledBytes(uid: 1000) == 502, "another uid's share is its own")
             _ = try journal.ack(session: "1000/old", through: 1)
-            #expect(try journal.journaledBytes(uid: 1000) == 0)
+            #expect(try journal.journaledBytes(uid: 1000) == 2)
+            try journal.deleteSession("2000/s")
+            #expect(try journal.journaledBytes(uid: 2000) == 0, "a session's delete takes its share with it")
             try journal.close()
         }
+    }
+
+    /// A journal as the daemon of migration `count` left it.
+    static func journal(at path: String, migratedThrough count: Int) throws -> DatabaseQueue {
+        var migrator = DatabaseMigrator()
+        for m in JournalSchema.migrations.prefix(count) {
+            migrator.registerMigration(m.identifier) { db in try db.execute(sql: m.sql) }
+        }
+        let queue = try DatabaseQueue(path: path)
+        try migrator.migrate(queue)
+        return queue
     }
 
     @Test func createsTheFileReadableOnlyByItsOwner() throws {

@@ -179,20 +179,14 @@ public enum SettingKey: String, CaseIterable, Sendable {
                     + "e.g. 10% (got '\(text)')\(Self.commentHint(text))")
             }
             if self == .minFreeSpace { settings.minFreeSpace = floor } else { settings.stateMinFreeSpace = floor }
-        case .maxDiskPerUID:
+        case .maxDiskPerUID, .maxJournalPerUID:
+            let (files, example) = self == .maxDiskPerUID ? ("downloads", "20%") : ("state directory's", "5%")
             guard let limit = DiskLimit.parse(text) else {
                 throw SettingValueError(message: "must be unlimited, a size above 0 with an optional k, M, G or T suffix (powers "
-                    + "of 1024), e.g. 50G, or a percentage of the downloads file system up to 100, e.g. 20% (got "
+                    + "of 1024), e.g. 50G, or a percentage of the \(files) file system up to 100, e.g. \(example) (got "
                     + "'\(text)')\(Self.commentHint(text))")
             }
-            settings.maxDiskPerUID = limit
-        case .maxJournalPerUID:
-            guard let limit = DiskLimit.parse(text) else {
-                throw SettingValueError(message: "must be unlimited, a size above 0 with an optional k, M, G or T suffix (powers "
-                    + "of 1024), e.g. 1G, or a percentage of the state directory's file system up to 100, e.g. 5% (got "
-                    + "'\(text)')\(Self.commentHint(text))")
-            }
-            settings.maxJournalPerUID = limit
+            if self == .maxDiskPerUID { settings.maxDiskPerUID = limit } else { settings.maxJournalPerUID = limit }
         case .maxPendingOutput: settings.maxPendingOutput = try Self.integer(text, in: 4096...(1 << 40))
         case .maxOutputPerUID: settings.maxOutputPerUID = try Self.integer(text, in: 4096...(1 << 40))
         case .clientTimeout: settings.clientTimeout = try Self.seconds(text, allowZero: false, max: 24 * 3600)
