@@ -19,7 +19,8 @@ extension DaemonCore {
         // Re-attaching writes nothing; creating or reconfiguring writes the session's row.
         if state.sessions[id] == nil || p.configuration != nil {
             try checkStateSpace("session.open")
-            try await checkJournalShare(uid: owner, method: "session.open")
+            // The share as last read (task.create reads it): a session's row waits for no read of its own.
+            try await checkJournalShare(uid: owner, method: "session.open", reading: false)
         }
         let config = try resolve(p.configuration, owner: owner, session: name, stored: state.sessions[id]?.record.configuration)
         if let unit = config.launchUnit, UnitName.resolve(unit, session: name).utf8.count > UnitName.maxLength {
@@ -511,7 +512,7 @@ extension DaemonCore {
     /// Refuses new tasks of a uid whose sessions already hold all `max-journal-per-uid` allows (root and the
     /// daemon's own user are not limited). What is journaled is never dropped: acknowledging events, a data task's
     /// body taken, finished tasks deleted after their retention make room again.
-    func checkJournalShare(uid: UInt32, method: String = "task.create") async throws(RPCError) {
+    func checkJournalShare(uid: UInt32, method: String = "task.create", reading: Bool = true) async throws(RPCError) {
         guard !state.diskExempt.contains(uid) else { return }
         var fs = statvfs()
         let total = statvfs(configuration.stateDirectory, &fs) == 0 ? fileSystemSize(fs).total : 0
@@ -519,8 +520,10 @@ extension DaemonCore {
         guard let limit = configuration.maxJournalPerUID.bytes(ofFileSystemSize: total) else { return }
         let now = clock()
         var bytes: Int64
-        if let last = journalShares.read[uid], now - last.at < JournalShares.maxAge {
+        if let last = journalShares.read[uid], now - last.at < JournalShares.maxAge || !reading {
             bytes = last.bytes
+        } else if !reading {
+            return
         } else {
             bytes = try await nonblocking { try $0.journaledBytes(uid: uid) }
             journalShares.read[uid] = (bytes, now)
