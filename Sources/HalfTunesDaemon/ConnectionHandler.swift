@@ -15,6 +15,8 @@ struct ClientLimits: Sendable {
     var quota: ConnectionQuota
     /// Unsent output of all of a uid's connections together.
     var output: UIDOutput
+    /// Requests read and not yet answered of all of a uid's connections together.
+    var input: UIDInput
     /// Subscriptions one connection may hold.
     var maxSubscriptions: Int
     /// Group of a socket file the daemon binds itself.
@@ -25,6 +27,7 @@ struct ClientLimits: Sendable {
         stallTimeout = .nanoseconds(Seconds.nanoseconds(config.clientTimeout))
         quota = ConnectionQuota(maxPerUID: config.maxConnectionsPerUID)
         output = UIDOutput(maxPerUID: config.maxOutputPerUID)
+        input = UIDInput(maxPerUID: config.maxInputPerUID)
         maxSubscriptions = config.maxSubscriptionsPerConnection
         socketGroup = config.socketGroup
     }
@@ -48,14 +51,12 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
     /// Lines of the current socket read, handed on together at `channelReadComplete`.
     private var burst: [[UInt8]] = []
     private let connectionID: UInt64
-    /// Requests read but not yet handled, and whether reading is paused because there are too many:
-    /// a client pipelining requests faster than they are handled is slowed down, not buffered without end.
-    private let backlog = NIOLockedValueBox<(queued: Int, bytes: Int, paused: Bool)>((0, 0, false))
-    static let maxQueuedRequests = 64
-    /// Reading also stops while the queued requests hold this many bytes (resuming below half of it), so a
-    /// pipelining client holds at most a few MiB of requests in the daemon, not 64 lines of 1 MiB each.
-    static let maxQueuedBytes = 4 << 20
-    static let resumeBelow = 8
+    /// Requests read but not yet handled, and whether reading is paused because there are too many (of this
+    /// connection's, or of its uid's together): a client pipelining requests faster than they are handled is
+    /// slowed down, not buffered without end.
+    private let backlog = NIOLockedValueBox(ReadBacklog())
+    /// The peer's uid once SO_PEERCRED answered (at once, on the channel's loop): lines are counted for it.
+    private var peerUID: UInt32?
 
     init(router: RPCRouter, core: DaemonCore, logger: Logger, limits: ClientLimits) {
         self.router = router
@@ -70,6 +71,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                             stallTimeout: limits.stallTimeout, durability: core.journal.durability)
         self.outbox = outbox
         let credentials = Self.peerCredentials(context.channel)
+        credentials?.whenSuccess { peer in self.peerUID = peer.uid } // on the loop: at once
         let peerGroups = Self.peerGroups(context.channel)
         let (bursts, continuation) = AsyncStream.makeStream(of: [[UInt8]].self)
         self.continuation = continuation
@@ -78,6 +80,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         let id = connectionID
         let quota = limits.quota
         let backlog = self.backlog
+        let input = limits.input
         let channel = context.channel
         Task {
             // Everything a client may do depends on who it is: one that cannot be identified is turned away.
@@ -88,6 +91,11 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                 return
             }
             let uid = peer.uid
+            // Whatever ends this connection's service, what its unanswered lines hold of the uid's budget goes back.
+            defer {
+                let left = backlog.withLockedValue { $0.close() }
+                if left > 0 { _ = input.release(uid, left) }
+            }
             // The kernel's answer for this connection; /proc only where SO_PEERGROUPS fails.
             let groups: [gid_t]
             if let raw = try? await peerGroups?.get() {
@@ -128,11 +136,9 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                         outbox.send(response: response)
                     }
                     let resume = backlog.withLockedValue { b -> Bool in
-                        b.queued -= 1
-                        b.bytes -= bytes
-                        guard b.paused, b.queued < Self.resumeBelow, b.bytes < Self.maxQueuedBytes / 2 else { return false }
-                        b.paused = false
-                        return true
+                        let released = b.release(for: bytes)
+                        let full = released > 0 ? input.release(uid, released) : input.held(uid) >= input.maxPerUID
+                        return b.answered(bytes, released: released, uidFull: full)
                     }
                     if resume {
                         channel.eventLoop.execute {
@@ -153,12 +159,10 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
         let buffer = unwrapInboundIn(data)
         let bytes = Array(buffer.readableBytesView)
         if bytes.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) { return } // blank line
+        let uid = peerUID, input = limits.input
         let pause = backlog.withLockedValue { b -> Bool in
-            b.queued += 1
-            b.bytes += bytes.count
-            guard !b.paused, b.queued >= Self.maxQueuedRequests || b.bytes >= Self.maxQueuedBytes else { return false }
-            b.paused = true
-            return true
+            guard let uid, b.charges else { return b.read(bytes.count, charged: false, uidFull: false) }
+            return b.read(bytes.count, charged: true, uidFull: input.charge(uid, bytes.count))
         }
         if pause { context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in } }
         burst.append(bytes)

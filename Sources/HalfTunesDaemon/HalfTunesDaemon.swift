@@ -34,6 +34,10 @@ public struct DaemonConfiguration: Sendable {
     /// connection whose line crossed it is disconnected like a client that stopped reading.
     public var maxOutputPerUID = Self.defaultMaxOutputPerUID
     public static let defaultMaxOutputPerUID = 128 << 20
+    /// Requests read and not yet answered that all of one uid's connections may hold together
+    /// (`max-input-per-uid`): past it, those of its connections with requests waiting stop being read.
+    public var maxInputPerUID = Self.defaultMaxInputPerUID
+    public static let defaultMaxInputPerUID = 16 << 20
     /// A client that leaves the daemon's output unread this long (seconds) is disconnected.
     public var clientTimeout: Double = 60
     /// Group of the socket file when halftunesd binds it itself (nil: the daemon's own group).

@@ -78,6 +78,11 @@ struct Halftunesd: AsyncParsableCommand {
             + "the connection that crossed it is disconnected, like one that stopped reading.", valueName: "bytes"))
     var maxOutputPerUID: String?
 
+    @Option(name: .customLong("max-input-per-uid"), help: ArgumentHelp(
+        "Bytes of requests read and not yet answered all of one user's connections may hold together (default "
+            + "16777216, 16 MiB); past it the daemon stops reading those of them with requests waiting.", valueName: "bytes"))
+    var maxInputPerUID: String?
+
     @Option(name: .customLong("max-journal-per-uid"), help: ArgumentHelp(
         "What the journal may hold for each user under the system daemon (their unacknowledged events, data-task "
             + "bodies and finished tasks kept; the daemon's own user and root: unlimited), past which their new tasks "
@@ -172,6 +177,7 @@ struct Halftunesd: AsyncParsableCommand {
             (.caFile, caFile), (.proxy, proxy), (.proxyBypass, proxyBypass), (.netrc, netrc), (.minFreeSpace, minFreeSpace),
             (.stateMinFreeSpace, stateMinFreeSpace),
             (.maxDiskPerUID, maxDiskPerUID), (.maxJournalPerUID, maxJournalPerUID), (.maxOutputPerUID, maxOutputPerUID),
+            (.maxInputPerUID, maxInputPerUID),
             (.maxResumeDataPerUID, maxResumeDataPerUID),
         ]
         var settings = DaemonSettings()

@@ -23,6 +23,7 @@ public struct ResolvedSettings: Sendable, Equatable {
     public var maxJournalPerUID: DiskLimit
     public var maxPendingOutput: Int
     public var maxOutputPerUID: Int
+    public var maxInputPerUID: Int
     public var clientTimeout: Double
     public var maxConnectionsPerUID: Int
     public var maxTasksPerSession: Int
@@ -70,6 +71,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         maxJournalPerUID = s.maxJournalPerUID ?? DaemonConfiguration.defaultMaxJournalPerUID
         maxPendingOutput = s.maxPendingOutput ?? Self.defaultMaxPendingOutput
         maxOutputPerUID = s.maxOutputPerUID ?? DaemonConfiguration.defaultMaxOutputPerUID
+        maxInputPerUID = s.maxInputPerUID ?? DaemonConfiguration.defaultMaxInputPerUID
         clientTimeout = s.clientTimeout ?? Self.defaultClientTimeout
         maxConnectionsPerUID = s.maxConnectionsPerUID ?? Self.defaultMaxConnectionsPerUID
         maxTasksPerSession = s.maxTasksPerSession ?? Self.defaultMaxTasksPerSession
@@ -97,6 +99,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         config.bandwidthLimit = bandwidthLimit
         config.maxPendingOutputBytes = maxPendingOutput
         config.maxOutputPerUID = maxOutputPerUID
+        config.maxInputPerUID = maxInputPerUID
         config.clientTimeout = clientTimeout
         config.maxConnectionsPerUID = maxConnectionsPerUID
         config.maxTasksPerSession = maxTasksPerSession
@@ -130,6 +133,7 @@ public struct ResolvedSettings: Sendable, Equatable {
         s.maxJournalPerUID = maxJournalPerUID
         s.maxPendingOutput = maxPendingOutput
         s.maxOutputPerUID = maxOutputPerUID
+        s.maxInputPerUID = maxInputPerUID
         s.clientTimeout = clientTimeout
         s.maxConnectionsPerUID = maxConnectionsPerUID
         s.maxTasksPerSession = maxTasksPerSession

@@ -30,6 +30,8 @@ public struct DaemonSettings: Sendable, Equatable {
     public var maxPendingOutput: Int?
     /// Unsent output all of one uid's connections may hold together.
     public var maxOutputPerUID: Int?
+    /// Requests read and not yet answered that all of one uid's connections may hold together.
+    public var maxInputPerUID: Int?
     /// Seconds a client may leave the daemon's output unread before it is disconnected.
     public var clientTimeout: Double?
     /// Control connections one uid may hold at once.
@@ -81,6 +83,7 @@ public struct DaemonSettings: Sendable, Equatable {
         case .maxJournalPerUID: return maxJournalPerUID?.description
         case .maxPendingOutput: return maxPendingOutput.map(String.init)
         case .maxOutputPerUID: return maxOutputPerUID.map(String.init)
+        case .maxInputPerUID: return maxInputPerUID.map(String.init)
         case .clientTimeout: return clientTimeout.map { "\($0)" }
         case .maxConnectionsPerUID: return maxConnectionsPerUID.map(String.init)
         case .maxTasksPerSession: return maxTasksPerSession.map(String.init)
@@ -120,6 +123,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
     case maxJournalPerUID = "max-journal-per-uid"
     case maxPendingOutput = "max-pending-output"
     case maxOutputPerUID = "max-output-per-uid"
+    case maxInputPerUID = "max-input-per-uid"
     case clientTimeout = "client-timeout"
     case maxConnectionsPerUID = "max-connections-per-uid"
     case maxTasksPerSession = "max-tasks-per-session"
@@ -189,6 +193,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
             if self == .maxDiskPerUID { settings.maxDiskPerUID = limit } else { settings.maxJournalPerUID = limit }
         case .maxPendingOutput: settings.maxPendingOutput = try Self.integer(text, in: 4096...(1 << 40))
         case .maxOutputPerUID: settings.maxOutputPerUID = try Self.integer(text, in: 4096...(1 << 40))
+        case .maxInputPerUID: settings.maxInputPerUID = try Self.integer(text, in: 4096...(1 << 40))
         case .clientTimeout: settings.clientTimeout = try Self.seconds(text, allowZero: false, max: 24 * 3600)
         case .maxConnectionsPerUID: settings.maxConnectionsPerUID = try Self.integer(text, in: 1...100_000)
         case .maxTasksPerSession: settings.maxTasksPerSession = try Self.integer(text, in: 1...10_000_000)
@@ -236,6 +241,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .maxJournalPerUID: if let v = source.maxJournalPerUID { target.maxJournalPerUID = v }
         case .maxPendingOutput: if let v = source.maxPendingOutput { target.maxPendingOutput = v }
         case .maxOutputPerUID: if let v = source.maxOutputPerUID { target.maxOutputPerUID = v }
+        case .maxInputPerUID: if let v = source.maxInputPerUID { target.maxInputPerUID = v }
         case .clientTimeout: if let v = source.clientTimeout { target.clientTimeout = v }
         case .maxConnectionsPerUID: if let v = source.maxConnectionsPerUID { target.maxConnectionsPerUID = v }
         case .maxTasksPerSession: if let v = source.maxTasksPerSession { target.maxTasksPerSession = v }
