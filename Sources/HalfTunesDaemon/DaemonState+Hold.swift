@@ -18,11 +18,12 @@ extension DaemonState {
         var planner = QueuePlanner.Limits(maxConcurrent: limits.maxConcurrent,
                                           maxConnectionsPerHost: limits.maxConnectionsPerHost)
         if let max = sessions[session]?.record.configuration.maxConcurrent { planner.sessionMaxConcurrent[session] = max }
-        let entry = QueuePlanner.Entry(id: t.id, session: session, host: host, stopping: t.attemptInFlight)
+        let entry = QueuePlanner.Entry(id: t.id, session: session, host: host, stopping: t.attemptInFlight, data: t.isData)
         let decision = QueuePlanner.decide(entry, ahead: position - 1, running: tasks.running.count,
                                            sessionRunning: tasks.runningBySession[session] ?? 0,
                                            hostRunning: connections(host: host),
-                                           proxiesInUse: proxies.holds(owner: t.owner, t.firstProxy), limits: planner)
+                                           proxiesInUse: proxies.holds(owner: t.owner, t.firstProxy),
+                                           dataHeld: tasks.runningDataBytesByOwner[t.owner] ?? 0, limits: planner)
         switch decision {
         case .hold(let hold):
             return hold

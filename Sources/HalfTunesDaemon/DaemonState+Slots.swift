@@ -31,7 +31,8 @@ extension DaemonState {
         QueuePlanner.ownHold(stopping: tasks.isStopping(entry.id), sessionRunning: tasks.runningBySession[entry.session] ?? 0,
                              sessionMax: sessions[entry.session]?.record.configuration.maxConcurrent,
                              hostRunning: connections(host: entry.host), hostMax: limits.maxConnectionsPerHost,
-                             proxiesInUse: proxies.holds(owner: entry.owner, entry.proxy)) != nil
+                             proxiesInUse: proxies.holds(owner: entry.owner, entry.proxy),
+                             data: entry.data, dataHeld: tasks.runningDataBytesByOwner[entry.owner] ?? 0) != nil
     }
 
     /// Whether every task of a queue lane is held: its session is at its limit, or its proxy would be one too
@@ -40,6 +41,7 @@ extension DaemonState {
         QueuePlanner.sessionHold(running: tasks.runningBySession[lane.session] ?? 0,
                                  max: sessions[lane.session]?.record.configuration.maxConcurrent) != nil
             || proxies.holds(owner: owner, lane.proxy) != nil
+            || QueuePlanner.dataHold(data: lane.data, held: tasks.runningDataBytesByOwner[owner] ?? 0) != nil
     }
 
     /// Whether every task to `host` is held: its connections are at the per-host limit (what `isHeld` checks of

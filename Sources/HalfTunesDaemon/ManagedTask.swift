@@ -40,6 +40,12 @@ struct ManagedTask: Equatable {
     var outOfQueue: Bool { deferredUntil != nil || inserting }
     /// The per-host limit's key (`HostKey`).
     var hostKey: String { HostKey.of(record.url) }
+    /// Whether it keeps its response body in memory while it runs, up to its `maxResponseBytes` (a data task):
+    /// the per-uid budget of those counts it (`QueuePlanner.maxDataBytesPerUID`).
+    var isData: Bool { record.kind == TaskKind.data.rawValue }
+    /// The most its running transfer keeps in memory (a data task's body cap; 0 for the others: a download
+    /// keeps nothing, an upload 64 KiB of its answer).
+    var dataBytes: Int64 { isData ? Int64(ResponseLimit.data(maxBytes: record.maxResponseBytes).maxBytes) : 0 }
 
     var id: Int64 { record.id! }
 

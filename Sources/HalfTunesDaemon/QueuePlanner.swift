@@ -1,4 +1,5 @@
 // Queue order and limit checks as pure functions: which queued tasks start now, and what holds the others.
+import HalfTunesEngine
 import HalfTunesProtocol
 
 /// The scheduler's decisions, without I/O. The queue is ordered by priority (high, normal, low), then by
@@ -20,6 +21,8 @@ enum QueuePlanner {
         var host: String
         /// Its previous transfer is still stopping: it cannot start yet.
         var stopping = false
+        /// A data task (`dataHold`).
+        var data = false
     }
 
     /// A transfer holding a slot.
@@ -57,6 +60,23 @@ enum QueuePlanner {
         /// Its owner's transfers go through `inUse` proxies, the most one uid may use at once, and it needs
         /// another one.
         case proxies(inUse: Int)
+        /// It is a data task and its owner's running data tasks may keep `held` bytes of responses in memory:
+        /// one more could take them past `maxDataBytesPerUID`.
+        case dataMemory(held: Int64)
+    }
+
+    /// What the running data tasks of one uid may keep in memory together (each its body cap, at most 16 MiB):
+    /// four at the largest cap, many more small ones. A data task that might take its owner past it waits
+    /// queued (`uidDataMemory`) until one of them ends; without it one user's data tasks could take every
+    /// daemon-wide slot (`max-concurrent` up to 1,000) with 16 MiB each.
+    static let maxDataBytesPerUID: Int64 = 64 << 20
+
+    /// A data task's hold when its owner's running data tasks may keep `held` bytes: room for one more of the
+    /// largest cap is needed, whatever its own (so every data task of a lane is held alike, and never one of
+    /// an owner that runs none).
+    static func dataHold(data: Bool, held: Int64) -> OwnHold? {
+        guard data, held + ResponseLimit.dataDefaultBytes > maxDataBytesPerUID else { return nil }
+        return .dataMemory(held: held)
     }
 
     /// Its session runs its `maxConcurrent` (nil: the session sets none). Also the whole lane's hold
@@ -75,25 +95,26 @@ enum QueuePlanner {
     /// `proxiesInUse`: set only when the task needs a proxy its owner's transfers do not use yet while they are
     /// at `HTTPClients.maxProxiesPerUID` (`ProxyUse.holds(owner:_:)`).
     static func ownHold(stopping: Bool, sessionRunning: Int, sessionMax: Int?, hostRunning: Int,
-                        hostMax: Int, proxiesInUse: Int? = nil) -> OwnHold? {
+                        hostMax: Int, proxiesInUse: Int? = nil, data: Bool = false, dataHeld: Int64 = 0) -> OwnHold? {
         if stopping { return .stopping }
         if let held = sessionHold(running: sessionRunning, max: sessionMax) { return held }
         if let held = hostHold(running: hostRunning, max: hostMax) { return held }
         if let proxiesInUse { return .proxies(inUse: proxiesInUse) }
-        return nil
+        return dataHold(data: data, held: dataHeld)
     }
 
     /// The decision for one queued task, given what runs now: `running` transfers in all, `sessionRunning` of
     /// its session, `hostRunning` to its host, with `ahead` tasks before it in the queue.
     static func decide(_ entry: Entry, ahead: Int, running total: Int, sessionRunning: Int, hostRunning: Int,
-                       proxiesInUse: Int? = nil, limits: Limits) -> Decision {
+                       proxiesInUse: Int? = nil, dataHeld: Int64 = 0, limits: Limits) -> Decision {
         if !entry.stopping, total >= limits.maxConcurrent {
             return .hold(TaskHold(reason: "maxConcurrent",
                                   message: "\(total) of \(limits.maxConcurrent) daemon-wide transfer slots in use" + Self.ahead(ahead)))
         }
         guard let own = ownHold(stopping: entry.stopping, sessionRunning: sessionRunning,
                                 sessionMax: limits.sessionMaxConcurrent[entry.session], hostRunning: hostRunning,
-                                hostMax: limits.maxConnectionsPerHost, proxiesInUse: proxiesInUse) else { return .start }
+                                hostMax: limits.maxConnectionsPerHost, proxiesInUse: proxiesInUse,
+                                data: entry.data, dataHeld: dataHeld) else { return .start }
         switch own {
         case .stopping:
             return .hold(TaskHold(reason: "previousTransferStopping", message: "Its previous transfer is still stopping"))
@@ -108,6 +129,10 @@ enum QueuePlanner {
             return .hold(TaskHold(reason: "uidMaxProxies",
                                   message: "Its owner's transfers already go through \(inUse) different proxies, the most one "
                                       + "user may use at once; it starts when one of them is no longer used"))
+        case let .dataMemory(held):
+            return .hold(TaskHold(reason: "uidDataMemory",
+                                  message: "Its owner's running data tasks may keep \(held >> 20) MiB of responses in memory, "
+                                      + "near the \(maxDataBytesPerUID >> 20) MiB one user's may; it starts when one of them ends"))
         }
     }
 

@@ -35,15 +35,19 @@ struct RunQueue: Sendable {
         var host: String
         /// The proxy its first request goes through (nil: direct): the per-uid proxy cap's key.
         var proxy: ProxyRef? = nil
+        /// A data task: the per-uid budget of response bodies in memory holds it (`QueuePlanner.maxDataBytesPerUID`).
+        var data = false
         var id: Int64 { key.id }
     }
 
-    /// The tasks of one owner that a session limit or the proxy cap holds together: one session, one first proxy.
-    /// An owner has at most three per session (direct, its http and its https proxy), and at most
+    /// The tasks of one owner that a session limit, the proxy cap or the data-memory budget holds together: one
+    /// session, one first proxy, data tasks or not. An owner has at most six per session (direct, its http and its
+    /// https proxy, each for data tasks and the others), and at most
     /// `maxSessionsPerUID` sessions.
     struct Lane: Hashable, Sendable {
         var session: String
         var proxy: ProxyRef?
+        var data: Bool
     }
 
     /// Each owner's queued tasks in start order.
@@ -66,7 +70,7 @@ struct RunQueue: Sendable {
         remove(entry.id)
         byOwner[entry.owner, default: SortedRun()].insert(entry)
         members[entry.id] = (entry.owner, entry.key)
-        let lane = Lane(session: entry.session, proxy: entry.proxy)
+        let lane = Lane(session: entry.session, proxy: entry.proxy, data: entry.data)
         lanes[entry.owner, default: [:]][lane, default: LaneRun()].insert(entry.key, host: entry.host)
     }
 
@@ -75,7 +79,8 @@ struct RunQueue: Sendable {
     mutating func remove(_ id: Int64) {
         guard let (owner, key) = members.removeValue(forKey: id), var run = byOwner.removeValue(forKey: owner) else { return }
         if let removed = run.remove(key) {
-            removeFromLane(Lane(session: removed.session, proxy: removed.proxy), owner: owner, key: key, host: removed.host)
+            removeFromLane(Lane(session: removed.session, proxy: removed.proxy, data: removed.data), owner: owner, key: key,
+                           host: removed.host)
         }
         if !run.isEmpty { byOwner[owner] = run }
     }
@@ -145,10 +150,11 @@ struct RunQueue: Sendable {
         var best: Entry?
         for (lane, laneRun) in ownLanes where !laneHeld(owner, lane) {
             let found = laneRun.first(before: best?.key, isHeld: { key, host in
-                isHeld(Entry(key: key, owner: owner, session: lane.session, host: host, proxy: lane.proxy))
+                isHeld(Entry(key: key, owner: owner, session: lane.session, host: host, proxy: lane.proxy, data: lane.data))
             }, hostHeld: hostHeld)
             guard let found else { continue } // before `best`, or nil
-            best = Entry(key: found.key, owner: owner, session: lane.session, host: found.host, proxy: lane.proxy)
+            best = Entry(key: found.key, owner: owner, session: lane.session, host: found.host, proxy: lane.proxy,
+                         data: lane.data)
         }
         return best
     }

@@ -38,6 +38,9 @@ struct TaskTable {
     private(set) var runningByOwner: [UInt32: Int] = [:]
     private(set) var runningBySession: [String: Int] = [:]
     private(set) var runningByHost: [String: Int] = [:]
+    /// What the data tasks of each owner that run or still stop a transfer may keep in memory together (their
+    /// body caps).
+    private(set) var runningDataBytesByOwner: [UInt32: Int64] = [:]
     /// The queued tasks per host, those waiting for their begin date left out (`HostConnections` gives a host no
     /// extra connections while one is queued).
     private(set) var queuedByHost: [String: Int] = [:]
@@ -231,6 +234,10 @@ struct TaskTable {
             Self.add(delta, to: &queuedByHost, host)
             changedHosts.insert(host)
         }
+        // A data task's body is in memory until its transfer has ended, also after a suspend or cancel.
+        if task.isData, state == .running || task.attemptInFlight {
+            Self.add(Int64(delta) * task.dataBytes, to: &runningDataBytesByOwner, task.owner)
+        }
         if task.deferredUntil != nil { deferredCount += delta }
         if task.attemptInFlight { Self.add(delta, to: &stoppingBySession, task.record.session) }
         if state.isPending || task.attemptInFlight || task.record.phase == .publishing {
@@ -318,10 +325,10 @@ struct TaskTable {
         guard task.machine.state == .queued, !task.outOfQueue, let id = task.record.id else { return nil }
         return RunQueue.Entry(key: RunQueue.Key(priority: task.record.priority, order: task.record.queueOrder, id: id),
                               owner: task.owner, session: task.record.session, host: task.hostKey,
-                              proxy: task.firstProxy)
+                              proxy: task.firstProxy, data: task.isData)
     }
 
-    private static func add<Key: Hashable>(_ delta: Int, to counts: inout [Key: Int], _ key: Key) {
+    private static func add<Key: Hashable, N: FixedWidthInteger>(_ delta: N, to counts: inout [Key: N], _ key: Key) {
         let value = (counts[key] ?? 0) + delta
         precondition(value >= 0, "a TaskTable count below zero")
         counts[key] = value == 0 ? nil : value

@@ -33,7 +33,8 @@ public enum TaskPriority: String, Codable, Sendable, CaseIterable, Comparable {
 public struct TaskHold: Codable, Sendable, Equatable {
     /// Stable code: `queue` (tasks ahead of it), `maxConcurrent` (daemon-wide limit),
     /// `sessionMaxConcurrent`, `hostMaxConnections`, `uidMaxProxies` (its owner's transfers use 16 proxies and it
-    /// needs another), `previousTransferStopping`, `shuttingDown`,
+    /// needs another), `uidDataMemory` (a data task; its owner's running ones may keep 64 MiB of responses in
+    /// memory), `previousTransferStopping`, `shuttingDown`,
     /// `earliestBeginDate` (not before the task's date).
     public var reason: String
     /// A sentence a person can act on, e.g. "3 tasks ahead; 6 of 6 daemon-wide transfer slots in use".

@@ -58,7 +58,7 @@ struct RunQueueLaneTests {
                 heldSessions.contains(lane.session) || lane.proxy.map { heldProxies.contains($0.server) } ?? false
             }
             func isHeld(_ e: RunQueue.Entry) -> Bool {
-                laneHeld(e.owner, RunQueue.Lane(session: e.session, proxy: e.proxy)) || heldHosts.contains(e.host)
+                laneHeld(e.owner, RunQueue.Lane(session: e.session, proxy: e.proxy, data: e.data)) || heldHosts.contains(e.host)
                     || stopping.contains(e.id)
             }
             let running: [UInt32: Int] = [0: Int(rng.next() % 3), 1: Int(rng.next() % 3)]
