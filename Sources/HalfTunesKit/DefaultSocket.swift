@@ -34,9 +34,34 @@ public enum DefaultSocket {
     /// user's own, or the system's) is used only in a directory its owner or root made and nobody else can write
     /// (`SocketDirectory`); one named explicitly (`HALFTUNES_SOCKET`, `--socket`) is used as named.
     public static func trustProblem(_ path: String, uid: UInt32 = getuid()) -> String? {
-        let derived = [systemPath, Self.path(socketOverride: nil, runtimeDirectory: env("XDG_RUNTIME_DIR"), uid: uid)]
-        guard derived.contains(path), (env("HALFTUNES_SOCKET") ?? "").isEmpty else { return nil }
+        guard isDerived(path, uid: uid) else { return nil }
         return SocketDirectory.problem(socketPath: path, uid: uid)
+    }
+
+    /// Why the client must not talk to the listener it connected to at `path` (`peer`: its uid, SO_PEERCRED), or
+    /// nil. At a derived path the daemon is the user's own, root's or the system service's (user `halftunesd`):
+    /// a listener of anyone else (who made the socket first in a sticky directory, say) is not talked to.
+    public static func peerProblem(_ path: String, peer: UInt32?, uid: UInt32 = getuid()) -> String? {
+        guard let peer, peer != uid, peer != 0, isDerived(path, uid: uid), peer != systemUserUID() else { return nil }
+        return "it is served by uid \(peer), not by \(uid == 0 ? "" : "uid \(uid), ")root or the system service's user "
+            + "\(systemUser) (another user may have made it to stand in for halftunesd)"
+    }
+
+    /// The system service's user (systemd/sysusers.d).
+    public static let systemUser = "halftunesd"
+
+    /// Whether the client derived `path` from the environment (the trust checks apply to those only).
+    private static func isDerived(_ path: String, uid: UInt32) -> Bool {
+        let derived = [systemPath, Self.path(socketOverride: nil, runtimeDirectory: env("XDG_RUNTIME_DIR"), uid: uid)]
+        return derived.contains(path) && (env("HALFTUNES_SOCKET") ?? "").isEmpty
+    }
+
+    private static func systemUserUID() -> UInt32? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwnam_r(systemUser, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.pw_uid
     }
 
     private static func socketExists(_ path: String) -> Bool {

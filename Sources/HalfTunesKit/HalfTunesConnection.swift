@@ -26,6 +26,9 @@ public final class HalfTunesConnection: @unchecked Sendable {
             throw HalfTunesClientError.untrustedSocket(socketPath: socketPath, problem: problem)
         }
         self.socket = try LineSocket.connect(path: socketPath)
+        if let problem = DefaultSocket.peerProblem(socketPath, peer: socket.peerUID()) {
+            throw HalfTunesClientError.untrustedSocket(socketPath: socketPath, problem: problem)
+        }
     }
 
     deinit { socket.shutdown() }

@@ -75,6 +75,23 @@ final class LineSocket: @unchecked Sendable {
         return LineSocket(fd: fd)
     }
 
+    /// The uid of the listener at the other end, as it was when it listened (SO_PEERCRED; getpeereid), or nil
+    /// where the system does not tell.
+    func peerUID() -> UInt32? {
+        #if canImport(Darwin)
+        var uid = uid_t(0), gid = gid_t(0)
+        return getpeereid(fd, &uid, &gid) == 0 ? uid : nil
+        #else
+        // struct ucred (Glibc hides it without _GNU_SOURCE).
+        struct PeerCredentials { var pid: Int32 = 0; var uid: UInt32 = 0; var gid: UInt32 = 0 }
+        var credentials = PeerCredentials()
+        var length = socklen_t(MemoryLayout<PeerCredentials>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
+              length == socklen_t(MemoryLayout<PeerCredentials>.size) else { return nil }
+        return credentials.uid
+        #endif
+    }
+
     /// Writes `line` (which must end in `\n`) completely.
     func write(_ line: [UInt8]) throws {
         try withDescriptor { fd in

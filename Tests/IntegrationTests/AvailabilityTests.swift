@@ -59,6 +59,8 @@ struct AvailabilityTests {
             let location = try #require(done.location)
             #expect(location.hasPrefix(downloads + "/f (") && !planted.contains((location as NSString).lastPathComponent),
                     "\(location)")
+            // The response suggests the same name: the random one reserved at create is kept, not drawn again.
+            #expect(location == task.destination, "created as \(task.destination), completed as \(location)")
             #expect(try sha256(ofFile: location) == TestOrigin.sha256Hex(body))
             planted.append((location as NSString).lastPathComponent)
             for name in planted {
@@ -205,6 +207,33 @@ struct UIDOutputTests {
     }
 }
 
+/// Point 6: the requests all of one user's connections have read and not yet answered share one budget
+/// (`max-input-per-uid`). With a budget far below what eight pipelining connections send at once, reading pauses
+/// and resumes over and over: every request of every connection is still answered, in order (ReadBacklogTests
+/// proves the bound itself).
+@Suite("Input per uid")
+struct UIDInputTests {
+    @Test func connectionsOfOneUserOverItsInputBudgetGetEveryAnswer() async throws {
+        try await withDaemon(["--max-input-per-uid", "4096"]) { daemon, _ in
+            let count = 2000
+            let connections = try (0..<8).map { _ in try RawSocket(path: daemon.socketPath) }
+            for socket in connections {
+                let lines = (1...count).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"daemon.status"}"# + "\n" }
+                try socket.send(lines.joined())
+            }
+            for (n, socket) in connections.enumerated() {
+                var next = 1
+                while next <= count, let answer = try socket.readObject() {
+                    #expect(answer["id"] as? Int == next && answer["result"] != nil, "connection \(n), answer \(next)")
+                    next += 1
+                }
+                #expect(next == count + 1, "connection \(n) got every answer")
+            }
+            #expect(daemon.isRunning)
+        }
+    }
+}
+
 /// Point 1: numbers in journal rows. A journal edited by hand (or by a tool that knows nothing of the daemon's
 /// ranges) holds times past year 9999 and infinite, queue places, counts and lengths at Int64.max, a session
 /// configuration out of every range and task ids at their end: the daemon starts, shows, runs and creates as
@@ -325,6 +354,63 @@ struct SocketDirectoryTests {
                                   asUser: (65534, 65534))
         #expect(!named.stderr.contains("not connecting"), "\(named)")
         try eventually("the named socket was used") { elsewhere.connections >= 1 ? true : nil }
+    }
+
+    /// A socket at the user's default path, in a directory that passes the checks (root's, sticky, as `/tmp`)
+    /// but made first by another user: the client connects, sees from SO_PEERCRED whose listener it is, and
+    /// says nothing to it. The user's own listener is talked to.
+    @Test(.enabled(if: getuid() == 0, "needs root to listen as other uids"))
+    func aListenerOfAnotherUserIsNotTalkedTo() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        chmod(dir.path, 0o755)
+        let run = dir.path + "/run", socketDir = run + "/halftunesd", socketPath = socketDir + "/control.sock"
+        #expect(mkdir(run, 0o755) == 0 && chown(run, 65534, 65534) == 0)
+        #expect(mkdir(socketDir, 0o755) == 0 && chmod(socketDir, 0o1777) == 0)
+        let env = ["XDG_RUNTIME_DIR": run, "HALFTUNES_SOCKET": ""]
+        let theirs = try ForeignListener(path: socketPath, uid: 4242)
+        let refused = try runBinary(Binaries.ctl, ["status"], environment: env, asUser: (65534, 65534))
+        theirs.stop()
+        #expect(refused.status == 77, "\(refused)")
+        #expect(refused.stderr.contains("not connecting to \(socketPath): it is served by uid 4242, not by uid 65534, root"),
+                "\(refused.stderr)")
+        let own = try ForeignListener(path: socketPath, uid: 65534)
+        defer { own.stop() }
+        let talked = try runBinary(Binaries.ctl, ["status"], environment: env, asUser: (65534, 65534))
+        #expect(talked.status != 77 && !talked.stderr.contains("not connecting"), "\(talked)")
+    }
+}
+
+/// A listener run as another uid (python3 under setpriv): accepts connections and closes them at once.
+final class ForeignListener: @unchecked Sendable {
+    private let process = Process()
+    private let path: String
+
+    init(path: String, uid: UInt32) throws {
+        self.path = path
+        let script = """
+            import os, socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(16)
+            print("ready", flush=True)
+            while True:
+                s.accept()[0].close()
+            """
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        // The system python3 (the one on PATH may be under root's home, which another uid cannot run).
+        process.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3", "-c", script, path]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let ready = out.fileHandleForReading.readData(ofLength: 6)
+        guard String(decoding: ready, as: UTF8.self) == "ready\n" else { throw TestFailure("the listener did not start") }
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL) // it inherits the test runner's blocked SIGTERM
+        process.waitUntilExit()
+        unlink(path)
     }
 }
 
