@@ -99,7 +99,9 @@ extension DaemonCore {
     /// it, so it never replaces a file (`overwrite` needs an explicit destination, which is never renamed).
     /// When the bounded search finds none free, the name reserved at create (`reserved`) stays.
     func chooseResponseName(_ id: Int64, candidate: String, suggested: String, reserved: String) {
-        let free = FilePublisher.availableName(for: candidate, isReserved: { self.state.isReserved($0, byAnotherThan: id) })
+        // The name reserved at create is kept when it is one of the candidate's free names (`f (3)` for `f`).
+        let free = FilePublisher.availableName(for: candidate, isReserved: { self.state.isReserved($0, byAnotherThan: id) },
+                                               preferring: reserved)
         if free == nil {
             logger.warning("no free name near the one the response gives; the task keeps its name",
                            metadata: ["task": "\(id)", "candidate": "\(candidate)", "destination": "\(reserved)"])

@@ -37,10 +37,10 @@ struct DownloadRoots: Sendable {
     /// clear `invalidParams` otherwise.
     func confine(_ directory: String, uid: UInt32, creating: Bool = false) throws(RPCError) {
         let personal = personalDirectory(for: uid)
-        let isPersonal = uid != 0 && uid != daemonUID && (directory == personal || directory.hasPrefix(personal + "/"))
+        let isPersonal = uid != 0 && uid != daemonUID && PathBytes.isInside(directory, personal)
         if isPersonal { try preparePersonalDirectory(for: uid) }
         guard let roots = roots(for: uid) else { return }
-        for root in roots where directory == root || directory.hasPrefix(root + "/") {
+        for root in roots where PathBytes.isInside(directory, root) {
             if let problem = Self.walk(from: root, to: directory) { throw RPCError.invalidParams(problem) }
             if isPersonal && creating { try createBelow(personal, to: directory, for: uid) }
             return
@@ -56,7 +56,7 @@ struct DownloadRoots: Sendable {
         // to its safely reached parent and given away without following a link (`SafePath`).
         let owner = geteuid() == 0 ? (uid: uid, gid: Self.primaryGroup(of: uid)) : nil
         var current = root
-        for part in directory.dropFirst(root.count).split(separator: "/") {
+        for part in PathBytes.components(of: directory, below: root) {
             current += "/" + part
             do {
                 try SafePath.makeDirectory(current, mode: 0o755, owner: owner)
@@ -118,7 +118,7 @@ struct DownloadRoots: Sendable {
         guard stat(root, &st) == 0 else { return nil } // created on first use, below a trusted root
         guard (st.st_mode & S_IFMT) == S_IFDIR else { return "The download directory \(root) is not a directory" }
         var current = root
-        for part in directory.dropFirst(root.count).split(separator: "/") {
+        for part in PathBytes.components(of: directory, below: root) {
             current += "/" + part
             guard lstat(current, &st) == 0 else { return nil } // the rest is created as real directories
             if (st.st_mode & S_IFMT) == S_IFLNK {

@@ -197,12 +197,15 @@ public enum FilePublisher {
     /// `name (maxCounted).ext` is taken (names planted to make the search run on), `randomProbes` random `n` above
     /// it are tried. At most ~70 looks in all, and nil when none of them is free: the search is bounded whatever
     /// the directory holds.
-    public static func availableName(for destination: String, isReserved: (String) -> Bool) -> String? {
+    /// `preferring`: a name to give when it is free and one of those the search gives (`isNumberedName`): the name a
+    /// task reserved at create, kept when its first response suggests the same one.
+    public static func availableName(for destination: String, isReserved: (String) -> Bool,
+                                     preferring preferred: String? = nil) -> String? {
         if !isReserved(destination), !POSIX.exists(destination) { return destination }
-        let slash = destination.lastIndex(of: "/")
-        let dirPrefix = slash.map { String(destination[...$0]) } ?? ""
-        let name = slash.map { String(destination[destination.index(after: $0)...]) } ?? destination
-        let (stem, ext) = splitExtension(name)
+        if let preferred, isNumberedName(preferred, of: destination), !isReserved(preferred), !POSIX.exists(preferred) {
+            return preferred
+        }
+        let (dirPrefix, stem, ext) = numberedParts(destination)
         func candidate(_ n: Int) -> String { "\(dirPrefix)\(stem) (\(n))\(ext)" }
         func isFree(_ n: Int) -> Bool {
             let path = candidate(n)
@@ -226,6 +229,32 @@ public enum FilePublisher {
             if isFree(middle) { free = middle } else { taken = middle }
         }
         return candidate(free)
+    }
+
+    /// Whether `path` is one of the names `availableName` gives for `destination` when it is taken:
+    /// `name (n).ext` in the same directory, `n` from 1. A task whose name the first response settles keeps such a
+    /// name, reserved at create, when the response suggests the same `destination` (the search would find it again
+    /// or, past the counted names, draw another random one).
+    public static func isNumberedName(_ path: String, of destination: String) -> Bool {
+        let (dirPrefix, stem, ext) = numberedParts(destination)
+        let head = Array((dirPrefix + stem + " (").utf8), tail = Array((")" + ext).utf8), bytes = Array(path.utf8)
+        guard bytes.count > head.count + tail.count, bytes.starts(with: head), bytes.reversed().starts(with: tail.reversed()) else {
+            return false
+        }
+        let digits = bytes[head.count..<(bytes.count - tail.count)]
+        return digits.count <= 15 && digits.first != UInt8(ascii: "0")
+            && digits.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
+    /// The directory (with its `/`), stem and extension of a destination, split at its last `/` byte: as the kernel
+    /// reads the path (Swift's characters join a `/` with a combining mark after it).
+    private static func numberedParts(_ destination: String) -> (dirPrefix: String, stem: String, ext: String) {
+        let bytes = Array(destination.utf8)
+        let slash = bytes.lastIndex(of: UInt8(ascii: "/"))
+        let dirPrefix = slash.map { String(decoding: bytes[...$0], as: UTF8.self) } ?? ""
+        let name = slash.map { String(decoding: bytes[($0 + 1)...], as: UTF8.self) } ?? destination
+        let (stem, ext) = splitExtension(name)
+        return (dirPrefix, stem, ext)
     }
 
     /// How many `name (n).ext` are tried one by one before `availableName` searches.

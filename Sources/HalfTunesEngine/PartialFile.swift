@@ -153,8 +153,7 @@ enum POSIX {
     }
 
     static func directory(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        let dir = String(path[..<slash])
+        guard let (dir, _) = PathBytes.splitLast(path) else { return "." }
         return dir.isEmpty ? "/" : dir
     }
 

@@ -13,6 +13,35 @@ import Darwin
 /// with `O_NOFOLLOW`; a symbolic link is followed only when it belongs to root or to the daemon's own user
 /// (system links such as `/var/run`, a user-mode daemon's own `~/Downloads` link), never one another user
 /// could have made.
+/// Paths split as the kernel reads them: at `/` bytes. Swift's characters join a `/` with a combining mark after
+/// it (`"/\u{334}"` is one Character, not `"/"`), so a split by Character could hand `openat` a name with a `/` in it.
+public enum PathBytes {
+    /// The components of `path` between its `/` bytes, empty ones left out.
+    public static func components(_ path: String) -> [String] {
+        Array(path.utf8).split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Whether `path` is `root` or below it, byte for byte (`hasPrefix` compares characters, and canonically
+    /// equivalent ones alike: `é` and `e` + U+0301 are one to it and two directories to the kernel).
+    public static func isInside(_ path: String, _ root: String) -> Bool {
+        let p = Array(path.utf8), r = Array(root.utf8)
+        guard p.starts(with: r) else { return false }
+        return p.count == r.count || r.last == UInt8(ascii: "/") || p[r.count] == UInt8(ascii: "/")
+    }
+
+    /// The components of `path` below `root` (which `path` starts with, byte for byte).
+    public static func components(of path: String, below root: String) -> [String] {
+        components(String(decoding: Array(path.utf8).dropFirst(root.utf8.count), as: UTF8.self))
+    }
+
+    /// What comes before the last `/` byte of `path` ("" when it is the first) and after it; nil without one.
+    public static func splitLast(_ path: String) -> (before: String, after: String)? {
+        let bytes = Array(path.utf8)
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+        return (String(decoding: bytes[..<slash], as: UTF8.self), String(decoding: bytes[(slash + 1)...], as: UTF8.self))
+    }
+}
+
 public enum SafePath {
     /// Opens the directory `path` (absolute) for use with the *at calls. The caller closes the descriptor.
     public static func openDirectory(_ path: String) throws -> Int32 {
@@ -20,8 +49,7 @@ public enum SafePath {
         var fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw FileIOError(operation: "open directory", path: "/", errno: errno) }
         var reached = ""
-        for part in path.split(separator: "/") where part != "." {
-            let name = String(part)
+        for name in PathBytes.components(path) where name != "." {
             reached += "/" + name
             var next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             if next < 0 {
@@ -64,11 +92,10 @@ public enum SafePath {
 
     /// A file path's directory and last component (which must be a name, not "." or "..").
     static func split(_ path: String) throws -> (directory: String, name: String) {
-        guard let slash = path.lastIndex(of: "/"), path.index(after: slash) != path.endIndex else {
+        guard let (before, name) = PathBytes.splitLast(path), !name.isEmpty else {
             throw FileIOError(operation: "use as a file path", path: path, errno: EINVAL)
         }
-        let directory = slash == path.startIndex ? "/" : String(path[..<slash])
-        let name = String(path[path.index(after: slash)...])
+        let directory = before.isEmpty ? "/" : before
         guard name != ".", name != ".." else { throw FileIOError(operation: "use as a file path", path: path, errno: EINVAL) }
         return (directory, name)
     }

@@ -166,6 +166,25 @@ import Testing
         #expect(FilePublisher.publishName(preferred: name, destination: name, avoiding: [name], isReserved: { _ in true }) == nil)
     }
 
+    /// A name reserved at create (`preferring`) is given again while it is free and one the search would give for
+    /// the same name (`name (n).ext`, split at the last `/` byte), so a random one is not drawn twice.
+    @Test func thePreferredNumberedNameIsKeptWhileFree() throws {
+        let dir = try TempDir()
+        let name = dir.path("f.tar.gz")
+        let kept = dir.path("f (123456789).tar.gz")
+        let taken = { (path: String) in path != kept }
+        #expect(FilePublisher.availableName(for: name, isReserved: taken, preferring: kept) == kept)
+        #expect(FilePublisher.availableName(for: name, isReserved: { _ in true }, preferring: kept) == nil, "no longer free")
+        for other in ["g (1).tar.gz", "f (0).tar.gz", "f (01).tar.gz", "f ().tar.gz", "f (1).gz", "f (x).tar.gz",
+                      "sub/f (1).tar.gz"] {
+            #expect(!FilePublisher.isNumberedName(dir.path(other), of: name), "\(other)")
+        }
+        #expect(FilePublisher.isNumberedName(dir.path("f (7).tar.gz"), of: name))
+        // A "/" with a combining mark after it is still the directory's end, as the kernel reads the path.
+        #expect(FilePublisher.isNumberedName("/d/\u{334}x (2)", of: "/d/\u{334}x"))
+        #expect(!FilePublisher.isNumberedName("/e/x (2)", of: "/d/x"))
+    }
+
     /// The name a finished download is published at: the preferred one while nothing is there (a dangling link
     /// counts as something) and it is not to be avoided; else the next free one, past avoided and reserved names.
     @Test func publishNameKeepsThePreferredNameOnlyWhileItIsFree() throws {

@@ -92,4 +92,19 @@ import Testing
         #expect(try readFile(dir.path("b") + "/g") == Array("x".utf8))
         #expect(try SafePath.rename(dir.path("a") + "/f", to: dir.path("b") + "/h") == ENOENT)
     }
+
+    /// Paths are split and compared as the kernel reads them, by bytes: a `/` with a combining mark after it is
+    /// still a separator, and `é` is not `e` + U+0301.
+    @Test func pathsAreSplitAndComparedByBytes() throws {
+        #expect(PathBytes.components("/a/\u{334}b//c/") == ["a", "\u{334}b", "c"])
+        #expect("/a/\u{334}b".split(separator: "/").count == 1, "what a split by Character gives: one part with a / in it")
+        #expect(PathBytes.components(of: "/r/x/\u{334}y", below: "/r") == ["x", "\u{334}y"])
+        let split = try #require(PathBytes.splitLast("/d/\u{334}name"))
+        #expect(split.before == "/d" && split.after == "\u{334}name")
+        #expect(PathBytes.splitLast("name") == nil)
+        #expect(PathBytes.isInside("/home/caf\u{E9}/x", "/home/caf\u{E9}"))
+        #expect(!PathBytes.isInside("/home/cafe\u{301}/x", "/home/caf\u{E9}"), "canonically equal, not the same directory")
+        #expect("/home/cafe\u{301}/x".hasPrefix("/home/caf\u{E9}"), "what hasPrefix says")
+        #expect(!PathBytes.isInside("/rootx", "/root") && PathBytes.isInside("/root", "/root") && PathBytes.isInside("/x", "/"))
+    }
 }
