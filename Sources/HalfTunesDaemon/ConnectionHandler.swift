@@ -142,6 +142,9 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                     }
                     if resume {
                         channel.eventLoop.execute {
+                            // A line of the same read may have paused it again meanwhile (its uid full once more):
+                            // then it stays paused, and a later answer resumes it.
+                            guard !backlog.withLockedValue({ $0.paused }) else { return }
                             channel.setOption(ChannelOptions.autoRead, value: true).whenSuccess { channel.read() }
                         }
                     }

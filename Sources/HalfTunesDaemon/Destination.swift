@@ -112,9 +112,10 @@ enum Destination {
         }
     }
 
+    /// `.` and `..` taken out, split at `/` bytes as the kernel reads the path (`PathBytes`).
     static func normalize(_ path: String) -> String {
-        var parts: [Substring] = []
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+        var parts: [String] = []
+        for part in PathBytes.components(path) {
             if part == "." { continue }
             if part == ".." { _ = parts.popLast(); continue }
             parts.append(part)

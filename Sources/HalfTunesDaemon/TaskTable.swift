@@ -288,6 +288,7 @@ struct TaskTable {
         var deferredUntil: Double?
         var inserting: Bool
         var proxy: ProxyRef?
+        var dataBytes: Int64
 
         init(_ t: ManagedTask) {
             state = t.machine.state
@@ -305,6 +306,7 @@ struct TaskTable {
             deferredUntil = t.deferredUntil
             inserting = t.inserting
             proxy = t.firstProxy
+            dataBytes = t.dataBytes
         }
     }
 

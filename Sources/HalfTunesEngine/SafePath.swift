@@ -7,12 +7,6 @@ import Musl
 import Darwin
 #endif
 
-/// Every operation on a partial file or a destination goes through a descriptor of its directory opened here,
-/// then `openat`/`linkat`/`unlinkat`/`renameat` with the bare name: a user who swaps a directory on the way
-/// for a symlink after the task was created cannot redirect the daemon's writes. A path is walked from `/`
-/// with `O_NOFOLLOW`; a symbolic link is followed only when it belongs to root or to the daemon's own user
-/// (system links such as `/var/run`, a user-mode daemon's own `~/Downloads` link), never one another user
-/// could have made.
 /// Paths split as the kernel reads them: at `/` bytes. Swift's characters join a `/` with a combining mark after
 /// it (`"/\u{334}"` is one Character, not `"/"`), so a split by Character could hand `openat` a name with a `/` in it.
 public enum PathBytes {
@@ -42,6 +36,12 @@ public enum PathBytes {
     }
 }
 
+/// Every operation on a partial file or a destination goes through a descriptor of its directory opened here,
+/// then `openat`/`linkat`/`unlinkat`/`renameat` with the bare name: a user who swaps a directory on the way
+/// for a symlink after the task was created cannot redirect the daemon's writes. A path is walked from `/`
+/// with `O_NOFOLLOW`; a symbolic link is followed only when it belongs to root or to the daemon's own user
+/// (system links such as `/var/run`, a user-mode daemon's own `~/Downloads` link), never one another user
+/// could have made.
 public enum SafePath {
     /// Opens the directory `path` (absolute) for use with the *at calls. The caller closes the descriptor.
     public static func openDirectory(_ path: String) throws -> Int32 {
@@ -50,6 +50,8 @@ public enum SafePath {
         guard fd >= 0 else { throw FileIOError(operation: "open directory", path: "/", errno: errno) }
         var reached = ""
         for name in PathBytes.components(path) where name != "." {
+            // Paths come here normalized; a `..` left in one (a split that missed a `/`) is refused, not followed.
+            guard name != ".." else { close(fd); throw FileIOError(operation: "open a path with '..' in it", path: path, errno: EINVAL) }
             reached += "/" + name
             var next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             if next < 0 {

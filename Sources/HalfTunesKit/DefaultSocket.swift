@@ -59,9 +59,14 @@ public enum DefaultSocket {
     private static func systemUserUID() -> UInt32? {
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwnam_r(systemUser, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return entry.pw_uid
+        var size = 4096
+        while size <= 1 << 20 {
+            var buffer = [CChar](repeating: 0, count: size)
+            let rc = getpwnam_r(systemUser, &entry, &buffer, buffer.count, &result)
+            if rc == ERANGE { size *= 4; continue }
+            return rc == 0 && result != nil ? entry.pw_uid : nil
+        }
+        return nil
     }
 
     private static func socketExists(_ path: String) -> Bool {

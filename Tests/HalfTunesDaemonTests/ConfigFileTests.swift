@@ -64,6 +64,8 @@ struct ConfigFileTests {
         ("checkpoint-interval = 0", "must be a number of seconds greater than 0"),
         ("socket = relative/path.sock", "must be an absolute path (got 'relative/path.sock')"),
         ("max-pending-output = 10", "must be an integer from 4096"),
+        ("max-input-per-uid = 10", "must be an integer from 4096"),
+        ("downloads-dir = /.", "must be a directory below /, not the root directory itself (got '/.')"),
         ("state-dir =", "'state-dir' has no value"),
         ("just words", "expected 'key = value', found 'just words'"),
         ("= 3", "missing key before '='"),

@@ -158,7 +158,13 @@ public enum SettingKey: String, CaseIterable, Sendable {
             }
             settings.socketGroup = text
         case .stateDir: settings.stateDirectory = try Self.absolutePath(text)
-        case .downloadsDir: settings.downloadsDirectory = try Self.absolutePath(text)
+        case .downloadsDir:
+            let path = try Self.absolutePath(text)
+            // Every user's personal directory lies below it, and a root of "/" confines nothing.
+            guard !Array(path.utf8).allSatisfy({ $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: ".") }) else {
+                throw SettingValueError(message: "must be a directory below /, not the root directory itself (got '\(text)')")
+            }
+            settings.downloadsDirectory = path
         case .maxConcurrent: settings.maxConcurrent = try Self.integer(text, in: 1...1000)
         case .maxConnectionsPerHost: settings.maxConnectionsPerHost = try Self.integer(text, in: 1...1000)
         case .bandwidthLimit:
