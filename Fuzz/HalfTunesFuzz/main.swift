@@ -82,6 +82,11 @@ func fuzzHeads(_ bytes: [UInt8]) {
 /// without its core: paths, URLs, identifiers, headers' methods, retry policies, checksums, proxies, credentials.
 func fuzzParams(_ bytes: [UInt8]) {
     guard let params = try? JSONParser.parse(bytes) else { return }
+    // A pair [session.open params, task.create params]: the task's destination in the session's directory.
+    if case .array(let pair) = params, pair.count == 2,
+       let task: TaskCreateParams = try? RPCRouter.decodeParams(pair[1]) {
+        fuzzDestination(try? RPCRouter.decodeParams(pair[0]) as SessionOpenParams, task)
+    }
     if let p: TaskCreateParams = try? RPCRouter.decodeParams(params) {
         if let destination = p.destination {
             if (try? Destination.checkClientPath(destination, field: "destination")) != nil {
@@ -121,6 +126,57 @@ func fuzzParams(_ bytes: [UInt8]) {
     _ = try? RPCRouter.decodeParams(params) as AgentEndedParams
 }
 
+/// A scratch downloads directory for `fuzzDestination`, and the uid whose downloads go there (one with a personal
+/// directory when the harness runs as root).
+let fuzzRoots: (roots: DownloadRoots, uid: UInt32) = {
+    var template = Array("/tmp/halftunes-fuzz-XXXXXX".utf8CString)
+    let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    return (DownloadRoots(downloadsDirectory: dir, daemonUID: geteuid()), geteuid() == 0 ? 4242 : geteuid())
+}()
+
+/// Where the core puts a download (`DaemonCore.prepareCreate`): the session's `destinationDirectory` and the
+/// task's `destination` as checked paths, confined to the uid's download directories, then the name the URL
+/// suggests and the free-name search over names "taken" as the input's hash says. Every path is taken inside
+/// the scratch directory, and only directories that exist are used: the harness makes none.
+func fuzzDestination(_ session: SessionOpenParams?, _ task: TaskCreateParams) {
+    let (roots, uid) = fuzzRoots
+    let base = roots.defaultDirectory(for: uid)
+    func inside(_ path: String) -> String? {
+        let normalized = Destination.normalize(path.hasPrefix("/") ? base + path : base + "/" + path)
+        return normalized == base || normalized.hasPrefix(base + "/") ? normalized : nil
+    }
+    var directory = base
+    if let given = session?.configuration?.destinationDirectory {
+        guard (try? Destination.checkClientPath(given, field: "configuration.destinationDirectory")) != nil,
+              let path = inside(given) else { return }
+        directory = path
+    }
+    var isDirectory: ObjCBool = false
+    guard (try? roots.confine(base, uid: uid)) != nil, // makes the personal directory, once
+          FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue,
+          (try? roots.confine(directory, uid: uid)) != nil,
+          let text = task.url, let url = try? Destination.validate(url: text) else { return }
+    var explicit: String?
+    if let given = task.destination, !given.isEmpty {
+        guard (try? Destination.checkClientPath(given, field: "destination")) != nil,
+              let path = inside(given.hasPrefix("/") ? given : String(directory.dropFirst(base.count)) + "/" + given),
+              (try? roots.confine((path as NSString).deletingLastPathComponent, uid: uid)) != nil else { return }
+        explicit = path
+    }
+    let seed = text.utf8.reduce(UInt64(1469598103934665603)) { ($0 ^ UInt64($1)) &* 1099511628211 }
+    var looks = 0
+    let resolved = try? Destination.resolve(explicit: explicit, url: url, directory: directory, isReserved: { path in
+        looks += 1
+        return path.utf8.reduce(seed) { ($0 ^ UInt64($1)) &* 1099511628211 } % 8 != 0
+    }, overwrite: task.overwrite == true)
+    precondition(looks <= 80, "\(looks) looks")
+    if let resolved {
+        precondition(resolved.hasPrefix(directory + "/") || explicit != nil, "\(resolved) outside \(directory)")
+        precondition(!resolved.utf8.contains(0))
+        _ = Destination.partialPath(for: resolved)
+    }
+}
+
 /// The name and path functions: a server's or a URL's name made safe, the free-name search over names "taken"
 /// as the input says, compound extensions, normalized paths.
 func fuzzNames(_ bytes: [UInt8]) {
@@ -152,6 +208,13 @@ func fuzzNames(_ bytes: [UInt8]) {
     if let found { precondition(found != name) }
 }
 
+/// A `tasks` table without column types, so a column holds whatever storage class the input gives it.
+let rowsDatabase: DatabaseQueue = {
+    let queue = try! DatabaseQueue()
+    try! queue.write { db in try db.execute(sql: "CREATE TABLE tasks (\((["id"] + TaskRecord.columns).joined(separator: ", ")))") }
+    return queue
+}()
+
 /// Journal rows as a hand-edited file may hold them: one line per column of `tasks` (then of `sessions`), each
 /// `i<integer>`, `r<real>`, `t<text>` or `n` (NULL); columns the input does not reach keep a valid value. What
 /// decodes must come out in range (`RowBounds`), and what the daemon computes of a row must not trap.
@@ -180,7 +243,24 @@ func fuzzRows(_ bytes: [UInt8]) {
     ]
     var columns: [String: DatabaseValueConvertible?] = ["id": value(1)]
     for name in TaskRecord.columns { columns[name] = value(valid[name] ?? nil) }
-    if let t = try? TaskRecord(row: Row(columns)) {
+    let general = try? TaskRecord(row: Row(columns))
+    // The same row stored in SQLite and read back by the restart's fast reader: in range too, and the same task.
+    let stored = try? rowsDatabase.write { db -> (fast: TaskRecord?, general: TaskRecord?)? in
+        try db.execute(sql: "DELETE FROM tasks")
+        let names = ["id"] + TaskRecord.columns
+        try db.execute(sql: "INSERT INTO tasks (\(names.joined(separator: ", "))) VALUES (\(names.map { _ in "?" }.joined(separator: ", ")))",
+                       arguments: StatementArguments(names.map { columns[$0] ?? nil }))
+        let statement = try db.makeStatement(sql: "SELECT * FROM tasks")
+        let reader = TaskRowReader(statement)
+        let rows = try Row.fetchCursor(statement)
+        guard let row = try rows.next() else { return nil }
+        return (reader?.record(), try? TaskRecord(row: row))
+    }
+    // (The stored row, not `general`'s: SQLite's text ends at a NUL that Swift's string holds.)
+    if let fast = stored?.fast, let read = stored?.general, fast != read { // fatalError keeps its words in -O
+        fatalError("the fast reader read \(fast), the general decoding \(read)")
+    }
+    for t in [general, stored?.fast, stored?.general].compactMap({ $0 }) {
         for time in [t.createdAt, t.updatedAt, t.nextAttemptAt, t.resourceDeadline, t.earliestBeginDate].compactMap({ $0 }) {
             precondition(RowBounds.times.contains(time), "time \(time)")
             _ = Timestamp.format(time)

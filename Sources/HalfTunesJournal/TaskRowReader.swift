@@ -91,7 +91,11 @@ struct TaskRowReader {
     private func text(_ i: Int32) -> String? {
         guard type(i) == SQLITE_TEXT, let bytes = sqlite3_column_text(statement, i) else { return nil }
         let count = Int(sqlite3_column_bytes(statement, i))
-        return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+        let buffer = UnsafeBufferPointer(start: bytes, count: count)
+        // A NUL (a row edited by hand) is left to the general decoding, which ends the text there as C does: a path
+        // read here whole would end elsewhere for the kernel than for the daemon's checks.
+        guard !buffer.contains(0) else { return nil }
+        return String(decoding: buffer, as: UTF8.self)
     }
 
     private func optionalText(_ i: Int32) -> String?? {
