@@ -137,8 +137,7 @@ final class ConnectionHandler: ChannelInboundHandler, @unchecked Sendable {
                     }
                     let resume = backlog.withLockedValue { b -> Bool in
                         let released = b.release(for: bytes)
-                        let full = released > 0 ? input.release(uid, released) : input.held(uid) >= input.maxPerUID
-                        return b.answered(bytes, released: released, uidFull: full)
+                        return b.answered(bytes, released: released, uidFull: input.release(uid, released))
                     }
                     if resume {
                         channel.eventLoop.execute {

@@ -83,7 +83,7 @@ final class UIDInput: Sendable {
         }
     }
 
-    /// Gives back `bytes` answered; whether the uid still holds its budget or more.
+    /// Gives back `bytes` answered (0: none); whether the uid still holds its budget or more.
     func release(_ uid: UInt32, _ bytes: Int) -> Bool {
         held.withLockedValue { h in
             let n = h[uid, default: 0] - bytes

@@ -43,14 +43,14 @@ extension DaemonCore {
         if case .percent = configuration.maxJournalPerUID, total <= 0 { return }
         guard let limit = configuration.maxJournalPerUID.bytes(ofFileSystemSize: total) else { return }
         let now = clock()
-        var bytes: Int64
-        if let last = journalShares.read[uid], now - last.at < JournalShares.maxAge || !reading {
+        let bytes: Int64
+        if let last = journalShares.read[uid], !reading || now - last.at < JournalShares.maxAge {
             bytes = last.bytes
-        } else if !reading {
-            return
-        } else {
+        } else if reading {
             bytes = try await nonblocking { try $0.journaledBytes(uid: uid) }
             journalShares.read[uid] = (bytes, now)
+        } else {
+            return // never read yet: the next task.create reads it
         }
         guard bytes >= limit else { return }
         throw RPCError(.limitExceeded, "\(method) is refused: uid \(uid)'s sessions hold \(bytes) bytes in the journal (unacknowledged "
@@ -66,8 +66,7 @@ extension DaemonCore {
         var bytes = record.url.utf8.count + record.destination.utf8.count + record.partialPath.utf8.count
             + (record.description?.utf8.count ?? 0) + record.headers.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         if record.kind == TaskKind.data.rawValue {
-            let body = min(max(record.maxResponseBytes ?? ResponseLimit.dataDefaultBytes, 0), ResponseLimit.dataDefaultBytes)
-            bytes += Int(body) / 3 * 4
+            bytes += ResponseLimit.data(maxBytes: record.maxResponseBytes).maxBytes / 3 * 4 // as base64
         }
         let (sum, overflow) = last.bytes.addingReportingOverflow(Int64(bytes))
         last.bytes = overflow ? .max : sum

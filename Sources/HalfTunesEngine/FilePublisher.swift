@@ -7,6 +7,7 @@ import Musl
 import Darwin
 #endif
 import CLinuxFile
+import HalfTunesProtocol
 
 public enum PublishError: Error, Equatable {
     case destinationExists(String)
@@ -249,12 +250,9 @@ public enum FilePublisher {
     /// The directory (with its `/`), stem and extension of a destination, split at its last `/` byte: as the kernel
     /// reads the path (Swift's characters join a `/` with a combining mark after it).
     private static func numberedParts(_ destination: String) -> (dirPrefix: String, stem: String, ext: String) {
-        let bytes = Array(destination.utf8)
-        let slash = bytes.lastIndex(of: UInt8(ascii: "/"))
-        let dirPrefix = slash.map { String(decoding: bytes[...$0], as: UTF8.self) } ?? ""
-        let name = slash.map { String(decoding: bytes[($0 + 1)...], as: UTF8.self) } ?? destination
-        let (stem, ext) = splitExtension(name)
-        return (dirPrefix, stem, ext)
+        let split = PathBytes.splitLast(destination)
+        let (stem, ext) = splitExtension(split?.after ?? destination)
+        return (split.map { $0.before + "/" } ?? "", stem, ext)
     }
 
     /// How many `name (n).ext` are tried one by one before `availableName` searches.

@@ -152,10 +152,7 @@ enum POSIX {
         }
     }
 
-    static func directory(of path: String) -> String {
-        guard let (dir, _) = PathBytes.splitLast(path) else { return "." }
-        return dir.isEmpty ? "/" : dir
-    }
+    static func directory(of path: String) -> String { PathBytes.directory(of: path) }
 
     static func fsyncDirectory(containing path: String) throws {
         let dir = directory(of: path)

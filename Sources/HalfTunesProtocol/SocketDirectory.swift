@@ -12,7 +12,7 @@ public enum SocketDirectory {
     /// otherwise listen there and receive the user's URLs and credentials. nil too when the directory does not
     /// exist (there is nothing to connect to, nor to take over).
     public static func problem(socketPath: String, uid: UInt32) -> String? {
-        let dir = directory(of: socketPath)
+        let dir = PathBytes.directory(of: socketPath)
         var st = stat()
         guard lstat(dir, &st) == 0 else { return nil }
         if (st.st_mode & S_IFMT) == S_IFLNK {
@@ -27,11 +27,5 @@ public enum SocketDirectory {
             return "\(dir) is writable by other users (mode \(String(st.st_mode & 0o7777, radix: 8)))"
         }
         return nil
-    }
-
-    static func directory(of path: String) -> String {
-        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
-        let dir = String(path[..<slash])
-        return dir.isEmpty ? "/" : dir
     }
 }

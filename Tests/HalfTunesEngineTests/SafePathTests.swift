@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import HalfTunesEngine
+import HalfTunesProtocol
 import Testing
 
 @Suite struct SafePathTests {

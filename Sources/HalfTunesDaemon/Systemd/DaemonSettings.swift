@@ -161,7 +161,7 @@ public enum SettingKey: String, CaseIterable, Sendable {
         case .downloadsDir:
             let path = try Self.absolutePath(text)
             // Every user's personal directory lies below it, and a root of "/" confines nothing.
-            guard !Array(path.utf8).allSatisfy({ $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: ".") }) else {
+            guard Destination.normalize(path) != "/" else {
                 throw SettingValueError(message: "must be a directory below /, not the root directory itself (got '\(text)')")
             }
             settings.downloadsDirectory = path
