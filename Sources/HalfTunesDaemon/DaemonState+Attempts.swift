@@ -28,10 +28,11 @@ extension DaemonState {
             }
         }
         t.discardPartialWhenStopped = false
+        let row: TaskRecord? = if case .record = verdict.next { t.record.written() } else { nil }
         tasks[id] = t
         switch verdict.next {
         case .record:
-            actions.append(.journal(t.record, []))
+            if let row { actions.append(.journal(row, [])) }
             evict(id)
         case .beginCompletion(let total):
             beginCompletion(id, total: total, now: now, into: &actions)

@@ -25,13 +25,12 @@ extension DaemonState {
         t.bytesReceived = total
         t.record.bytesDurable = total
         if t.record.bytesExpected == nil { t.record.bytesExpected = total }
-        tasks[id] = t
         let (machine, steps) = CompletionMachine.transferCompleted(total: total, checksum: t.record.checksum)
-        if steps.contains(.computeDigest) {
-            // Verifying takes a while: journal the length first, so a crash meanwhile does not fetch it again.
-            // (Without a checksum the intent, journaled at once, records it.)
-            actions.append(.journal(t.record, []))
-        }
+        // Verifying takes a while: journal the length first, so a crash meanwhile does not fetch it again.
+        // (Without a checksum the intent, journaled at once, records it.)
+        let row: TaskRecord? = steps.contains(.computeDigest) ? t.record.written() : nil
+        tasks[id] = t
+        if let row { actions.append(.journal(row, [])) }
         completions[id] = Completion(machine: machine, attempt: t.record.attempts, partialIsDurable: true)
         carryOut(steps, for: id, now: now, into: &actions)
     }
@@ -92,8 +91,9 @@ extension DaemonState {
                 guard var intent = tasks[id] else { return }
                 intent.record.phase = .publishing
                 intent.record.location = location
+                let row = intent.record.written()
                 tasks[id] = intent
-                actions.append(.journal(intent.record, [])) // synced by the move first
+                actions.append(.journal(row, [])) // synced by the move first
             case .move(let location):
                 actions.append(.move(id, attempt: c.attempt, partial: t.record.partialPath, location: location,
                                      replacing: t.record.overwrite, partialIsDurable: c.partialIsDurable,

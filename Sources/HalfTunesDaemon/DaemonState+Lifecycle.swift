@@ -72,9 +72,10 @@ extension DaemonState {
         payloads = payloads.map { $0.carrying(t.record.response) }
         t.syncRecord(now: now)
         Self.deferIfEarly(&t, now: now)
+        let row = t.record.written()
         tasks[id] = t
         if retryScheduled { armRetryTimer(into: &actions) }
-        actions.append(.journal(t.record, payloads))
+        actions.append(.journal(row, payloads))
         leaveCompletionIfStopped(id)
         if startNow { actions.append(.startAttempt(id)) }
         if t.machine.state.isTerminal { invalidationDone(t.record.session, into: &actions) }

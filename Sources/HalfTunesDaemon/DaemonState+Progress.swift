@@ -29,13 +29,15 @@ extension DaemonState {
         // A response from byte 0 that discarded kept bytes comes after the file was truncated: nothing of the
         // version before is durable, and the row never pairs its ranges with this version's validators.
         if start.offset == 0, start.discardedBytes > 0 { t.record.durableRanges = ByteRanges() }
+        let restarted = start.discardedBytes > 0 || start.reason != nil
+        let row: TaskRecord? = restarted || start.keptBytes > 0 ? t.record.written() : nil
         tasks[id] = t
-        if start.discardedBytes > 0 || start.reason != nil {
-            actions.append(.journal(t.record, [.didResumeAtOffset(offset: 0, expectedTotalBytes: start.expectedTotal,
-                                                                  discardedBytes: start.discardedBytes, reason: start.reason)]))
-        } else if start.keptBytes > 0 {
-            actions.append(.journal(t.record, [.didResumeAtOffset(offset: start.keptBytes, expectedTotalBytes: start.expectedTotal,
-                                                                  discardedBytes: nil, reason: nil)]))
+        if let row, restarted {
+            actions.append(.journal(row, [.didResumeAtOffset(offset: 0, expectedTotalBytes: start.expectedTotal,
+                                                             discardedBytes: start.discardedBytes, reason: start.reason)]))
+        } else if let row {
+            actions.append(.journal(row, [.didResumeAtOffset(offset: start.keptBytes, expectedTotalBytes: start.expectedTotal,
+                                                             discardedBytes: nil, reason: nil)]))
         }
     }
 
@@ -93,8 +95,9 @@ extension DaemonState {
         t.record.suggestedFilename = suggested
         let changed = destination != t.record.destination
         t.record.destination = destination
+        let row = t.record.written()
         tasks[id] = t // the reserved destinations follow
-        actions.append(.journal(t.record, changed ? [.didChangeDestination(destination: destination,
+        actions.append(.journal(row, changed ? [.didChangeDestination(destination: destination,
                                                                          suggestedFilename: suggested)] : []))
     }
 

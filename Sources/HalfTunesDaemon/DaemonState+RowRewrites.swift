@@ -146,10 +146,11 @@ extension DaemonState {
                 continue
             }
             let finished = rowRewrites[id]?.finished
-            guard let record = tasks[id]?.record ?? finished?.record else {
+            guard var record = tasks[id]?.record ?? finished?.record else {
                 rowRewrites[id] = nil // gone
                 continue
             }
+            record.unwritten.bits = .all // what the failed write held is not known to be in the row
             actions.append(.journal(record, finished?.payloads ?? []))
             rowRewrites[id]?.schedule.rewritten(now: now)
         }

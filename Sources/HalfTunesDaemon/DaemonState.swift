@@ -244,8 +244,9 @@ struct DaemonState {
             }
             t.record.updatedAt = now
             Self.deferIfEarly(&t, now: now)
+            let row = t.record.written()
             tasks[id] = t // one write: the table re-indexes the task once
-            actions.append(.journal(t.record, []))
+            actions.append(.journal(row, []))
             if edit.bandwidthLimit != nil, t.attemptInFlight { actions.append(.setBandwidth(id, rate: t.record.bandwidthLimit ?? 0)) }
             if !mayTransfer(session: t.record.session) { regate(id, now: now, into: &actions) }
             grantSlots(limits, now: now, into: &actions)

@@ -102,8 +102,8 @@ extension Journal {
         var session: String
     }
 
-    /// Inserts events (numbered by `JournalWriter` when submitted) inside the caller's transaction and advances
-    /// each session's `last_event_seq`. Each event's session must exist and its task (if any) belong to it;
+    /// Inserts events (numbered by `JournalWriter` when submitted) inside the caller's transaction (v17's trigger
+    /// advances each session's `last_event_seq`). Each event's session must exist and its task (if any) belong to it;
     /// `written` names a row the same write stored, whose task and session are taken as checked.
     static func append(_ events: [Event], _ db: Database, written: [WrittenRow] = []) throws -> [Event] {
         let createdAt = Timestamp.now()
@@ -122,9 +122,6 @@ extension Journal {
                 owners[row.task] = row.session
             }
         }
-        // Each session's last seq; likewise the first session's without a table.
-        var firstSession: (session: String, seq: Int64)?
-        var otherSessions: [String: Int64] = [:]
         var stored: [Event] = []
         stored.reserveCapacity(events.count)
         let insert = try db.cachedStatement(
@@ -158,17 +155,8 @@ extension Journal {
             event.seq = nil
             try insert.executeBound([seq, event.session, event.task, event.type, createdAt, try JSONText.encode(event)])
             event.seq = seq
-            if firstSession == nil || firstSession?.session == event.session {
-                firstSession = (event.session, seq)
-            } else {
-                otherSessions[event.session] = seq
-            }
             stored.append(event)
         }
-        let advance = try db.cachedStatement(
-            sql: "UPDATE sessions SET last_event_seq = max(last_event_seq, ?) WHERE identifier = ?")
-        if let firstSession { try advance.executeBound([firstSession.seq, firstSession.session]) }
-        for (session, seq) in otherSessions { try advance.executeBound([seq, session]) }
         return stored
     }
 }

@@ -14,8 +14,6 @@ extension Journal {
     private static func finished(column: String) -> String {
         "(\(column) = '\(TaskState.completed.rawValue)' OR \(column) = '\(TaskState.failed.rawValue)' OR \(column) = '\(TaskState.canceled.rawValue)')"
     }
-    /// Its negation, as the `tasks_loaded` index says it.
-    static let isUnfinished = "(state <> '\(TaskState.completed.rawValue)' AND state <> '\(TaskState.failed.rawValue)' AND state <> '\(TaskState.canceled.rawValue)')"
 
     /// The ids of up to `limit` tasks with ids above `after`, ascending, of `sessions` (every session when nil), in
     /// `state` when given: one page of `task.list`, read through an index whose rows are in id order (rows are read

@@ -34,8 +34,9 @@ extension Journal {
         }
     }
 
-    /// The rows a restart loads: unfinished, or being published (finished rows stay in the journal only).
-    static let loadedRows = "\(isUnfinished) OR phase = 'publishing'"
+    /// The rows a restart loads: unfinished, or being published (finished rows stay in the journal only); v17's
+    /// triggers keep `loaded` so.
+    static let loadedRows = "loaded = 1"
 
     /// One pass over the rows a restart loads (through the `tasks_loaded` index, so finished rows cost nothing):
     /// each read whole and delivered in batches of `batchSize`; and the finished tasks per session and state,

@@ -9,14 +9,12 @@ extension Journal {
         }
     }
 
-    /// What the journal holds for the sessions of `uid`, in bytes (v16's `session_bytes`: their events' JSON and
-    /// their tasks' text columns, data-task bodies included).
+    /// What the journal holds for the sessions of `uid`, in bytes (`journaled_bytes`, kept by triggers: their
+    /// configurations, their events' JSON and their tasks' text columns, data-task bodies included).
     public func journaledBytes(uid: UInt32) throws -> Int64 {
         try read { db in
-            try Int64.fetchOne(db, sql: """
-                SELECT ifnull(SUM(b.bytes), 0) FROM session_bytes b JOIN sessions s ON s.identifier = b.session
-                WHERE s.uid = ?
-                """, arguments: [Int64(uid)]) ?? 0
+            try Int64.fetchOne(db, sql: "SELECT ifnull(SUM(journaled_bytes), 0) FROM sessions WHERE uid = ?",
+                               arguments: [Int64(uid)]) ?? 0
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import HalfTunesProtocol
 
@@ -96,6 +97,7 @@ extension Journal {
             try Journal.checkJournaled(events, session: t.session)
             var row = t
             row.id = id
+            row.unwritten.bits = [] // the insert writes every column
             var arguments: StatementArguments = [id]
             arguments += try t.arguments()
             insert.records.append(row)
@@ -131,26 +133,41 @@ extension Journal {
         return try submit(numbering: events, done: done) { db, numbered in _ = try update(db, numbered) }
     }
 
-    /// Every column but `session` (`TaskRecord.arguments()` order, then the id), which a task never changes: it is
-    /// matched instead (a row of another session is not this task's), so the update leaves `tasks_by_session`
-    /// alone (SQLite rewrites the entries of every index with a column in the `SET` list, changed or not).
-    static let replaceRowSQL: String = {
-        precondition(TaskRecord.columns.first == "session")
-        let set = TaskRecord.columns.enumerated().dropFirst().map { "\($1) = ?\($0 + 1)" }
-        return "UPDATE tasks SET " + set.joined(separator: ", ")
-            + " WHERE id = ?\(TaskRecord.columns.count + 1) AND session = ?1"
-    }()
+    /// The update of the columns in `columns` but `session`, which a task never changes: it is matched instead (a
+    /// row of another session is not this task's). Only what changed is in the `SET` list: SQLite rewrites the
+    /// entries of every index with a column there, and runs the triggers of those columns, changed or not.
+    /// Arguments: the columns' values in `TaskRecord.columns` order, the id, the session.
+    static func updateSQL(_ columns: TaskColumns) -> String {
+        var set: [String] = []
+        for (i, name) in TaskRecord.columns.enumerated() where i > 0 && columns.contains(TaskColumns(rawValue: 1 << i)) {
+            set.append("\(name) = ?")
+        }
+        if set.isEmpty { return "SELECT 1 FROM tasks WHERE id = ? AND session = ?" }
+        return "UPDATE tasks SET " + set.joined(separator: ", ") + " WHERE id = ? AND session = ?"
+    }
 
-    /// Checks a row replacement with its events now; returns the write that replaces the row (`unknownTask`
-    /// if it does not exist) and appends the events, numbered.
+    /// The column sets whose statements stay prepared. A few dozen occur (each kind of change the daemon makes);
+    /// past this many, a set is written as the whole row, whose statement is prepared already.
+    static let preparedColumnSets = PreparedColumnSets(limit: 64)
+
+    /// Checks a row update with its events now; returns the write that updates the row's changed columns
+    /// (`unknownTask` if it does not exist) and appends the events, numbered.
     static func rowUpdate(_ t: TaskRecord, _ events: [Event]) throws -> (Database, [Event]) throws -> [Event] {
         guard let id = t.id else { throw JournalError.taskHasNoID }
         try Journal.checkJournaled(events, session: t.session)
-        var arguments = try t.arguments()
-        arguments += [id]
+        let columns = preparedColumnSets.admit(t.unwritten.bits.subtracting(.session))
+        var arguments = try t.arguments(of: columns)
+        arguments += [id, t.session]
+        let sql = updateSQL(columns)
+        let isUpdate = !columns.isEmpty
         return { db, numbered in
-            try db.cachedStatement(sql: replaceRowSQL).executeBound(arguments)
-            guard db.changesCount == 1 else { throw JournalError.unknownTask(id) }
+            let statement = try db.cachedStatement(sql: sql)
+            if isUpdate {
+                try statement.executeBound(arguments)
+                guard db.changesCount == 1 else { throw JournalError.unknownTask(id) }
+            } else {
+                guard try Bool.fetchOne(statement, arguments: arguments) == true else { throw JournalError.unknownTask(id) }
+            }
             // The row now belongs to `t.session`, which exists (the row's foreign key).
             return try Journal.append(numbered, db, written: [Journal.WrittenRow(task: id, session: t.session)])
         }
@@ -210,5 +227,26 @@ extension Journal {
     /// `recordCheckpoint`, also recording the response the durable bytes came from.
     func recordCheckpoint(task: Int64, bytesDurable: Int64, head: CheckpointHead) throws {
         try write { db in try Journal.checkpoint(task, ByteRanges(prefix: bytesDurable), head, db) }
+    }
+}
+
+/// The column sets `Journal.rowUpdate` has prepared statements for, up to `limit`; another set is widened to every
+/// column (`TaskColumns.all` without `session`), always admitted.
+final class PreparedColumnSets: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sets: Set<TaskColumns> = []
+    private let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    func admit(_ columns: TaskColumns) -> TaskColumns {
+        lock.lock()
+        defer { lock.unlock() }
+        if sets.contains(columns) { return columns }
+        if sets.count < limit {
+            sets.insert(columns)
+            return columns
+        }
+        return TaskColumns.all.subtracting(.session)
     }
 }

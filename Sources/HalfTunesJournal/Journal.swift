@@ -65,12 +65,23 @@ public final class Journal: Sendable {
             throw JournalError.newerSchema(path: path ?? ":memory:", unknownMigrations: unknown)
         }
         try migrator.migrate(queue)
-        // A journal made before auto_vacuum was set keeps its freed pages until converted, once (it rewrites the
-        // file; done before anything else uses it).
-        if path != nil, try queue.read({ try Int.fetchOne($0, sql: "PRAGMA auto_vacuum") }) != 2 {
+        // A journal made before auto_vacuum was set, or with other pages than `pageSize`, is converted once (it
+        // rewrites the file, before anything else uses it). SQLite changes the page size only outside WAL mode; the
+        // rewrite is synced as a rollback journal's transaction is (FULL), so a crash leaves the old file or the new.
+        if path != nil, try queue.read({ db in
+            try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 || Int.fetchOne(db, sql: "PRAGMA page_size") != Self.pageSize
+        }) {
             try queue.writeWithoutTransaction { db in
+                _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE")
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                try db.execute(sql: "PRAGMA page_size = \(Self.pageSize)")
                 try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
                 try db.execute(sql: "VACUUM")
+                let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+                guard mode == "wal" else {
+                    throw JournalError.cannotOpen(path: path ?? "", reason: "cannot switch back to WAL mode (got \(mode ?? "nil"))")
+                }
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
             }
         }
         self.dbQueue = queue
@@ -80,9 +91,11 @@ public final class Journal: Sendable {
         durability.didCommit(through: durability.issue())
         durability.sync()
         self.schemaVersion = try queue.read { try migrator.appliedMigrations($0).count }
-        // Event seqs are handed out when events are submitted; never one used before, even if pruned since.
+        // Event seqs are handed out when events are submitted; never one used before, even if pruned since (each
+        // session's `last_event_seq`) or deleted with its session (`event_seq_floor`).
         let lastSeq = try queue.read { db in
-            max(try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'events'") ?? 0,
+            max(try Int64.fetchOne(db, sql: "SELECT seq FROM event_seq_floor") ?? 0,
+                try Int64.fetchOne(db, sql: "SELECT max(last_event_seq) FROM sessions") ?? 0,
                 try Int64.fetchOne(db, sql: "SELECT max(seq) FROM events") ?? 0)
         }
         // Task ids too: handed out when an insert is submitted (`submitTasks`), never one used before.
@@ -224,14 +237,22 @@ public final class Journal: Sendable {
         }
     }
 
+    /// The journal's page size. A state change of one task touches about ten pages (its row, the state indexes,
+    /// its event and the event's indexes, the session's row), each written whole to the WAL and fsynced: at 4 KiB
+    /// that was ~40 KiB per call, at 1 KiB ~10 KiB (docs/benchmarks.md). Rows larger than a page overflow into
+    /// pages of their own, as before.
+    static let pageSize = 1024
+
     static func configuration(walPath: String?) -> Configuration {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(busyTimeout)
         configuration.label = "HalfTunesJournal"
         configuration.prepareDatabase { db in
-            // Pages freed by deleting finished tasks can be given back (`releaseFreePages`). Takes effect on a new
+            // Pages freed by deleting finished tasks can be given back (`releaseFreePages`), and pages are small (a
+            // commit writes each page it touched whole, twice: WAL, then checkpoint). Both take effect on a new
             // database (before its first table); an older one is converted once in `init` (`VACUUM`).
+            try db.execute(sql: "PRAGMA page_size = \(pageSize)")
             try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
             // Set up here rather than with GRDB's `journalMode = .wal`, which also sets synchronous=NORMAL.
             if let walPath {

@@ -182,6 +182,65 @@ extension TaskRecord {
         "credentials",
     ]
 
+    /// The values of `columns`' columns, in `columns` order (`session` first when it is in them).
+    func arguments(of columns: TaskColumns) throws -> StatementArguments {
+        guard columns != .all else { return try arguments() }
+        var values: [(any DatabaseValueConvertible)?] = []
+        values.reserveCapacity(columns.rawValue.nonzeroBitCount)
+        var bits = columns.rawValue
+        while bits != 0 {
+            let i = bits.trailingZeroBitCount
+            bits &= bits - 1
+            values.append(try value(ofColumn: i))
+        }
+        return StatementArguments(values)
+    }
+
+    /// Column `i` of `columns`, as `arguments()` gives it.
+    private func value(ofColumn i: Int) throws -> (any DatabaseValueConvertible)? {
+        switch i {
+        case 0: session
+        case 1: kind
+        case 2: url
+        case 3: currentURL
+        case 4: state.rawValue
+        case 5: phase.rawValue
+        case 6: try JSONText.encodeIfPresent(waitingReason)
+        case 7: nextAttemptAt
+        case 8: destination
+        case 9: location
+        case 10: partialPath
+        case 11: try JSONText.encode(headers)
+        case 12: description
+        case 13: bytesDurable
+        case 14: bytesExpected
+        case 15: etag
+        case 16: lastModified
+        case 17: try JSONText.encodeIfPresent(error)
+        case 18: attempts
+        case 19: queueOrder
+        case 20: createdAt
+        case 21: updatedAt
+        case 22: resourceDeadline
+        case 23: priority.rawValue
+        case 24: checksum
+        case 25: bandwidthLimit
+        case 26: method
+        case 27: file
+        case 28: maxResponseBytes
+        case 29: try JSONText.encodeIfPresent(response)
+        case 30: fileID
+        case 31: overwrite
+        case 32: durableRanges.storedText
+        case 33: maxConnections
+        case 34: earliestBeginDate
+        case 35: nameFromResponse
+        case 36: suggestedFilename
+        case 37: try JSONText.encodeIfPresent(credentials)
+        default: preconditionFailure("no task column \(i)")
+        }
+    }
+
     func arguments() throws -> StatementArguments {
         [
             session, kind, url, currentURL, state.rawValue, phase.rawValue, try JSONText.encodeIfPresent(waitingReason),
@@ -244,6 +303,7 @@ extension TaskRecord {
             nameFromResponse: try row.decode(forColumn: "name_from_response"),
             suggestedFilename: try row.decode(forColumn: "suggested_filename"),
             credentials: try json(Credentials.self, "credentials"))
+        unwritten.bits = [] // as the row holds it (what `bounded` clamps is written back)
         self = bounded()
     }
 }

@@ -20,6 +20,7 @@ enum JournalSchema {
         ("v14", v14),
         ("v15", v15),
         ("v16", v16),
+        ("v17", v17),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -328,6 +329,94 @@ enum JournalSchema {
             UPDATE session_bytes SET bytes = bytes - (length(CAST(OLD.url AS BLOB)) + length(CAST(OLD.destination AS BLOB)) + length(CAST(OLD.partial_path AS BLOB)) + ifnull(length(CAST(OLD.current_url AS BLOB)), 0) + ifnull(length(CAST(OLD.location AS BLOB)), 0) + ifnull(length(CAST(OLD.headers AS BLOB)), 0) + ifnull(length(CAST(OLD.description AS BLOB)), 0) + ifnull(length(CAST(OLD.response AS BLOB)), 0) + ifnull(length(CAST(OLD.error AS BLOB)), 0) + ifnull(length(CAST(OLD.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(OLD.file AS BLOB)), 0) + ifnull(length(CAST(OLD.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(OLD.credentials AS BLOB)), 0)) WHERE session = OLD.session;
             INSERT INTO session_bytes (session, bytes) VALUES (NEW.session, length(CAST(NEW.url AS BLOB)) + length(CAST(NEW.destination AS BLOB)) + length(CAST(NEW.partial_path AS BLOB)) + ifnull(length(CAST(NEW.current_url AS BLOB)), 0) + ifnull(length(CAST(NEW.location AS BLOB)), 0) + ifnull(length(CAST(NEW.headers AS BLOB)), 0) + ifnull(length(CAST(NEW.description AS BLOB)), 0) + ifnull(length(CAST(NEW.response AS BLOB)), 0) + ifnull(length(CAST(NEW.error AS BLOB)), 0) + ifnull(length(CAST(NEW.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(NEW.file AS BLOB)), 0) + ifnull(length(CAST(NEW.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(NEW.credentials AS BLOB)), 0))
                 ON CONFLICT (session) DO UPDATE SET bytes = bytes + excluded.bytes;
+        END;
+        """
+
+    /// Issue 55: a state change of one task writes fewer pages. Events are numbered by the journal's writer, so
+    /// their table loses `AUTOINCREMENT` (its `sqlite_sequence` row was one more page per event); what keeps seqs
+    /// from being used again is each session's `last_event_seq` and, for deleted sessions, `event_seq_floor`. A
+    /// session's journaled bytes move into its row (`journaled_bytes`), and the event trigger that counts them also
+    /// advances `last_event_seq`: one page for both, where there were two tables and a statement. The restart's
+    /// index covers the rows with `loaded = 1`, a column only the state triggers write, on the changes that move a
+    /// row in or out (finished, publishing): no other update touches that index.
+    static let v17 = """
+        CREATE TABLE event_seq_floor (seq INTEGER NOT NULL);
+        INSERT INTO event_seq_floor (seq) VALUES ((SELECT ifnull(max(seq), 0) FROM sqlite_sequence WHERE name = 'events'));
+        CREATE TABLE events_v17 (
+            seq         INTEGER PRIMARY KEY,
+            session     TEXT NOT NULL REFERENCES sessions(identifier) ON DELETE CASCADE,
+            task        INTEGER REFERENCES tasks(id) ON DELETE CASCADE,
+            type        TEXT NOT NULL,
+            created_at  REAL NOT NULL,
+            json        TEXT NOT NULL
+        );
+        INSERT INTO events_v17 (seq, session, task, type, created_at, json)
+            SELECT seq, session, task, type, created_at, json FROM events;
+        DROP TABLE events;
+        ALTER TABLE events_v17 RENAME TO events;
+        CREATE INDEX events_by_session ON events(session, seq);
+        CREATE INDEX events_by_task ON events(task);
+
+        ALTER TABLE sessions ADD COLUMN journaled_bytes INTEGER NOT NULL DEFAULT 0;
+        UPDATE sessions SET journaled_bytes = ifnull((SELECT bytes FROM session_bytes WHERE session = identifier), 0);
+        DROP TRIGGER session_bytes_session_insert;
+        DROP TRIGGER session_bytes_session_update;
+        DROP TRIGGER session_bytes_session_delete;
+        DROP TRIGGER session_bytes_task_insert;
+        DROP TRIGGER session_bytes_task_delete;
+        DROP TRIGGER session_bytes_task_update;
+        DROP TABLE session_bytes;
+        CREATE TRIGGER journaled_bytes_session_insert AFTER INSERT ON sessions
+        BEGIN
+            UPDATE sessions SET journaled_bytes = length(CAST(NEW.configuration AS BLOB)) WHERE identifier = NEW.identifier;
+        END;
+        CREATE TRIGGER journaled_bytes_session_update AFTER UPDATE OF configuration ON sessions
+        BEGIN
+            UPDATE sessions SET journaled_bytes = journaled_bytes - length(CAST(OLD.configuration AS BLOB))
+                + length(CAST(NEW.configuration AS BLOB)) WHERE identifier = NEW.identifier;
+        END;
+        CREATE TRIGGER event_seq_floor_session_delete AFTER DELETE ON sessions
+        BEGIN
+            UPDATE event_seq_floor SET seq = max(seq, OLD.last_event_seq);
+        END;
+        CREATE TRIGGER journaled_bytes_event_insert AFTER INSERT ON events
+        BEGIN
+            UPDATE sessions SET journaled_bytes = journaled_bytes + length(CAST(NEW.json AS BLOB)),
+                last_event_seq = max(last_event_seq, NEW.seq) WHERE identifier = NEW.session;
+        END;
+        CREATE TRIGGER journaled_bytes_event_delete AFTER DELETE ON events
+        BEGIN
+            UPDATE sessions SET journaled_bytes = journaled_bytes - length(CAST(OLD.json AS BLOB)) WHERE identifier = OLD.session;
+        END;
+        CREATE TRIGGER journaled_bytes_task_insert AFTER INSERT ON tasks
+        BEGIN
+            UPDATE sessions SET journaled_bytes = journaled_bytes + (length(CAST(NEW.url AS BLOB)) + length(CAST(NEW.destination AS BLOB)) + length(CAST(NEW.partial_path AS BLOB)) + ifnull(length(CAST(NEW.current_url AS BLOB)), 0) + ifnull(length(CAST(NEW.location AS BLOB)), 0) + ifnull(length(CAST(NEW.headers AS BLOB)), 0) + ifnull(length(CAST(NEW.description AS BLOB)), 0) + ifnull(length(CAST(NEW.response AS BLOB)), 0) + ifnull(length(CAST(NEW.error AS BLOB)), 0) + ifnull(length(CAST(NEW.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(NEW.file AS BLOB)), 0) + ifnull(length(CAST(NEW.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(NEW.credentials AS BLOB)), 0)) WHERE identifier = NEW.session;
+        END;
+        CREATE TRIGGER journaled_bytes_task_delete AFTER DELETE ON tasks
+        BEGIN
+            UPDATE sessions SET journaled_bytes = journaled_bytes - (length(CAST(OLD.url AS BLOB)) + length(CAST(OLD.destination AS BLOB)) + length(CAST(OLD.partial_path AS BLOB)) + ifnull(length(CAST(OLD.current_url AS BLOB)), 0) + ifnull(length(CAST(OLD.location AS BLOB)), 0) + ifnull(length(CAST(OLD.headers AS BLOB)), 0) + ifnull(length(CAST(OLD.description AS BLOB)), 0) + ifnull(length(CAST(OLD.response AS BLOB)), 0) + ifnull(length(CAST(OLD.error AS BLOB)), 0) + ifnull(length(CAST(OLD.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(OLD.file AS BLOB)), 0) + ifnull(length(CAST(OLD.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(OLD.credentials AS BLOB)), 0)) WHERE identifier = OLD.session;
+        END;
+        CREATE TRIGGER journaled_bytes_task_update AFTER UPDATE OF url, destination, partial_path, current_url, location,
+            headers, description, response, error, waiting_reason, file, suggested_filename, credentials ON tasks
+        BEGIN
+            UPDATE sessions SET journaled_bytes = journaled_bytes - (length(CAST(OLD.url AS BLOB)) + length(CAST(OLD.destination AS BLOB)) + length(CAST(OLD.partial_path AS BLOB)) + ifnull(length(CAST(OLD.current_url AS BLOB)), 0) + ifnull(length(CAST(OLD.location AS BLOB)), 0) + ifnull(length(CAST(OLD.headers AS BLOB)), 0) + ifnull(length(CAST(OLD.description AS BLOB)), 0) + ifnull(length(CAST(OLD.response AS BLOB)), 0) + ifnull(length(CAST(OLD.error AS BLOB)), 0) + ifnull(length(CAST(OLD.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(OLD.file AS BLOB)), 0) + ifnull(length(CAST(OLD.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(OLD.credentials AS BLOB)), 0)) + (length(CAST(NEW.url AS BLOB)) + length(CAST(NEW.destination AS BLOB)) + length(CAST(NEW.partial_path AS BLOB)) + ifnull(length(CAST(NEW.current_url AS BLOB)), 0) + ifnull(length(CAST(NEW.location AS BLOB)), 0) + ifnull(length(CAST(NEW.headers AS BLOB)), 0) + ifnull(length(CAST(NEW.description AS BLOB)), 0) + ifnull(length(CAST(NEW.response AS BLOB)), 0) + ifnull(length(CAST(NEW.error AS BLOB)), 0) + ifnull(length(CAST(NEW.waiting_reason AS BLOB)), 0) + ifnull(length(CAST(NEW.file AS BLOB)), 0) + ifnull(length(CAST(NEW.suggested_filename AS BLOB)), 0) + ifnull(length(CAST(NEW.credentials AS BLOB)), 0)) WHERE identifier = NEW.session;
+        END;
+
+        ALTER TABLE tasks ADD COLUMN loaded INTEGER NOT NULL DEFAULT 1;
+        UPDATE tasks SET loaded = 0
+            WHERE (state = 'completed' OR state = 'failed' OR state = 'canceled') AND phase != 'publishing';
+        DROP INDEX tasks_loaded;
+        CREATE INDEX tasks_loaded ON tasks(id) WHERE loaded = 1;
+        CREATE TRIGGER tasks_loaded_insert AFTER INSERT ON tasks
+            WHEN (NEW.state = 'completed' OR NEW.state = 'failed' OR NEW.state = 'canceled') AND NEW.phase != 'publishing'
+        BEGIN
+            UPDATE tasks SET loaded = 0 WHERE id = NEW.id;
+        END;
+        CREATE TRIGGER tasks_loaded_update AFTER UPDATE OF state, phase ON tasks
+            WHEN NEW.loaded <> ((NEW.state <> 'completed' AND NEW.state <> 'failed' AND NEW.state <> 'canceled') OR NEW.phase = 'publishing')
+        BEGIN
+            UPDATE tasks SET loaded = ((NEW.state <> 'completed' AND NEW.state <> 'failed' AND NEW.state <> 'canceled')
+                OR NEW.phase = 'publishing') WHERE id = NEW.id;
         END;
         """
 }

@@ -63,7 +63,7 @@ struct TaskRowReader {
               let response = json(TaskResponse.self, responseText), let attemptCount = Int(exactly: attempts),
               let credentials = json(Credentials.self, credentialsText)
         else { return nil }
-        return TaskRecord(
+        var record = TaskRecord(
             id: id, session: session, kind: kind, url: url, currentURL: currentURL, state: state, phase: phase,
             waitingReason: waitingReason, nextAttemptAt: nextAttemptAt, destination: destination, location: location,
             partialPath: partialPath, headers: headers, description: description, bytesDurable: bytesDurable,
@@ -73,7 +73,9 @@ struct TaskRowReader {
             maxResponseBytes: maxResponseBytes, response: response, fileID: fileID, overwrite: overwrite != 0,
             durableRanges: durableRanges, maxConnections: maxConnections.flatMap { Int(exactly: $0) },
             earliestBeginDate: earliestBeginDate, nameFromResponse: nameFromResponse != 0,
-            suggestedFilename: suggestedFilename, credentials: credentials).bounded()
+            suggestedFilename: suggestedFilename, credentials: credentials)
+        record.unwritten.bits = [] // as the row holds it (what `bounded` clamps is written back)
+        return record.bounded()
     }
 
     /// The current row's session, state and phase only (a finished task is counted, not read), or nil when

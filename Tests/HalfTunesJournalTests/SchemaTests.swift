@@ -9,7 +9,7 @@ import Testing
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 16)
+            #expect(journal.schemaVersion == 17)
             #expect(journal.schemaVersion == Journal.latestSchemaVersion)
             #expect(journal.path == path)
             let tables = try journal.dbQueue.read { db in
@@ -35,7 +35,7 @@ import Testing
             try first.close()
 
             let second = try Journal(path: path)
-            #expect(second.schemaVersion == 16)
+            #expect(second.schemaVersion == 17)
             #expect(try second.loadSessions() == [Sample.session()])
             #expect(try second.loadTasks() == [task])
             try second.close()
@@ -59,7 +59,7 @@ import Testing
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 16)
+            #expect(journal.schemaVersion == 17)
             let tasks = try journal.loadTasks()
             #expect(tasks.count == 1)
             #expect(tasks.first?.priority == .normal)
@@ -103,8 +103,9 @@ import Testing
         }
     }
 
-    /// v16's `session_bytes` follows every insert, update, acknowledgement and delete, so a uid's share is one
-    /// small read; a journal from before v16 gets its sums at migration.
+    /// What the journal holds for each session (v16's `session_bytes`, v17's `journaled_bytes`) follows every
+    /// insert, update, acknowledgement and delete, so a uid's share is one small read; a journal from before v16
+    /// gets its sums at migration.
     @Test func whatTheJournalHoldsForEachUIDIsKeptByTriggers() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"
@@ -146,6 +147,85 @@ import Testing
             #expect(try journal.journaledBytes(uid: 1000) == 2)
             try journal.deleteSession("2000/s")
             #expect(try journal.journaledBytes(uid: 2000) == 0, "a session's delete takes its share with it")
+            try journal.close()
+        }
+    }
+
+    /// v17: a journal of v16 (4 KiB pages, events numbered by AUTOINCREMENT) keeps its rows and its counts, is
+    /// rewritten with the small pages, and never hands out a seq used before: not one pruned by an
+    /// acknowledgement, nor one of a session deleted since. The restart's rows follow `loaded`, which the triggers
+    /// keep as rows finish, start publishing and end it.
+    @Test func versionSixteenJournalsMigrateToFewerPagesPerChange() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/journal.sqlite"
+            let queue = try Self.journal(at: path, migratedThrough: 16)
+            try queue.write { db in
+                for s in ["1000/kept", "1000/gone"] {
+                    try db.execute(sql: "INSERT INTO sessions (identifier, uid, configuration, state, created_at) VALUES (?, 1000, '{}', 'active', 1)", arguments: [s])
+                }
+                for (state, phase) in [("queued", "transfer"), ("completed", "transfer"), ("completed", "publishing")] {
+                    try db.execute(sql: "INSERT INTO tasks (session, kind, url, state, phase, destination, partial_path, headers, bytes_durable, attempts, queue_order, created_at, updated_at) VALUES ('1000/kept', 'download', 'http://h/f', ?, ?, '/d/f', '/s/1.part', '{}', 0, 0, 1, 1, 1)", arguments: [state, phase])
+                }
+                try db.execute(sql: "INSERT INTO events (session, task, type, created_at, json) VALUES ('1000/kept', 1, 'x', 1, '{}')")
+                try db.execute(sql: "UPDATE sessions SET last_event_seq = 1 WHERE identifier = '1000/kept'")
+                for _ in 0..<5 { try db.execute(sql: "INSERT INTO events (session, task, type, created_at, json) VALUES ('1000/gone', NULL, 'x', 1, '{}')") }
+                try db.execute(sql: "UPDATE sessions SET last_event_seq = 6 WHERE identifier = '1000/gone'")
+                try db.execute(sql: "DELETE FROM events WHERE seq = 6")
+            }
+            #expect(try queue.read { try Int.fetchOne($0, sql: "PRAGMA page_size") } == 4096)
+            try queue.close()
+
+            let journal = try Journal(path: path)
+            #expect(journal.schemaVersion == 17)
+            #expect(try pragma(journal, "page_size") == String(Journal.pageSize))
+            #expect(try pragma(journal, "journal_mode") == "wal")
+            #expect(try pragma(journal, "auto_vacuum") == "2")
+            #expect(try journal.loadUnfinishedTasks().map(\.id) == [1, 3], "the queued task and the one publishing")
+            try journal.deleteSession("1000/gone")
+            let numbered = try journal.appendEvents([Sample.stateChanged(session: "1000/kept", task: 1, to: .running, from: .queued)])
+            #expect(numbered.first?.seq == 7, "after the seq pruned (6) of the session deleted since")
+            #expect(try journal.lastEventSeq(session: "1000/kept") == 7, "advanced by the event's trigger")
+
+            var task = try #require(try journal.loadTask(1))
+            task.state = .completed
+            _ = try journal.updateTask(task, events: [])
+            #expect(try journal.loadUnfinishedTasks().map(\.id) == [3])
+            task.phase = .publishing
+            _ = try journal.updateTask(task, events: [])
+            #expect(try journal.loadUnfinishedTasks().map(\.id) == [1, 3])
+            try journal.close()
+
+            let reopened = try Journal(path: path)
+            let again = try reopened.appendEvents([Sample.stateChanged(session: "1000/kept", task: 1, to: .running, from: .queued)])
+            #expect(again.first?.seq == 8)
+            try reopened.close()
+        }
+    }
+
+    /// What one state change of one task writes (its row, one event: a resume or a pause) stays a few small pages,
+    /// however many tasks the journal holds: the WAL grows by 16 KiB or less for it on average (a change that
+    /// splits a page writes a few more).
+    @Test func aStateChangeWritesAFewSmallPages() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/journal.sqlite"
+            let journal = try Journal(path: path)
+            try journal.upsertSession(Sample.session())
+            var tasks: [TaskRecord] = []
+            for i in 0..<2_000 { tasks.append(try journal.insertTask(Sample.task(name: "f\(i).bin"), events: []).0) }
+            try journal.truncateWAL()
+            func walBytes() -> Int64 {
+                var st = stat()
+                return stat(path + "-wal", &st) == 0 ? Int64(st.st_size) : 0
+            }
+            let before = walBytes()
+            var changes: Int64 = 0
+            for (i, var task) in tasks.enumerated() where i % 10 == 0 {
+                task.state = .queued
+                _ = try journal.updateTask(task, events: [Sample.stateChanged(task: task.id, to: .queued, from: .suspended)])
+                changes += 1
+            }
+            let perChange = (walBytes() - before) / changes
+            #expect(perChange > 0 && perChange <= 16 * 1024, "\(perChange) bytes of WAL per state change")
             try journal.close()
         }
     }
