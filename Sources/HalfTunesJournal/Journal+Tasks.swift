@@ -155,10 +155,9 @@ extension Journal {
     static func rowUpdate(_ t: TaskRecord, _ events: [Event]) throws -> (Database, [Event]) throws -> [Event] {
         guard let id = t.id else { throw JournalError.taskHasNoID }
         try Journal.checkJournaled(events, session: t.session)
-        let columns = preparedColumnSets.admit(t.unwritten.bits.subtracting(.session))
+        let (columns, sql) = preparedColumnSets.statement(for: t.unwritten.bits.subtracting(.session))
         var arguments = try t.arguments(of: columns)
         arguments += [id, t.session]
-        let sql = updateSQL(columns)
         let isUpdate = !columns.isEmpty
         return { db, numbered in
             let statement = try db.cachedStatement(sql: sql)
@@ -230,23 +229,28 @@ extension Journal {
     }
 }
 
-/// The column sets `Journal.rowUpdate` has prepared statements for, up to `limit`; another set is widened to every
-/// column (`TaskColumns.all` without `session`), always admitted.
+/// The column sets `Journal.rowUpdate` has prepared statements for, with their SQL (built once per set), up to
+/// `limit`; another set is widened to every column (`TaskColumns.all` without `session`), always kept.
 final class PreparedColumnSets: @unchecked Sendable {
     private let lock = NSLock()
-    private var sets: Set<TaskColumns> = []
+    private var sql: [TaskColumns: String]
     private let limit: Int
+    private static let wholeRow = TaskColumns.all.subtracting(.session)
+    private static let wholeRowSQL = Journal.updateSQL(wholeRow)
 
-    init(limit: Int) { self.limit = limit }
+    init(limit: Int) {
+        self.limit = limit
+        sql = [Self.wholeRow: Self.wholeRowSQL]
+    }
 
-    func admit(_ columns: TaskColumns) -> TaskColumns {
+    /// The columns to write for `columns` (they, or the whole row) and their statement's SQL.
+    func statement(for columns: TaskColumns) -> (TaskColumns, String) {
         lock.lock()
         defer { lock.unlock() }
-        if sets.contains(columns) { return columns }
-        if sets.count < limit {
-            sets.insert(columns)
-            return columns
-        }
-        return TaskColumns.all.subtracting(.session)
+        if let known = sql[columns] { return (columns, known) }
+        guard sql.count < limit else { return (Self.wholeRow, Self.wholeRowSQL) }
+        let text = Journal.updateSQL(columns)
+        sql[columns] = text
+        return (columns, text)
     }
 }

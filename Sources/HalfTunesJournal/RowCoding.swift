@@ -187,7 +187,8 @@ extension TaskRecord {
         guard columns != .all else { return try arguments() }
         var values: [(any DatabaseValueConvertible)?] = []
         values.reserveCapacity(columns.rawValue.nonzeroBitCount)
-        var bits = columns.rawValue
+        // Only bits of real columns: every index below is a case of `value(ofColumn:)`.
+        var bits = columns.intersection(.all).rawValue
         while bits != 0 {
             let i = bits.trailingZeroBitCount
             bits &= bits - 1
@@ -237,6 +238,8 @@ extension TaskRecord {
         case 35: nameFromResponse
         case 36: suggestedFilename
         case 37: try JSONText.encodeIfPresent(credentials)
+        // Unreachable: `arguments(of:)` passes only indexes below `TaskRecord.columns.count` (masked with `.all`),
+        // and the bits come from the record's own setters, never from a row, a request or a server.
         default: preconditionFailure("no task column \(i)")
         }
     }
