@@ -39,7 +39,7 @@ let package = Package(
         // The sd-bus calls of the network and power conditions, without varargs.
         .target(name: "CSystemBus", linkerSettings: [.linkedLibrary("systemd")]),
         // sd-bus for the daemon and the users' agents: starting and watching units, posting desktop notifications.
-        .target(name: "HalfTunesSystemd", dependencies: ["CSystemBus", "HalfTunesProtocol", "HalfTunesKit"]),
+        .target(name: "HalfTunesSystemd", dependencies: ["CSystemBus", "HalfTunesProtocol"]),
         // The crash-safe journal (SQLite via GRDB).
         .target(
             name: "HalfTunesJournal",
@@ -78,6 +78,7 @@ let package = Package(
                 "CSystemd",
                 "CSystemBus",
                 "HalfTunesSystemd",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

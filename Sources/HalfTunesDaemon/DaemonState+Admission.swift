@@ -14,7 +14,7 @@ extension DaemonState {
         var maxPendingEventsPerUID = 1_000_000
         /// Resume data a uid keeps or is making (`task.cancel` asking for more is refused).
         var maxResumeDataPerUID = 200
-        /// How long resume data is kept before it expires with its partial file (`resume-data-lifetime`).
+        /// How long resume data is kept before it expires with its partial file (7 days; not a setting yet).
         var resumeDataLifetime: Double = 7 * 24 * 3600
     }
 

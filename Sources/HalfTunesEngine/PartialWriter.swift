@@ -55,8 +55,8 @@ final class PartialWriter: Sendable {
     /// writes it.
     private nonisolated(unsafe) var writebackPending: Int64 = 0
     /// How many written bytes start their writeback at once: the page cache then flushes while the transfer goes
-    /// on, and the 1-second checkpoints and the last fsync find little left to write (docs/benchmarks.md: 1 GiB
-    /// with fsyncs every second, 2.0–2.2 s → 1.5–1.7 s on this disk).
+    /// on, and the 1-second checkpoints and the last fsync find little left to write (1 GiB with fsyncs every
+    /// second went from 2.0–2.2 s to 1.5–1.7 s on the test machines).
     static let writebackChunk: Int64 = 8 << 20
     /// What is reserved on disk ahead of the written bytes (`ReservationPlan`: never more than a window ahead of
     /// what arrived, whatever the server claims). Only the write queue reads and writes it.

@@ -5,8 +5,8 @@ import Synchronization
 
 /// Rows of finished tasks that `taskPage` read, by id, each with the text the daemon describes it by
 /// (`FinishedRow`). A client that polls its list (an app's window, `halftunesctl list` in a loop) gets the same
-/// finished tasks page after page: reading and decoding their rows was most of a `task.list`'s cost
-/// (docs/benchmarks.md, stop 48), then describing them again (stop 50).
+/// finished tasks page after page: reading and decoding their rows was most of a `task.list`'s cost,
+/// then describing them again.
 ///
 /// Never stale: every change of a `tasks` row made through the journal's connection (an update or a deletion),
 /// whatever statement made it, forgets that row before its transaction commits (`RowChanges`, a GRDB transaction

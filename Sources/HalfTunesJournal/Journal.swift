@@ -158,7 +158,7 @@ public final class Journal: Sendable {
     /// Not `DatabaseQueue.read`: it wraps every read in `PRAGMA query_only = 1` / `= 0`, and SQLite expires every
     /// prepared statement of the connection when a flag pragma changes, so each read made every cached statement
     /// (the writer's too) compile again on its next use — a quarter of the daemon's CPU under control-plane load
-    /// (docs/benchmarks.md). The one connection runs reads and writes on one serial queue, so a read sees no
+    /// when it was measured. The one connection runs reads and writes on one serial queue, so a read sees no
     /// write half done without a transaction of its own.
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         try gate.open {

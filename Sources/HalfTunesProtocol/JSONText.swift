@@ -154,7 +154,7 @@ extension TaskInfo: JSONTextWritable {
 /// A task's JSON text made once and written again for any viewer: the bytes `TaskInfo.writeJSON` writes, kept in
 /// two parts around the session name (which its owner sees without the "uid/" prefix, root with it). A finished
 /// task no longer changes, so `task.list` pages keep its text with its journal row and copy it into each page
-/// (`Journal.taskPage`), where describing it again made most of a page's cost (docs/benchmarks.md, stop 50).
+/// (`Journal.taskPage`), where describing it again made most of a page's cost.
 public struct TaskInfoText: JSONTextWritable, Equatable {
     public let session: String
     public let state: TaskState

@@ -1,6 +1,5 @@
 // What is posted for the daemon's notices: a burst grouped into one notification, and what each action does.
 import Foundation
-import HalfTunesKit
 import HalfTunesProtocol
 
 /// Notices (`agent.notify`) wait `window` seconds after the first of a burst, then go out as one notification:
