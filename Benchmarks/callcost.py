@@ -6,7 +6,8 @@ One nginx of its own on 127.0.0.1 serves a file paced per connection, and each t
 only transfer slot (halftunesd --max-concurrent 1, aria2c -j 1), so a resumed task only queues and the numbers are
 the control plane's, not a transfer's. A subscriber drains the session's events throughout (halftunesd), as an
 app would. For each method: CPU microseconds the daemon process used per call (/proc/PID/stat, its threads
-included; the paced download's share is measured while idle and taken off) and the p50/p99 round trip.
+included) and the bytes it wrote per call (/proc/PID/io; the paced download's share of both is measured
+while idle and taken off) and the p50/p99 round trip.
 
   halftunesd: task.create (suspended) · task.get · task.list (50) · task.resume (queues) · task.suspend ·
               daemon.status · task.cancel
@@ -31,11 +32,12 @@ from scale import Connection, Daemon  # noqa: E402
 from smallfiles import cpu_seconds  # noqa: E402
 
 
-def idle_cpu_rate(pid, seconds=1.0):
-    """CPU seconds per second the process uses with no calls (its paced download, timers)."""
-    before, began = cpu_seconds(pid), time.monotonic()
+def idle_rates(pid, seconds=1.0):
+    """CPU seconds and bytes written per second the process uses with no calls (its paced download, timers)."""
+    before, written, began = cpu_seconds(pid), write_bytes(pid), time.monotonic()
     time.sleep(seconds)
-    return (cpu_seconds(pid) - before) / (time.monotonic() - began)
+    elapsed = time.monotonic() - began
+    return (cpu_seconds(pid) - before) / elapsed, (write_bytes(pid) - written) / elapsed
 
 
 def write_bytes(pid):
@@ -48,9 +50,10 @@ def write_bytes(pid):
     return 0
 
 
-def measure(pid, name, items, call, idle_rate):
-    """Calls `call(item)` for each item; returns the daemon's CPU per call (µs, idle share taken off), the bytes
-    it wrote per call, and the latencies."""
+def measure(pid, name, items, call, idle):
+    """Calls `call(item)` for each item; returns the daemon's CPU per call (µs) and the bytes it wrote per call
+    (each with the idle share taken off), and the latencies."""
+    idle_rate, idle_write_rate = idle
     latencies = []
     written_before = write_bytes(pid)
     cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
@@ -61,7 +64,7 @@ def measure(pid, name, items, call, idle_rate):
         latencies.append(time.perf_counter() - began)
     wall = time.monotonic() - wall_before
     cpu = max(0.0, cpu_seconds(pid) - cpu_before - idle_rate * wall)
-    written = write_bytes(pid) - written_before
+    written = max(0.0, write_bytes(pid) - written_before - idle_write_rate * wall)
     row = {"method": name, "calls": len(items), "cpuMicrosPerCall": cpu / len(items) * 1e6,
            "writtenKiBPerCall": written / len(items) / 1024,
            "p50ms": percentile(latencies, 0.5) * 1000, "p99ms": percentile(latencies, 0.99) * 1000}
@@ -80,7 +83,7 @@ def run_halftunesd(bin_dir, work, url, args):
         wait_until(lambda: c.call("daemon.status")["tasks"].get("running", 0) >= 1, "the paced download")
         c.call("session.open", {"identifier": "cost"})
         stop = drain_events(daemon.socket, "cost")
-        idle = idle_cpu_rate(pid)
+        idle = idle_rates(pid)
         n = range(args.calls)
         row, created = measure(pid, "task.create (suspended)", n, lambda i: c.call(
             "task.create", {"session": "cost", "url": url, "destination": f"c{i}.bin"})["id"], idle)
@@ -113,7 +116,7 @@ def run_aria2(work, url, args):
         c = Aria2(port)
         c.call("aria2.addUri", [[url], {"out": "bulk.bin"}])
         wait_until(lambda: int(c.call("aria2.getGlobalStat")["numActive"]) >= 1, "the paced download")
-        idle = idle_cpu_rate(pid)
+        idle = idle_rates(pid)
         n = range(args.calls)
         row, gids = measure(pid, "aria2.addUri (paused)", n, lambda i: c.call(
             "aria2.addUri", [[url], {"pause": "true", "out": f"c{i}.bin"}]), idle)

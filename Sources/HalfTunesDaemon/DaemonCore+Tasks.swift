@@ -91,12 +91,19 @@ extension DaemonCore {
         }
         // The journal holds every task, finished or not: a page is read through its primary key (with the rows of
         // its finished tasks and their text, in the same read, off the actor), and the unfinished tasks on it are
-        // described from memory (their progress is there).
-        let scope: [String]? = p.session.map { [$0] }
-            ?? (caller.uid == 0 ? nil : Array(state.sessions.identifiers(of: caller.uid)))
-        let (from, state) = (after, p.state)
-        let page = try await nonblocking {
-            try $0.taskPage(after: from, sessions: scope, state: state, limit: limit + 1, describe: Self.listedText)
+        // described from memory (their progress is there). A page of one unfinished state is all in memory: the
+        // journal's state indexes hold finished rows only.
+        let page: TaskPage
+        if let wanted = p.state, !wanted.isTerminal {
+            let scope: StateIDIndex.Scope = p.session.map { .session($0) } ?? (caller.uid == 0 ? .all : .owner(caller.uid))
+            page = TaskPage(ids: state.tasks.ids(in: wanted, of: scope, after: after, limit: limit + 1), finished: [:])
+        } else {
+            let scope: [String]? = p.session.map { [$0] }
+                ?? (caller.uid == 0 ? nil : Array(state.sessions.identifiers(of: caller.uid)))
+            let (from, state) = (after, p.state)
+            page = try await nonblocking {
+                try $0.taskPage(after: from, sessions: scope, state: state, limit: limit + 1, describe: Self.listedText)
+            }
         }
         let ids = page.ids.prefix(limit)
         // A task unfinished when the page was read and finished since is in neither: read again (rare).

@@ -188,12 +188,19 @@ struct RunQueue: Sendable {
 
 }
 
-/// A queued task's entry in a run: an owner's (`RunQueue.Entry`) or a host's in a lane (its `RunQueue.Key`).
+/// An item of a `SortedRun`: a queued task's entry (an owner's `RunQueue.Entry`, a host's `RunQueue.Key` in a lane), or a
+/// task id.
 protocol KeyedEntry {
-    var key: RunQueue.Key { get }
+    associatedtype SortKey: Comparable
+    var key: SortKey { get }
 }
 
 extension RunQueue.Entry: KeyedEntry {}
 extension RunQueue.Key: KeyedEntry {
     var key: RunQueue.Key { self }
+}
+
+/// A task id is its own key: a `SortedRun<Int64>` is a set of ids in order (`StateIDIndex`).
+extension Int64: KeyedEntry {
+    var key: Int64 { self }
 }

@@ -1,4 +1,4 @@
-// A sorted run of queued tasks in short chunks: a task taken out of or put into the middle moves one chunk, not half the run.
+// A sorted run in short chunks (queued tasks, ids by state): an item taken out of or put into the middle moves one chunk, not half the run.
 import DequeModule
 
 /// Items sorted by `key` (unique), kept as consecutive chunks of at most `maxChunk` items, each a `Deque`.
@@ -46,7 +46,7 @@ struct SortedRun<Item: KeyedEntry & Sendable>: Sendable {
 
     /// Takes out the item with `key` and returns it (nil when there is none).
     @discardableResult
-    mutating func remove(_ key: RunQueue.Key) -> Item? {
+    mutating func remove(_ key: Item.SortKey) -> Item? {
         guard let c = chunk(notBelow: key) else { return nil }
         let index = Self.firstIndex(in: chunks[c], notBelow: key)
         guard index < chunks[c].count, chunks[c][index].key == key else { return nil }
@@ -76,19 +76,19 @@ struct SortedRun<Item: KeyedEntry & Sendable>: Sendable {
     }
 
     /// The item with `key`, if any.
-    func item(_ key: RunQueue.Key) -> Item? {
+    func item(_ key: Item.SortKey) -> Item? {
         guard let item = first(notBelow: key), item.key == key else { return nil }
         return item
     }
 
     /// The first item whose key is not below `key`.
-    func first(notBelow key: RunQueue.Key) -> Item? {
+    func first(notBelow key: Item.SortKey) -> Item? {
         guard let c = chunk(notBelow: key) else { return nil }
         return chunks[c][Self.firstIndex(in: chunks[c], notBelow: key)]
     }
 
     /// The first item whose key is above `key`.
-    func first(after key: RunQueue.Key) -> Item? {
+    func first(after key: Item.SortKey) -> Item? {
         guard let c = chunk(above: key) else { return nil }
         var low = 0, high = chunks[c].count
         while low < high {
@@ -99,7 +99,7 @@ struct SortedRun<Item: KeyedEntry & Sendable>: Sendable {
     }
 
     /// How many items have a key below `key` (a queued task's index in its run). O(log n + chunks).
-    func count(below key: RunQueue.Key) -> Int {
+    func count(below key: Item.SortKey) -> Int {
         guard let c = chunk(notBelow: key) else { return count }
         var before = 0
         for chunk in chunks[..<c] { before += chunk.count }
@@ -107,7 +107,7 @@ struct SortedRun<Item: KeyedEntry & Sendable>: Sendable {
     }
 
     /// The items from the first whose key is not below `key` on, in order (lazily).
-    func items(from key: RunQueue.Key) -> some Sequence<Item> {
+    func items(from key: Item.SortKey) -> some Sequence<Item> {
         let start = chunk(notBelow: key) ?? chunks.count
         let offset = start < chunks.count ? Self.firstIndex(in: chunks[start], notBelow: key) : 0
         return chunks[start...].enumerated().lazy.flatMap { i, chunk in chunk.dropFirst(i == 0 ? offset : 0) }
@@ -124,7 +124,7 @@ struct SortedRun<Item: KeyedEntry & Sendable>: Sendable {
     // MARK: Chunks
 
     /// The first chunk whose last key is not below `key` (nil: every key is below it).
-    private func chunk(notBelow key: RunQueue.Key) -> Int? {
+    private func chunk(notBelow key: Item.SortKey) -> Int? {
         var low = 0, high = chunks.count
         while low < high {
             let mid = (low + high) / 2
@@ -134,7 +134,7 @@ struct SortedRun<Item: KeyedEntry & Sendable>: Sendable {
     }
 
     /// The first chunk whose last key is above `key`.
-    private func chunk(above key: RunQueue.Key) -> Int? {
+    private func chunk(above key: Item.SortKey) -> Int? {
         var low = 0, high = chunks.count
         while low < high {
             let mid = (low + high) / 2
@@ -157,7 +157,7 @@ struct SortedRun<Item: KeyedEntry & Sendable>: Sendable {
     }
 
     /// The index of the first item whose key is not below `key` (binary search; a chunk is sorted).
-    private static func firstIndex(in chunk: Deque<Item>, notBelow key: RunQueue.Key) -> Int {
+    private static func firstIndex(in chunk: Deque<Item>, notBelow key: Item.SortKey) -> Int {
         var low = 0, high = chunk.count
         while low < high {
             let mid = (low + high) / 2

@@ -60,6 +60,8 @@ struct TaskTable {
     /// Finished tasks live in the journal, not here: how many there are per state, and per session and state.
     private var finishedByState: [TaskState: Int] = [:]
     private var finishedBySessionState: [String: [TaskState: Int]] = [:]
+    /// The unfinished tasks' ids in order, by state (`task.list --state`).
+    private var stateIDs = StateIDIndex()
 
     subscript(id: Int64) -> ManagedTask? {
         get { storage[id]?.task }
@@ -132,6 +134,12 @@ struct TaskTable {
     func unfinished(owner: UInt32) -> Int { unfinishedByOwner[owner] ?? 0 }
     /// Tasks in `state` (finished ones included).
     func count(in state: TaskState) -> Int { (byState[state] ?? 0) + (finishedByState[state] ?? 0) }
+    /// Up to `limit` ids above `after`, ascending, of the tasks of `scope` in `state`, which must be unfinished
+    /// (finished tasks are listed from the journal).
+    func ids(in state: TaskState, of scope: StateIDIndex.Scope, after: Int64, limit: Int) -> [Int64] {
+        precondition(!state.isTerminal, "finished tasks are listed from the journal")
+        return stateIDs.ids(in: state, of: scope, after: after, limit: limit)
+    }
     /// Tasks of `session` per state, finished ones included (states without tasks left out).
     func counts(session: String) -> [TaskState: Int] {
         (bySessionState[session] ?? [:]).merging(finishedBySessionState[session] ?? [:], uniquingKeysWith: +)
@@ -251,6 +259,11 @@ struct TaskTable {
                 if finishedInMemoryBySession[task.record.session]?.isEmpty == true { finishedInMemoryBySession[task.record.session] = nil }
             }
             return
+        }
+        if delta > 0 {
+            stateIDs.insert(id, state: state, session: task.record.session, owner: task.owner)
+        } else {
+            stateIDs.remove(id, state: state, session: task.record.session, owner: task.owner)
         }
         Self.add(delta, to: &unfinishedBySession, task.record.session)
         Self.add(delta, to: &unfinishedByOwner, task.owner)

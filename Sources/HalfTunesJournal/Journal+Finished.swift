@@ -20,7 +20,9 @@ extension Journal {
     /// only for the finished tasks on it, with `loadTask`) — the primary key, or `tasks_by_state`,
     /// `tasks_by_session`, `tasks_by_session_state`. Several sessions (a user's own, none named): one range per
     /// session, merged in id order by SQLite (a `UNION ALL` of ranges in id order is merged, not sorted), about
-    /// `limit` + sessions index entries read, whatever the sessions hold.
+    /// `limit` + sessions index entries read, whatever the sessions hold. The state indexes hold finished rows
+    /// only (schema v18): an unfinished `state` is found by reading rows in id order (the daemon lists those from
+    /// memory).
     func taskIDs(after: Int64, sessions: [String]?, state: TaskState?, limit: Int) throws -> [Int64] {
         if let sessions, sessions.count > 1 {
             var ids: [Int64] = []
@@ -38,7 +40,7 @@ extension Journal {
             arguments += [session]
         }
         if let state {
-            conditions.append("state = ?")
+            conditions.append(Self.stateCondition(state))
             arguments += [state.rawValue]
         }
         arguments += [limit]
@@ -46,12 +48,17 @@ extension Journal {
         return try read { db in try Int64.fetchAll(db.cachedStatement(sql: sql), arguments: arguments) }
     }
 
+    /// `state = ?`, with the partial state indexes' condition for a finished state (so that SQLite uses them).
+    private static func stateCondition(_ state: TaskState) -> String {
+        state.isTerminal ? "state = ? AND " + isFinished : "state = ?"
+    }
+
     /// At most this many sessions' ranges in one statement (SQLite allows 500 terms in a compound SELECT).
     static let mergedRanges = 400
 
     /// The first `limit` ids above `after` among `sessions`' tasks (in `state`), one range each, merged.
     private func taskIDs(after: Int64, eachOf sessions: ArraySlice<String>, state: TaskState?, limit: Int) throws -> [Int64] {
-        let range = "SELECT id FROM tasks WHERE session = ? AND id > ?" + (state == nil ? "" : " AND state = ?")
+        let range = "SELECT id FROM tasks WHERE session = ? AND id > ?" + (state.map { " AND " + Self.stateCondition($0) } ?? "")
         let sql = Array(repeating: range, count: sessions.count).joined(separator: " UNION ALL ") + " ORDER BY id LIMIT ?"
         var arguments: StatementArguments = []
         for session in sessions {

@@ -21,6 +21,7 @@ enum JournalSchema {
         ("v15", v15),
         ("v16", v16),
         ("v17", v17),
+        ("v18", v18),
     ]
 
     static var migrator: DatabaseMigrator {
@@ -418,5 +419,18 @@ enum JournalSchema {
             UPDATE tasks SET loaded = ((NEW.state <> 'completed' AND NEW.state <> 'failed' AND NEW.state <> 'canceled')
                 OR NEW.phase = 'publishing') WHERE id = NEW.id;
         END;
+        """
+
+    /// Issue 55: the state indexes cover finished rows only. An unfinished task's state changes with every pause,
+    /// resume and retry, and moving its entry in two indexes was four of a state change's ten pages; the daemon
+    /// lists unfinished tasks by state from memory (`TaskTable`), the journal only finished ones. A query that is to
+    /// use these indexes says "finished" as `Journal.isFinished` does.
+    static let v18 = """
+        DROP INDEX tasks_by_state;
+        DROP INDEX tasks_by_session_state;
+        CREATE INDEX tasks_by_state ON tasks(state)
+            WHERE (state = 'completed' OR state = 'failed' OR state = 'canceled');
+        CREATE INDEX tasks_by_session_state ON tasks(session, state)
+            WHERE (state = 'completed' OR state = 'failed' OR state = 'canceled');
         """
 }

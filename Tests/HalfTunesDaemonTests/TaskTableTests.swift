@@ -248,4 +248,45 @@ struct TaskTableTests {
         }
         #expect(taken == (100, 50, 50))
     }
+
+    /// `task.list --state` of an unfinished state is paged from memory: after random inserts, state changes
+    /// (finishing included), session moves and removals, every page of every scope is what filtering every task
+    /// gives, in id order.
+    @Test func unfinishedIDsByStatePageAsFilteringEveryTaskGives() {
+        var table = TaskTable()
+        var rng = SplitMix(seed: 55)
+        let sessions = ["a", "b", "c", "d"], owners: [String: UInt32] = ["a": 1, "b": 1, "c": 2, "d": 3]
+        let states = TaskState.allCases
+        for step in 0..<3_000 {
+            let id = Int64(rng.next() % 700) + 1
+            switch rng.next() % 5 {
+            case 0: table[id] = nil
+            case 1, 2:
+                let session = table[id]?.record.session ?? sessions[Int(rng.next() % 4)]
+                table[id] = task(id, session: session, owner: owners[session]!, state: states[Int(rng.next() % 7)])
+            default:
+                table[id]?.machine = TaskStateMachine(state: states[Int(rng.next() % 7)])
+            }
+            guard step % 500 == 499 else { continue }
+            let all = table.values.sorted { $0.record.id! < $1.record.id! }
+            let scopes: [(StateIDIndex.Scope, (ManagedTask) -> Bool)] = [
+                (.all, { _ in true }), (.session("a"), { $0.record.session == "a" }),
+                (.owner(1), { $0.owner == 1 }), (.owner(9), { _ in false }), (.session("z"), { _ in false }),
+            ]
+            for state in states where !state.isTerminal {
+                for (scope, belongs) in scopes {
+                    let expected = all.filter { belongs($0) && $0.machine.state == state }.map { $0.record.id! }
+                    var got: [Int64] = [], after = Int64.min
+                    while true { // pages of 13, each after the last id of the one before
+                        let page = table.ids(in: state, of: scope, after: after, limit: 13)
+                        got += page
+                        guard page.count == 13, let last = page.last else { break }
+                        after = last
+                    }
+                    #expect(got == expected, "step \(step), \(state), \(scope)")
+                }
+            }
+        }
+        #expect(table.ids(in: .queued, of: .all, after: .max, limit: 10).isEmpty)
+    }
 }

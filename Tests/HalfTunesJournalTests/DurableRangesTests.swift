@@ -26,7 +26,7 @@ import Testing
             try queue.close()
 
             let journal = try Journal(path: path)
-            #expect(journal.schemaVersion == 17)
+            #expect(journal.schemaVersion == 18)
             let task = try #require(try journal.loadTasks().first)
             #expect(task.durableRanges == ByteRanges(prefix: 5000) && task.bytesDurable == 5000)
             #expect(try journal.loadUnfinishedTasks().first?.durableRanges == ByteRanges(prefix: 5000))

@@ -9,7 +9,7 @@ import Testing
 struct TaskListPagingTests {
     @Test func pagesFollowEachOtherByIDAndClientsReadThemAll() async throws {
         try await withDaemon { daemon, _ in
-            let client = try daemon.client()
+            var client = try daemon.client()
             _ = try client.openSession("pages.a")
             _ = try client.openSession("pages.b")
             var ids: [Int64] = []
@@ -43,6 +43,36 @@ struct TaskListPagingTests {
             #expect(seen == expected && pages == 4, "\(pages) pages")
             #expect(try client.tasks().count == 1_101)
 
+            // An unfinished state is listed from memory, a finished one from the journal; both page by id across
+            // sessions, follow state changes at once, and are the same after kill -9 and a restart.
+            // Queued, held by its date: it asks for no transfer slot.
+            let held = try client.createTask(TaskCreateParams(session: "pages.b", url: "http://127.0.0.1:9/held",
+                                                              destination: "held", start: true,
+                                                              earliestBeginDate: "2100-01-01T00:00:00Z"))
+            #expect(held.state == .queued)
+            func byState(_ state: TaskState) throws -> [Int64] {
+                var got: [Int64] = [], cursor: String?
+                repeat {
+                    let page = try client.taskPage(state: state, limit: 300, cursor: cursor)
+                    #expect(page.tasks.allSatisfy { $0.state == state }, "\(state)")
+                    got += page.tasks.map(\.id)
+                    cursor = page.nextCursor
+                } while cursor != nil
+                return got
+            }
+            func check(_ when: String) throws {
+                #expect(try byState(.queued) == [held.id], "\(when)")
+                #expect(try byState(.canceled) == [ids[4]], "\(when)")
+                #expect(try byState(.suspended) == ids.filter { $0 != ids[4] } + [late.id], "\(when)")
+                #expect(try client.taskPage(session: "pages.a", state: .queued).tasks.isEmpty, "\(when)")
+                #expect(try byState(.running).isEmpty && byState(.completed).isEmpty, "\(when)")
+            }
+            try check("before a restart")
+            daemon.kill9()
+            try daemon.restart()
+            client = try daemon.client()
+            try check("after kill -9")
+
             // Bad limits and cursors are refused clearly.
             for (limit, cursor) in [(0, nil), (1001, nil), (nil, "x"), (nil, "-5")] as [(Int?, String?)] {
                 do {
@@ -58,7 +88,7 @@ struct TaskListPagingTests {
             let listed = try ctl(["list", "--json"], socket: daemon.socketPath)
             #expect(listed.status == 0, "\(listed.stderr)")
             let all = try JSONDecoder().decode(TaskListResult.self, from: Data(listed.stdout.utf8))
-            #expect(all.tasks.map(\.id) == ids + [late.id] && all.nextCursor == nil)
+            #expect(all.tasks.map(\.id) == ids + [late.id, held.id] && all.nextCursor == nil)
         }
     }
 }
