@@ -8,10 +8,12 @@ import Foundation
 
 /// When the journal's commits are durable. SQLite runs with `synchronous=NORMAL`: a commit appends its frames
 /// to the WAL and returns without an fsync. Each write takes the next number when it is submitted (`issue`,
-/// `lastCommit`) and counts as committed once `JournalWriter` has written it (`didCommit(through:)`); a syncer thread
-/// of its own (off Swift's cooperative pool) fsyncs the WAL whenever commits are waiting and then declares
-/// every commit up to the number it saw durable, so commits that arrive while an fsync runs share the next one
-/// (group commit, no timer: no delay when idle, batches under load). Whoever must not act before a commit is
+/// `lastCommit`) and counts as committed once `JournalWriter` has written it (`didCommit(through:)`). The WAL is
+/// fsynced whenever commits are waiting, and every commit up to the number seen then is declared durable, so
+/// commits that arrive while an fsync runs share the next one (group commit, no timer: no delay when idle,
+/// batches under load). The writer does that fsync itself when it has nothing else queued and no fsync is
+/// running (`syncWritten(inline:)`): one thread woken per commit fewer. Otherwise a syncer thread of its own
+/// (off Swift's cooperative pool) does it while the writer writes on. Whoever must not act before a commit is
 /// durable — an answer to a client, an event, a file moved into place — waits for its number
 /// (`whenDurable`, `sync`).
 ///
@@ -28,6 +30,11 @@ public final class JournalDurability: @unchecked Sendable {
     /// The commits whose `whenDurable` callbacks have run (`sync()` waits for these, not just for the fsync).
     private var notified: UInt64 = 0
     private var stopped = false
+    /// An fsync is running (the syncer's or the writer's): no other starts meanwhile.
+    private var syncing = false
+    /// Threads blocked in `sync()`: only then (or when the syncer has work) is the condition broadcast after an
+    /// fsync, so the idle syncer is not woken for nothing.
+    private var syncWaiters = 0
     private var waiters: [(ticket: UInt64, action: @Sendable () -> Void)] = []
     private var failed: String?
     private var fsyncs: UInt64 = 0
@@ -47,7 +54,6 @@ public final class JournalDurability: @unchecked Sendable {
     /// The WAL file to fsync, or nil for an in-memory journal (every commit is "durable" at once).
     private let walPath: String?
     private var walDescriptor: Int32 = -1
-    private var walInode: ino_t = 0
     private var thread: Thread?
 
     init(walPath: String?) {
@@ -114,7 +120,8 @@ public final class JournalDurability: @unchecked Sendable {
     }
 
     /// Runs `action` once commit `ticket` is durable: at once on this thread if it already is, else on the
-    /// syncer thread right after the fsync that covers it (keep it short; it must not wait for the journal).
+    /// thread that made the fsync covering it (the syncer's or the writer's), right after it (keep it short; it
+    /// must not wait for the journal).
     public func whenDurable(_ ticket: UInt64, _ action: @escaping @Sendable () -> Void) {
         condition.lock()
         if ticket <= synced {
@@ -135,21 +142,44 @@ public final class JournalDurability: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         let target = issued
+        syncWaiters += 1
+        defer { syncWaiters -= 1 }
         while notified < target {
             condition.broadcast()
             condition.wait()
         }
     }
 
-    /// Counts the writes through `ticket` committed (called by `JournalWriter` after each transaction).
+    /// Counts the writes through `ticket` committed (called by `JournalWriter` after each transaction). Nothing
+    /// syncs them yet: the writer calls `syncWritten(inline:)` once it has written what it took.
     func didCommit(through ticket: UInt64) {
         condition.lock()
         committed = max(committed, ticket)
         if walPath == nil {
             synced = committed
             notified = committed
+            condition.broadcast()
         }
-        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Makes the committed writes durable: with `inline` (the writer has nothing else queued), on the caller's
+    /// thread if no fsync is running; else the syncer does it (woken if idle; a running fsync is followed by the
+    /// next one anyway).
+    func syncWritten(inline: Bool) {
+        condition.lock()
+        guard walPath != nil, committed > synced else {
+            condition.unlock()
+            return
+        }
+        if inline && !syncing && !heldForTesting && !stopped {
+            syncing = true
+            let target = committed
+            condition.unlock()
+            performSync(through: target)
+            return
+        }
+        if !syncing { condition.broadcast() }
         condition.unlock()
     }
 
@@ -174,31 +204,40 @@ public final class JournalDurability: @unchecked Sendable {
     private func run() {
         while true {
             condition.lock()
-            while (synced >= committed || heldForTesting) && !stopped { condition.wait() }
+            // A running fsync (the writer's) is waited for even when stopping: one fsync at a time.
+            while syncing || ((synced >= committed || heldForTesting) && !stopped) { condition.wait() }
             if stopped && synced >= committed {
                 condition.unlock()
                 return
             }
+            syncing = true
             let target = committed
             condition.unlock()
-
-            let error = syncWAL()
-
-            condition.lock()
-            if let error, failed == nil { failed = error }
-            fsyncs += 1
-            synced = max(synced, target)
-            let reached = synced
-            let ready = waiters.filter { $0.ticket <= reached }
-            waiters.removeAll { $0.ticket <= reached }
-            condition.unlock()
-            for waiter in ready { waiter.action() }
-            // Only now is `sync()` told: whoever waited for these commits has been told first.
-            condition.lock()
-            notified = max(notified, reached)
-            condition.broadcast()
-            condition.unlock()
+            performSync(through: target)
         }
+    }
+
+    /// fsyncs the WAL, declares the commits through `target` durable and runs their callbacks (`syncing` was
+    /// set by the caller, under the lock).
+    private func performSync(through target: UInt64) {
+        let error = syncWAL()
+
+        condition.lock()
+        if let error, failed == nil { failed = error }
+        fsyncs += 1
+        synced = max(synced, target)
+        let reached = synced
+        let ready = waiters.filter { $0.ticket <= reached }
+        waiters.removeAll { $0.ticket <= reached }
+        condition.unlock()
+        for waiter in ready { waiter.action() }
+        // Only now is `sync()` told: whoever waited for these commits has been told first.
+        condition.lock()
+        notified = max(notified, reached)
+        syncing = false
+        // Wake the syncer only for work (commits made meanwhile, stopping) or a `sync()` waiting.
+        if syncWaiters > 0 || stopped || committed > synced { condition.broadcast() }
+        condition.unlock()
     }
 
     /// fsyncs the WAL (reopened if SQLite replaced the file); the first time, its directory too, so the WAL's
@@ -207,7 +246,9 @@ public final class JournalDurability: @unchecked Sendable {
     private func syncWAL() -> String? {
         guard let walPath else { return nil }
         var st = stat()
-        if walDescriptor >= 0, stat(walPath, &st) == 0, st.st_ino == walInode {
+        // SQLite replaces the WAL only by deleting it (the one connection closing, or leaving WAL mode): the file
+        // held open then has no link left. `fstat`, not `stat` of the path: no path lookup on every commit.
+        if walDescriptor >= 0, fstat(walDescriptor, &st) == 0, st.st_nlink > 0 {
             return fdatasync(walDescriptor) == 0 ? nil : "fdatasync of \(walPath): \(String(cString: strerror(errno)))"
         }
         if walDescriptor >= 0 { _ = close(walDescriptor) }
@@ -216,9 +257,6 @@ public final class JournalDurability: @unchecked Sendable {
             // No WAL: SQLite checkpointed it into the main file (which a checkpoint fsyncs) and removed it.
             return errno == ENOENT ? nil : "open of \(walPath): \(String(cString: strerror(errno)))"
         }
-        var opened = stat()
-        _ = fstat(walDescriptor, &opened)
-        walInode = opened.st_ino
         guard fsync(walDescriptor) == 0 else { return "fsync of \(walPath): \(String(cString: strerror(errno)))" }
         let directory = (walPath as NSString).deletingLastPathComponent
         let fd = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

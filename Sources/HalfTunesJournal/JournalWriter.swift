@@ -6,7 +6,8 @@ import HalfTunesProtocol
 /// Every write of the journal goes through here, in the order it was submitted: a thread of its own (off
 /// Swift's cooperative pool) takes everything submitted since its last transaction and writes it in ONE
 /// transaction (if one fails, each is written again alone, so one that fails takes nothing else with it), then
-/// counts it committed for `JournalDurability`, whose syncer makes it durable with one fsync.
+/// counts it committed for `JournalDurability`, which makes it durable with one fsync (on this thread when nothing
+/// else is queued).
 ///
 /// A write is either waited for (`perform`: the caller gets its result or error, as a plain SQLite write) or
 /// submitted (`submit`: the caller goes on at once; a failure is reported to `failureHandler`). Each takes a
@@ -116,6 +117,7 @@ final class JournalWriter: @unchecked Sendable {
             let result = Result { try dbQueue.write { db in try body(db, numbered) } }
             if case .failure = result { durability.withdraw(numbered.compactMap(\.seq)) }
             didWrite(through: ticket, writes: 1)
+            durability.syncWritten(inline: false) // the caller waits for the write, not for its fsync
             condition.lock()
             writing = false
             condition.broadcast()
@@ -326,6 +328,7 @@ final class JournalWriter: @unchecked Sendable {
                     continue
                 case .operation(let body):
                     flush()
+                    durability.syncWritten(inline: false) // the writes before it are synced while it runs
                     condition.lock()
                     operationTicket = item.ticket
                     condition.unlock()
@@ -343,7 +346,11 @@ final class JournalWriter: @unchecked Sendable {
             condition.lock()
             writing = false
             condition.broadcast()
+            let idle = queue.isEmpty
             condition.unlock()
+            // Nothing more to write: this thread fsyncs what it wrote (no hand-off to the syncer); else the
+            // syncer does while the next batch is written.
+            durability.syncWritten(inline: idle)
         }
     }
 
