@@ -10,8 +10,9 @@ release binaries. Runs, in order (each needs nginx; the peers are curl and aria2
   controlplane.py 24 clients looping create/resume/suspend/get/list/cancel while 20 paced downloads hold every
                   slot (the issue's load: a resumed task only queues), and with 100 slots (every resume also
                   starts a transfer in halftunesd, not in aria2c), beside aria2c's RPC
-  callcost.py     what each control call costs the daemon (CPU per call, round trip), method by method, one client,
-                  beside aria2c's RPC
+  idlerss.py      what an idle daemon holds (RSS, anonymous memory), beside an idle aria2c --enable-rpc
+  callcost.py     what each control call costs the daemon (CPU and bytes written per call, round trip), method by
+                  method, one client, beside aria2c's RPC
   heldqueue.py    what a create + cancel costs with 0 / 10,000 / 50,000 tasks queued behind a session's limit, a
                   host's limit, the proxy cap (tinyproxy) and two users' limits (with a task.list of 50 queued),
                   beside aria2c with as many downloads waiting (addUri + forceRemove, tellWaiting)
@@ -66,8 +67,8 @@ def one_gib_rows(path):
         rows.append(("1 GiB from nginx, CPU (median)", f"{cpu['daemon']:.2f} s", f"curl -o {cpu['curl']:.2f} s",
                      ratio(cpu["daemon"], cpu["curl"]), "≤ 1.0× curl"))
     rows.append(("`halftunesctl status`, idle daemon (median)", f"{status_ms:.2f} ms", "–", "–", "≤ 10 ms"))
-    rows.append(("idle daemon RSS", f"{max(r['idle']['rss_start'], r['idle']['rss_after_status']) / 1e6:.1f} MB",
-                 "–", "–", "≤ 20 MB"))
+    rows.append(("daemon RSS after `halftunesctl status` runs (bench.py's idle phase)",
+                 f"{max(r['idle']['rss_start'], r['idle']['rss_after_status']) / 1e6:.1f} MB", "–", "–", "–"))
     return rows
 
 
@@ -125,17 +126,33 @@ def controlplane_rows(r, label, targets=True):
     return rows
 
 
+# The calls that change a task's state: each is journaled (and fsynced) before it is answered.
+STATE_CHANGING = ("task.create", "task.resume", "task.suspend", "task.cancel")
+
+
 def callcost_rows(r):
-    """One row per halftunesd method, beside aria2c's method for the same thing (same position in the list)."""
+    """One row per halftunesd method, beside aria2c's method for the same thing (same position in the list): CPU
+    and bytes written per call (p50 round trip)."""
     d, a = r["results"]["halftunesd"], r["results"].get("aria2c") or []
     rows = []
     for index, m in enumerate(d):
         peer = a[index] if index < len(a) else None
-        rows.append((f"one call, one client: {m['method']}, daemon CPU per call (p50 round trip)",
-                     f"{m['cpuMicrosPerCall']:,.0f} µs ({m['p50ms']:.2f} ms)",
-                     f"{peer['method']} {peer['cpuMicrosPerCall']:,.0f} µs ({peer['p50ms']:.2f} ms)" if peer else "–",
-                     ratio(m["cpuMicrosPerCall"], peer and peer["cpuMicrosPerCall"]), "–"))
+        written = m.get("writtenKiBPerCall", 0)
+        target = "≤ 2× aria2c" + (", ≤ 16 KiB written" if m["method"].startswith(STATE_CHANGING) else "") if peer else "–"
+        rows.append((f"one call, one client: {m['method']}, daemon CPU and bytes written per call (p50 round trip)",
+                     f"{m['cpuMicrosPerCall']:,.0f} µs, {written:.1f} KiB ({m['p50ms']:.2f} ms)",
+                     f"{peer['method']} {peer['cpuMicrosPerCall']:,.0f} µs, {peer.get('writtenKiBPerCall', 0):.1f} KiB "
+                     f"({peer['p50ms']:.2f} ms)" if peer else "–",
+                     ratio(m["cpuMicrosPerCall"], peer and peer["cpuMicrosPerCall"]), target))
     return rows
+
+
+def idlerss_rows(r):
+    d, a = r["results"]["halftunesd"], r["results"].get("aria2c")
+    return [(f"idle daemon, one session and one paused task, RSS (anonymous) after {r['seconds']:.0f} s",
+             f"{d['rssKB'] / 1024:.1f} MB ({d['anonymousKB'] / 1024:.1f} MB)",
+             f"aria2c --enable-rpc {a['rssKB'] / 1024:.1f} MB ({a['anonymousKB'] / 1024:.1f} MB)" if a else "–",
+             ratio(d["rssKB"], a and a["rssKB"]), "≤ 20 MB")]
 
 
 def heldqueue_rows(r):
@@ -204,6 +221,8 @@ def main():
         rows += controlplane_rows(run("controlplane.py", bins + seconds + ["--slots", "100"],
                                       os.path.join(out, "cp.json")), "100 slots (every resume also transfers)",
                                   targets=False)
+        rows += idlerss_rows(run("idlerss.py", bins + (["--seconds", "2"] if quick else []),
+                                 os.path.join(out, "idlerss.json")))
         calls = ["--calls", "300", "--transfers", "30"] if quick else []
         rows += callcost_rows(run("callcost.py", bins + calls, os.path.join(out, "callcost.json")))
         held = ["--queued", "0,2000", "--calls", "100"] if quick else []

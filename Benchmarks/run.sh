@@ -55,8 +55,9 @@ if [ -n "${BIN_DIR:-}" ]; then
     BIN_DIR=$(cd "$BIN_DIR" && pwd)
 else
     say "building release binaries (scratch path .build-bench)"
-    (cd "$ROOT" && swift build -c release --static-swift-stdlib --scratch-path .build-bench --product halftunesd \
-        && swift build -c release --static-swift-stdlib --scratch-path .build-bench --product halftunesctl) >&2
+    flags=$(make -s -C "$ROOT" print-release-flags)
+    (cd "$ROOT" && swift build $flags --scratch-path .build-bench --product halftunesd \
+        && swift build $flags --scratch-path .build-bench --product halftunesctl) >&2
     BIN_DIR="$ROOT/.build-bench/release"
 fi
 for b in halftunesd halftunesctl; do
