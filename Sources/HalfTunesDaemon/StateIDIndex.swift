@@ -17,9 +17,6 @@ struct StateIDIndex: Sendable {
     private var bySession: [String: [TaskState: SortedRun<Int64>]] = [:]
     private var byOwner: [UInt32: [TaskState: SortedRun<Int64>]] = [:]
 
-    /// How many ids are held in `state` (every session).
-    func count(in state: TaskState) -> Int { all[state]?.count ?? 0 }
-
     mutating func insert(_ id: Int64, state: TaskState, session: String, owner: UInt32) {
         // In place: a run taken out and written back would copy its chunks.
         all[state, default: SortedRun()].insert(id)
@@ -47,9 +44,10 @@ struct StateIDIndex: Sendable {
         return Array(run.items(from: after + 1).prefix(limit))
     }
 
+    /// An id not held is left alone: `TaskTable` removes only what it inserted, and a slip here must not take
+    /// the daemon down (a page would then show a task in its old state until it changes again).
     private static func remove(_ id: Int64, from runs: inout [TaskState: SortedRun<Int64>], _ state: TaskState) {
-        let removed = runs[state]?.remove(id)
-        precondition(removed != nil, "a StateIDIndex id removed that was not held")
+        runs[state]?.remove(id)
         if runs[state]?.isEmpty == true { runs[state] = nil }
     }
 }

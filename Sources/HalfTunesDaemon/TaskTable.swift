@@ -134,11 +134,10 @@ struct TaskTable {
     func unfinished(owner: UInt32) -> Int { unfinishedByOwner[owner] ?? 0 }
     /// Tasks in `state` (finished ones included).
     func count(in state: TaskState) -> Int { (byState[state] ?? 0) + (finishedByState[state] ?? 0) }
-    /// Up to `limit` ids above `after`, ascending, of the tasks of `scope` in `state`, which must be unfinished
+    /// Up to `limit` ids above `after`, ascending, of the tasks of `scope` in `state`; none for a finished state
     /// (finished tasks are listed from the journal).
     func ids(in state: TaskState, of scope: StateIDIndex.Scope, after: Int64, limit: Int) -> [Int64] {
-        precondition(!state.isTerminal, "finished tasks are listed from the journal")
-        return stateIDs.ids(in: state, of: scope, after: after, limit: limit)
+        stateIDs.ids(in: state, of: scope, after: after, limit: limit)
     }
     /// Tasks of `session` per state, finished ones included (states without tasks left out).
     func counts(session: String) -> [TaskState: Int] {

@@ -238,9 +238,10 @@ extension TaskRecord {
         case 35: nameFromResponse
         case 36: suggestedFilename
         case 37: try JSONText.encodeIfPresent(credentials)
-        // Unreachable: `arguments(of:)` passes only indexes below `TaskRecord.columns.count` (masked with `.all`),
-        // and the bits come from the record's own setters, never from a row, a request or a server.
-        default: preconditionFailure("no task column \(i)")
+        // `arguments(of:)` passes only indexes below `TaskRecord.columns.count` (masked with `.all`), and the bits
+        // come from the record's own setters, never from a row, a request or a server; should a column be added to
+        // `columns` and not here, that write fails with words rather than taking the daemon down.
+        default: throw JournalError.corruptRow(table: "tasks", key: "column \(i)", detail: "no value is written for this column")
         }
     }
 

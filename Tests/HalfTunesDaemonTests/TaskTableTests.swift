@@ -288,5 +288,6 @@ struct TaskTableTests {
             }
         }
         #expect(table.ids(in: .queued, of: .all, after: .max, limit: 10).isEmpty)
+        #expect(table.ids(in: .completed, of: .all, after: .min, limit: 10).isEmpty, "finished tasks are listed from the journal")
     }
 }
