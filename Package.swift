@@ -57,10 +57,16 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        // Task lifecycle state machine and HTTP transfers (AsyncHTTPClient) into partial files.
+        // What tasks and transfers decide: value-type machines and pure decisions, with no I/O, NIO or HTTP client.
+        .target(
+            name: "HalfTunesCore",
+            dependencies: ["HalfTunesProtocol", .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        // HTTP transfers (AsyncHTTPClient) into partial files, carrying out what HalfTunesCore's machines decide.
         .target(
             name: "HalfTunesEngine",
             dependencies: [
+                "HalfTunesCore",
                 "HalfTunesProtocol",
                 "CLinuxFile",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -82,6 +88,7 @@ let package = Package(
             dependencies: [
                 "HalfTunesProtocol",
                 "HalfTunesJournal",
+                "HalfTunesCore",
                 "HalfTunesEngine",
                 "CCrashRecord",
                 "CSystemd",
@@ -151,14 +158,16 @@ let package = Package(
         ),
         .testTarget(name: "HalfTunesProtocolTests", dependencies: ["HalfTunesProtocol"]),
         .testTarget(name: "HalfTunesJournalTests", dependencies: ["HalfTunesJournal"]),
+        .testTarget(name: "HalfTunesCoreTests", dependencies: ["HalfTunesCore", "HalfTunesProtocol"]),
         .testTarget(name: "HalfTunesEngineTests", dependencies: [
-            "HalfTunesEngine", "TestOrigin", "CLinuxFile", .product(name: "NIOSOCKS", package: "swift-nio-extras"),
+            "HalfTunesCore", "HalfTunesEngine", "TestOrigin", "CLinuxFile", .product(name: "NIOSOCKS", package: "swift-nio-extras"),
             .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         .testTarget(
             name: "HalfTunesDaemonTests",
             dependencies: [
                 "HalfTunesDaemon",
+                "HalfTunesCore",
                 "HalfTunesEngine",
                 "HalfTunesJournal",
                 "HalfTunesProtocol",
@@ -191,14 +200,14 @@ let package = Package(
 // dependencies are built as usual. The harness's top-level code calls LLVMFuzzerRunDriver (CLibFuzzer declares it):
 // SwiftPM links an executable with `--defsym main=<Target>_main`, so libFuzzer's own `main` is never used.
 if ProcessInfo.processInfo.environment["HALFTUNES_FUZZ"] == "1" {
-    let instrumented: Set<String> = ["HalfTunesProtocol", "HalfTunesEngine", "HalfTunesJournal", "HalfTunesDaemon"]
+    let instrumented: Set<String> = ["HalfTunesProtocol", "HalfTunesCore", "HalfTunesEngine", "HalfTunesJournal", "HalfTunesDaemon"]
     for target in package.targets where instrumented.contains(target.name) {
         target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=fuzzer", "-enable-testing"])]
     }
     package.targets.append(.target(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"))
     package.targets.append(.executableTarget(
         name: "HalfTunesFuzz",
-        dependencies: ["CLibFuzzer", "HalfTunesProtocol", "HalfTunesEngine", "HalfTunesJournal", "HalfTunesDaemon",
+        dependencies: ["CLibFuzzer", "HalfTunesProtocol", "HalfTunesCore", "HalfTunesEngine", "HalfTunesJournal", "HalfTunesDaemon",
                        .product(name: "GRDB", package: "GRDB.swift")],
         path: "Fuzz/HalfTunesFuzz",
         swiftSettings: [.unsafeFlags(["-sanitize=fuzzer"])],

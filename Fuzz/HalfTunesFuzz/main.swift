@@ -6,6 +6,7 @@ import GRDB
 import HalfTunesProtocol
 @testable import HalfTunesJournal
 @testable import HalfTunesDaemon
+@testable import HalfTunesCore
 @testable import HalfTunesEngine
 
 /// Each harness takes the input's bytes; a trap (overflow, bad index, failed precondition) is the finding.

@@ -1,7 +1,6 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 import Logging

@@ -1,5 +1,6 @@
 // What room the journal has: free space on its file system, and each uid's share of it.
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol

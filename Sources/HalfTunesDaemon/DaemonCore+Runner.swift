@@ -1,6 +1,6 @@
 // The runner's one switch: every action of the state carried out, in order (a download's digest and move: +Transfers).
 import Foundation
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 import Logging

@@ -1,6 +1,6 @@
 // Sessions and their events in the core: open, invalidate, subscribe, acknowledge.
 import Foundation
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

@@ -1,5 +1,6 @@
 // The task methods of the RPC surface: create (with its controls), resume, suspend, cancel, update, get and list.
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol

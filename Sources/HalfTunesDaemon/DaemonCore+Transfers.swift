@@ -2,6 +2,7 @@
 // download's end (its digest and its move into place, off the actor).
 import AsyncHTTPClient
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol

@@ -2,6 +2,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol

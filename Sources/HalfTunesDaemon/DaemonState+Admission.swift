@@ -1,5 +1,5 @@
 // task.create's admission: the state's checks of a new task (shutting down, the caps, its session taking tasks, the disk share), its lifecycle, first events and queue place.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

@@ -1,5 +1,5 @@
 // The end of an attempt as an input of the core's state: `AttemptVerdict` decides, the state carries it out.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

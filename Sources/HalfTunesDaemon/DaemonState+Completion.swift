@@ -1,5 +1,5 @@
 // The end of a download as inputs of the core's state: verify, choose a name, record the intent, move, complete.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 
@@ -36,7 +36,7 @@ extension DaemonState {
     }
 
     /// A publish whose intent was journaled before a crash: `recovery` is what the file system shows now.
-    mutating func recoveredCompletion(_ id: Int64, _ recovery: FilePublisher.Recovery, total: Int64, now: Double,
+    mutating func recoveredCompletion(_ id: Int64, _ recovery: PublishRecovery, total: Int64, now: Double,
                                       into actions: inout [Action]) {
         guard let t = tasks[id] else { return }
         tasks[id]?.completing = true

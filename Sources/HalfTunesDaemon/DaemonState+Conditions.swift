@@ -1,5 +1,5 @@
 // The network and power conditions as an input of the core's state: sessions whose gate changed are re-checked.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 
 extension DaemonState {

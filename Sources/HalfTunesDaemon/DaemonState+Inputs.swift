@@ -1,5 +1,5 @@
 // The core's state's vocabulary: every input the runner feeds, every action it carries out, and their values.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 
@@ -54,7 +54,7 @@ extension DaemonState {
         case completion(Int64, attempt: Int, CompletionMachine.Input)
         /// `recoverPublish`'s report: `recovery`, what the file system shows of the task's journaled publish intent,
         /// and the partial's length (nil: it is gone; its durable bytes count).
-        case recoveredCompletion(Int64, FilePublisher.Recovery, totalBytes: Int64?)
+        case recoveredCompletion(Int64, PublishRecovery, totalBytes: Int64?)
         /// A task's attempt ended (`jitterSample`, 0..<1, spreads the retry times of transient failures).
         case attemptEnded(Int64, AttemptOutcome, jitterSample: Double)
         /// What a task's attempt in flight reports (DaemonState+Progress.swift).

@@ -1,5 +1,5 @@
 // A task's lifecycle inputs in the core's state: its machine's steps turned into journal rows, queue places and the retry timer.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

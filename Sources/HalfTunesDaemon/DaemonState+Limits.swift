@@ -1,5 +1,4 @@
 // The daemon-wide limits as the state's: the configured ones (file, flags, reloads), daemon.setLimits's (journaled), which win, and the ones in effect.
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 

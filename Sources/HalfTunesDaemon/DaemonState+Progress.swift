@@ -1,6 +1,6 @@
 // A running attempt's progress as inputs of the core's state: the response head, bytes received and sent.
 import Foundation
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

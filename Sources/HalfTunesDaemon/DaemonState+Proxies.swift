@@ -1,5 +1,5 @@
 // The per-uid proxy cap as the state holds it: each task's first proxy kept current, attempts' proxies counted.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 
 extension DaemonState {

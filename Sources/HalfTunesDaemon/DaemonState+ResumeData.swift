@@ -1,5 +1,5 @@
 // task.cancel's resume data as the state decides it: whether a cancel keeps the partial, what its token holds, and what each uid holds.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

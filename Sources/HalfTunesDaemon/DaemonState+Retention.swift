@@ -1,5 +1,4 @@
 // Housekeeping as the state decides it: when finished tasks are swept and which may go, when resume data expires.
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 

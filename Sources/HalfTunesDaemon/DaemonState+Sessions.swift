@@ -1,5 +1,4 @@
 // Sessions, their events and edits of a task's row as inputs of the core's state (the journal is the runner's).
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 

@@ -1,5 +1,4 @@
 // Granting transfer slots as the state decides it: the fair next task, and what holds a task, a lane or a host back.
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 

@@ -1,4 +1,5 @@
 // What an attempt asks for, as the state decides it from the task's row and its session's configuration: the runner adds only what is live.
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol

@@ -1,5 +1,5 @@
 // The core's state as a value: sessions, unfinished tasks and the queue; inputs in, actions out, no I/O.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

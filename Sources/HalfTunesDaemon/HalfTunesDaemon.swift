@@ -1,5 +1,6 @@
 // HalfTunesDaemon: sessions, the queue, event fan-out and the JSON-RPC control server.
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 
 /// Everything the daemon needs to start; built from flags by the `halftunesd` executable.

@@ -1,4 +1,5 @@
 // The state's values for a task and a session (ManagedTask, ManagedSession), and the runner's for an attempt in flight.
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol

@@ -1,4 +1,5 @@
 // Which proxy each task's first request goes through, and how many distinct proxies each uid's attempts use.
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesProtocol
 

@@ -1,5 +1,5 @@
 // Queue order and limit checks as pure functions: which queued tasks start now, and what holds the others.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// The scheduler's decisions, without I/O. The queue is ordered by priority (high, normal, low), then by

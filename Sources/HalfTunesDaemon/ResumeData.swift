@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// The opaque resume-data string handed to clients: base64url of a small JSON object that names a

@@ -1,5 +1,5 @@
 // A session's `proxy` and `proxyBypass`: checked and normalized when stored, shown without the password.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 
 enum SessionProxy {

@@ -1,4 +1,3 @@
-import HalfTunesEngine
 import HalfTunesProtocol
 
 /// The daemon's tasks by id, with the indexes the hot paths read kept up to date by every write, so that

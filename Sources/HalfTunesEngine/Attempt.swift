@@ -1,5 +1,6 @@
 // One HTTP attempt of any task: open the sink and the request body, send, stream the response, stop.
 import AsyncHTTPClient
+import HalfTunesCore
 import HalfTunesProtocol
 import Logging
 import NIOConcurrencyHelpers

@@ -1,5 +1,6 @@
 // The one AsyncHTTPClient delegate of every attempt: redirects, the idle timeout, sent-body progress, throttling.
 import AsyncHTTPClient
+import HalfTunesCore
 import HalfTunesProtocol
 import NIOCore
 import NIOHTTP1

@@ -1,4 +1,5 @@
 // What one Attempt is asked to do: the request, its optional body (an upload's file), where the response goes.
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// One HTTP attempt of any task kind. Downloads, uploads and data tasks differ only in `body` (an upload's
@@ -134,32 +135,5 @@ public struct PartialFileTarget: Sendable, Equatable {
                 checkpointInterval: Double = 1.0) {
         self.init(path: path, durable: ByteRanges(prefix: durableOffset), validators: validators,
                   expectedLength: expectedLength, checkpointInterval: checkpointInterval)
-    }
-}
-
-/// The most response body bytes kept, and what happens to a longer body.
-public struct ResponseLimit: Sendable, Equatable {
-    public enum Overflow: Sendable, Equatable {
-        /// Keep the beginning, mark the response `truncated`, read and discard the rest (uploads).
-        case truncate
-        /// Fail the attempt with `responseTooLarge` (data tasks: the body is the result).
-        case fail
-    }
-
-    public var maxBytes: Int
-    public var overflow: Overflow
-
-    public init(maxBytes: Int, overflow: Overflow) {
-        self.maxBytes = maxBytes
-        self.overflow = overflow
-    }
-
-    /// Uploads keep the first 64 KiB of the response body.
-    public static let upload = ResponseLimit(maxBytes: 64 << 10, overflow: .truncate)
-    /// Data tasks' default (and largest) body cap: 16 MiB.
-    public static let dataDefaultBytes: Int64 = 16 << 20
-
-    public static func data(maxBytes: Int64?) -> ResponseLimit {
-        ResponseLimit(maxBytes: Int(min(max(maxBytes ?? dataDefaultBytes, 0), dataDefaultBytes)), overflow: .fail)
     }
 }

@@ -1,5 +1,6 @@
 // An upload's or data task's response sink: the capped body in memory, and the outcome it makes.
 import AsyncHTTPClient
+import HalfTunesCore
 import HalfTunesProtocol
 import NIOCore
 import NIOHTTP1
@@ -98,7 +99,7 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
             return false
         } catch {
             s.refused = TaskError(code: TaskErrorCode.invalidResponse,
-                                  message: "The response from \(ErrorMapping.hostDescription(s.finalURL)) says Content-Encoding: "
+                                  message: "The response from \(URLText.hostDescription(s.finalURL)) says Content-Encoding: "
                                       + "\(decoder.coding), but its body is not \(decoder.coding) data (\(error.reason))")
             return false
         }
@@ -191,7 +192,7 @@ final class CollectorSink: ResponseSink, @unchecked Sendable {
         }
         if end.timedOut {
             let error = TaskError(code: TaskErrorCode.timedOut,
-                                  message: "No data to or from \(ErrorMapping.hostDescription(end.finalURL)) within the request timeout")
+                                  message: "No data to or from \(URLText.hostDescription(end.finalURL)) within the request timeout")
             return .failed(TransferFailure(error: error, isTransient: true, durableBytes: 0))
         }
         switch end.result {

@@ -1,4 +1,5 @@
 // What a download attempt does when its requests start and end, on its timer and on a shed: a pure state machine.
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// The decisions of one download attempt, over all its requests (segment 0 is the first; further ones are the

@@ -1,42 +1,9 @@
-// Where a published file came from: the freedesktop xattrs (user.xdg.origin.url, user.xdg.referrer.url) and mtime.
+// Setting a published file's freedesktop xattrs (user.xdg.origin.url, user.xdg.referrer.url) and mtime.
 import CLinuxFile
 import Foundation
+import HalfTunesCore
 
-/// What a download's file carries when it is published, as `wget --xattr -N` and browsers do: the URL it came
-/// from (credentials stripped), the page that referred to it, and the server's `Last-Modified` as its mtime.
-public struct PublishMetadata: Equatable, Sendable {
-    public var originURL: String?
-    public var referrerURL: String?
-    /// Seconds since 1970; nil leaves the mtime as the write left it.
-    public var modificationTime: Double?
-
-    public init(originURL: String? = nil, referrerURL: String? = nil, modificationTime: Double? = nil) {
-        self.originURL = originURL
-        self.referrerURL = referrerURL
-        self.modificationTime = modificationTime
-    }
-
-    public var isEmpty: Bool { originURL == nil && referrerURL == nil && modificationTime == nil }
-
-    /// For a download of `url` with these request headers and the response's `Last-Modified`.
-    public static func of(url: String, headers: [String: String], lastModified: String?, preserveModificationTime: Bool)
-        -> PublishMetadata
-    {
-        let referrer = headers.first { $0.key.lowercased() == "referer" }?.value
-        return PublishMetadata(originURL: strippingCredentials(url), referrerURL: referrer.map(strippingCredentials),
-                               modificationTime: preserveModificationTime ? lastModified.flatMap(HTTPDate.parse) : nil)
-    }
-
-    /// `url` without its `user:password@` part (and its fragment), as the freedesktop spec asks.
-    public static func strippingCredentials(_ url: String) -> String {
-        guard var components = URLComponents(string: url), components.user != nil || components.password != nil
-                || components.fragment != nil else { return url }
-        components.user = nil
-        components.password = nil
-        components.fragment = nil
-        return components.string ?? url
-    }
-
+extension PublishMetadata {
     /// Sets the attributes and the mtime on the complete file, through its open descriptor (never by path: a
     /// symlink or another file a user put at the path meanwhile is not touched). No fsync of its own: the publish
     /// that follows makes them durable (it fsyncs a file that was not durable yet, and the directories, whose

@@ -6,6 +6,7 @@ import Musl
 #else
 import Darwin
 #endif
+import HalfTunesCore
 import CLinuxFile
 import HalfTunesProtocol
 
@@ -143,14 +144,10 @@ public enum FilePublisher {
         return (0, 0)
     }
 
-    public enum Recovery: Sendable, Equatable {
-        case published, needsPublish, conflict, lost
-    }
-
     /// Idempotent recovery after a crash during publish: partial & destination same inode → unlink partial, fsync
     /// dir → .published; partial missing & destination exists → .published; partial exists & destination missing →
     /// .needsPublish; both exist, different inodes → .conflict; both missing → .lost.
-    public static func recover(partialPath: String, destination: String) -> Recovery {
+    public static func recover(partialPath: String, destination: String) -> PublishRecovery {
         let partial = POSIX.identity(partialPath)
         let dest = POSIX.identity(destination)
         switch (partial, dest) {

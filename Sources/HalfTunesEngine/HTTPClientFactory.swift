@@ -1,5 +1,6 @@
 // The HTTPClient every transfer shares: raw bytes (no decompression), bounded redirects, no AHC read timeout.
 import AsyncHTTPClient
+import HalfTunesCore
 import NIOCore
 import NIOConcurrencyHelpers
 import NIOSSL

@@ -1,1 +1,1 @@
-// HalfTunesEngine: the task lifecycle state machine and HTTP transfers into partial files.
+// HalfTunesEngine: HTTP transfers into partial files and memory (AsyncHTTPClient), carrying out what HalfTunesCore decides.

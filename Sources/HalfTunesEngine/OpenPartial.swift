@@ -6,6 +6,7 @@ import Musl
 #else
 import Darwin
 #endif
+import HalfTunesCore
 
 /// The partial file of a download whose bytes are all durable, opened once (`O_NOFOLLOW`, through `SafePath`)
 /// and checked to be the daemon's own file: a regular file, owned by the daemon's uid, with one link. Its

@@ -1,4 +1,5 @@
 // How a download attempt's end, its partial file's final state and stop() combine into one outcome.
+import HalfTunesCore
 import HalfTunesProtocol
 
 enum PartialFileOutcome {

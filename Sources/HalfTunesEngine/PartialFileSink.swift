@@ -1,5 +1,6 @@
 // One request of a download, carried out: its HTTP task, the buffers of its body, its writes (`RequestMachine` decides).
 import AsyncHTTPClient
+import HalfTunesCore
 import HalfTunesProtocol
 import NIOCore
 import NIOHTTP1

@@ -1,6 +1,7 @@
 // Plain http through an HTTP proxy without a tunnel: absolute-form requests on kept-alive connections to the proxy.
 import AsyncHTTPClient
 import Foundation
+import HalfTunesCore
 import HalfTunesProtocol
 import NIOConcurrencyHelpers
 import NIOCore

@@ -1,5 +1,6 @@
 // Asks an HTTP proxy that refused a tunnel what its answer was (AsyncHTTPClient keeps only "not 2xx").
 import Foundation
+import HalfTunesCore
 import NIOCore
 import NIOPosix
 

@@ -1,4 +1,5 @@
 // Bandwidth limiting shared by transfers: thread-safe buckets and the limiter a transfer waits on.
+import HalfTunesCore
 import NIOConcurrencyHelpers
 import NIOCore
 import HalfTunesProtocol

@@ -1,4 +1,5 @@
 // What one request of a download does with its response head, its body, its limits and its writes: a pure state machine.
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// The decisions of one request of a download attempt (`PartialFileSink` carries them out): whether its response

@@ -1,5 +1,6 @@
 // A download attempt's runner: one partial file, its requests, timers, progress and checkpoints (`DownloadMachine` decides).
 import AsyncHTTPClient
+import HalfTunesCore
 import HalfTunesProtocol
 import NIOCore
 

@@ -7,6 +7,7 @@ import Musl
 import Darwin
 #endif
 import AsyncHTTPClient
+import HalfTunesCore
 import HalfTunesProtocol
 import NIOCore
 import NIOHTTP1
@@ -27,14 +28,14 @@ enum EngineAbort: Error {
 enum ErrorMapping {
     /// The idle timeout (`requestTimeout`) ended a download's request.
     static func idleTimeout(_ url: String) -> TaskError {
-        TaskError(code: TaskErrorCode.timedOut, message: "No data from \(hostDescription(url)) within the request timeout")
+        TaskError(code: TaskErrorCode.timedOut, message: "No data from \(URLText.hostDescription(url)) within the request timeout")
     }
 
     /// A TaskError for an error that ended a request, and whether retrying later may help. With a `proxy`, what
     /// went wrong reaching or talking to it is a `proxyFailure` (transient: the task waits and retries).
     static func classify(_ error: Error, url: String, proxy: ProxyServer? = nil) -> (error: TaskError, transient: Bool) {
         if let proxy, let failure = proxyFailure(error, url: url, proxy: proxy) { return (failure, true) }
-        let target = hostDescription(url)
+        let target = URLText.hostDescription(url)
         func lost(_ detail: String) -> (TaskError, Bool) {
             (TaskError(code: TaskErrorCode.connectionLost, message: "Connection to \(target) lost: \(detail)"), true)
         }
@@ -125,7 +126,7 @@ enum ErrorMapping {
     /// The `proxyFailure` for an error of a request sent through `proxy`, or nil when the error is not the
     /// proxy's (the origin's answer or a connection lost mid-transfer are classified as without a proxy).
     static func proxyFailure(_ error: Error, url: String, proxy: ProxyServer) -> TaskError? {
-        let target = hostDescription(url)
+        let target = URLText.hostDescription(url)
         func fail(_ message: String) -> TaskError { TaskError(code: TaskErrorCode.proxyFailure, message: message) }
         func unreachable(_ detail: String) -> TaskError { fail("Cannot connect to the proxy \(proxy): \(detail)") }
         if let e = error as? HTTPClientError {
@@ -183,7 +184,7 @@ enum ErrorMapping {
 
     /// The `proxyFailure` for a CONNECT the proxy answered with `answer` (not 2xx), the status in `httpStatus`.
     static func tunnelRefused(proxy: ProxyServer, url: String, answer: ProxyProbe.Answer) -> TaskError {
-        let target = hostDescription(url)
+        let target = URLText.hostDescription(url)
         let said = "\(answer.status)\(answer.reason.isEmpty ? "" : " " + answer.reason)"
         let message: String
         switch answer.status {
@@ -226,27 +227,11 @@ enum ErrorMapping {
         (TaskError(code: TaskErrorCode.dnsFailure, message: "Cannot resolve host '\(host)': \(detail)"), true)
     }
 
-    /// "host:port" of a URL for messages (the URL itself when it cannot be taken apart).
-    static func hostDescription(_ url: String) -> String {
-        guard let (_, rest) = splitScheme(url) else { return url }
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        let hostPort = authority.split(separator: "@").last.map(String.init) ?? String(authority)
-        return hostPort.isEmpty ? url : hostPort
-    }
-
-    /// "scheme://rest" → (scheme, rest).
-    static func splitScheme(_ url: String) -> (scheme: Substring, rest: Substring)? {
-        guard let colon = url.firstIndex(of: ":") else { return nil }
-        let after = url[url.index(after: colon)...]
-        guard after.hasPrefix("//") else { return nil }
-        return (url[..<colon], after.dropFirst(2))
-    }
-
     /// A message for a URL AsyncHTTPClient refused to build a request for.
     static func requestBuildFailure(_ error: Error, url: String) -> TaskError {
         let lower = url.lowercased()
         if !lower.hasPrefix("http://") && !lower.hasPrefix("https://") {
-            let scheme = splitScheme(url)?.scheme ?? ""
+            let scheme = URLText.splitScheme(url)?.scheme ?? ""
             let detail = scheme.isEmpty ? "it has no scheme" : "scheme '\(scheme)' is not supported"
             return invalidURL(url, detail: "\(detail) (only http and https are)")
         }

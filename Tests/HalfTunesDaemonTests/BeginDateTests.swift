@@ -1,5 +1,5 @@
 // earliestBeginDate in virtual time: a queued task waits outside the queue until its date, across a restart.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 import Testing

@@ -1,5 +1,5 @@
 // Network and power conditions in virtual time: which sessions' tasks wait, stop, fail or go on, and at what cost.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 import Testing

@@ -1,5 +1,4 @@
 import Foundation
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 import Testing

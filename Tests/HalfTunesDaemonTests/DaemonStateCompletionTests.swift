@@ -1,3 +1,4 @@
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
@@ -152,8 +153,8 @@ struct DaemonStateCompletionTests {
     }
 
     /// Recovery of a journaled intent: published → completed; the file gone → failed; still to publish → named.
-    @Test(arguments: [FilePublisher.Recovery.published, .lost, .needsPublish])
-    func aRecoveredIntentIsFinished(_ recovery: FilePublisher.Recovery) throws {
+    @Test(arguments: [PublishRecovery.published, .lost, .needsPublish])
+    func aRecoveredIntentIsFinished(_ recovery: PublishRecovery) throws {
         var state = S.state()
         _ = state.join([Self.publishing(1, location: "/d/1")], now: 0)
         let actions = state.handle(.recoveredCompletion(1, recovery, totalBytes: 5), now: 1)

@@ -1,4 +1,3 @@
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 import Testing

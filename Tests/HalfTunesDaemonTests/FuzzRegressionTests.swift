@@ -2,7 +2,7 @@ import Foundation
 import HalfTunesProtocol
 import Testing
 @testable import HalfTunesDaemon
-@testable import HalfTunesEngine
+@testable import HalfTunesCore
 
 /// Inputs the fuzzers (Fuzz/, `make fuzz`) found, each kept as a test here and in Fuzz/Corpus.
 @Suite("Fuzz regressions")

@@ -1,5 +1,4 @@
 // Split downloads' extra connections: the budget per host, and the state's per-host limit counting them.
-import HalfTunesEngine
 import HalfTunesProtocol
 import NIOConcurrencyHelpers
 import Testing

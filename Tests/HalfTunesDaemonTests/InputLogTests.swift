@@ -1,5 +1,4 @@
 // The replay check of the daemon's inputs (InputLog): the same inputs give the same actions; a difference is named.
-import HalfTunesEngine
 import HalfTunesProtocol
 import Testing
 @testable import HalfTunesDaemon

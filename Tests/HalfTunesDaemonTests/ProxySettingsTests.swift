@@ -1,7 +1,6 @@
 // Unit tests: the daemon's proxy settings, their precedence over the environment, a session's redacted proxy.
 import Foundation
 @testable import HalfTunesDaemon
-import HalfTunesEngine
 import HalfTunesProtocol
 import Testing
 

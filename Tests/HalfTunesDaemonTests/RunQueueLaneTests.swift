@@ -1,4 +1,4 @@
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 @testable import HalfTunesDaemon

@@ -1,7 +1,6 @@
 import Foundation
 import GRDB
 @testable import HalfTunesDaemon
-import HalfTunesEngine
 @testable import HalfTunesJournal
 import HalfTunesProtocol
 import Logging

@@ -1,4 +1,5 @@
 // DownloadMachine in virtual time: what a download attempt does with its requests' ends, ticks and sheds (no I/O).
+@testable import HalfTunesCore
 @testable import HalfTunesEngine
 import HalfTunesProtocol
 import Testing

@@ -1,6 +1,7 @@
 // Test helpers: temporary directories, file I/O, a recording AttemptObserver, an origin + HTTP client fixture.
 import AsyncHTTPClient
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesProtocol
 import Logging

@@ -1,6 +1,7 @@
 // Forwarded requests (plain http to an HTTP proxy, absolute form) through the engine: the test origin stands in for
 // the proxy; the fixture's one event loop makes every attempt use the same connection pool.
 import AsyncHTTPClient
+@testable import HalfTunesCore
 @testable import HalfTunesEngine
 import HalfTunesProtocol
 import TestOrigin

@@ -1,4 +1,5 @@
 // HTTPClients: clients made for proxies are leased per uid, capped per uid, and closed when idle.
+import HalfTunesCore
 import HalfTunesEngine
 import NIOPosix
 import Testing

@@ -3,6 +3,7 @@
 // decisions, `ResumeDecision` (first request, with `ResourceVersion`) and `SegmentDecision` (further ranges),
 // through a model of the download that keeps what `PartialFileSink`/`SegmentedDownload` keep: durable ranges, the
 // journaled validators and length, a restart from byte 0 once per attempt when another version answers.
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesProtocol
 import Testing

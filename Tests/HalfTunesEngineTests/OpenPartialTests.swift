@@ -1,6 +1,7 @@
 // OpenPartial and the publish through it: a partial swapped for a symlink, a hard link or another file is
 // refused, and nothing else is touched (real files in a temporary directory).
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 import Testing
 

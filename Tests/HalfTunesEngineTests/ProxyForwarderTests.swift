@@ -1,6 +1,7 @@
 // Unit tests: the head of a request forwarded to an HTTP proxy (absolute form, Host, Proxy-Authorization, framing).
 import AsyncHTTPClient
 import Foundation
+@testable import HalfTunesCore
 @testable import HalfTunesEngine
 import NIOHTTP1
 import Testing

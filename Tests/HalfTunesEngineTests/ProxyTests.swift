@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import AsyncHTTPClient
+@testable import HalfTunesCore
 @testable import HalfTunesEngine
 import HalfTunesProtocol
 import NIOCore

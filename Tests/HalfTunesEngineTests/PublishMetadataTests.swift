@@ -1,6 +1,7 @@
 // What a published file records about where it came from, without I/O; and applying it to a real file.
 import CLinuxFile
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 import Testing
 

@@ -1,4 +1,5 @@
 // RequestMachine with no I/O: one request's response decision, limits, batches, backpressure and write failures.
+@testable import HalfTunesCore
 @testable import HalfTunesEngine
 import HalfTunesProtocol
 import Testing

@@ -1,4 +1,5 @@
 // Transfer failures against a real origin: HTTP errors, drops, short bodies, bad ranges, timeouts, bad URLs.
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesProtocol
 import TestOrigin

@@ -1,4 +1,5 @@
 // stop() and the idle timeout before any response head: the request is cut short and nothing is lost.
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesProtocol
 import TestOrigin

@@ -1,4 +1,5 @@
 // Transfer against a real HTTP origin on 127.0.0.1: full downloads, stop and resume, restarts, failures.
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesProtocol
 import TestOrigin

@@ -1,3 +1,4 @@
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesProtocol
 import Logging

@@ -1,6 +1,6 @@
 import Foundation
+import HalfTunesCore
 import HalfTunesProtocol
-import HalfTunesEngine
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

@@ -64,7 +64,7 @@ enum TaskText {
 
     /// "201 Created, 12 B" (the status and the body's length).
     static func statusLine(_ response: TaskResponse) -> String {
-        let reason = reasonPhrase(response.status)
+        let reason = HTTPStatusText.reasonPhrase(response.status)
         var text = "\(response.status)" + (reason.isEmpty ? "" : " \(reason)")
         text += ", \(Formatting.bytes(response.bodyBytes)) body" + (response.truncated ? " (truncated)" : "")
         return text
@@ -80,19 +80,6 @@ enum TaskText {
         let oneLine = text.split(whereSeparator: \.isNewline).joined(separator: " ⏎ ")
         let cut = oneLine.count > limit ? String(oneLine.prefix(limit)) + "…" : oneLine
         return "Body: " + cut
-    }
-
-    private static func reasonPhrase(_ status: Int) -> String {
-        let phrases: [Int: String] = [
-            200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 206: "Partial Content",
-            301: "Moved Permanently", 302: "Found", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
-            403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
-            410: "Gone", 411: "Length Required", 412: "Precondition Failed", 413: "Content Too Large",
-            415: "Unsupported Media Type", 416: "Range Not Satisfiable", 422: "Unprocessable Content",
-            429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
-            504: "Gateway Timeout",
-        ]
-        return phrases[status] ?? ""
     }
 
     /// What the task is doing, and why it is not running when it is not.

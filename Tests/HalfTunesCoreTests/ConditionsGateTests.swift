@@ -1,5 +1,5 @@
 // The URLSession network and power rules: the gate's verdicts and the task state machine's conditions inputs.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 

@@ -1,4 +1,4 @@
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 
@@ -88,8 +88,8 @@ struct CompletionMachineTests {
         #expect(error.message.contains("/d/f.bin") && error.message.contains("EROFS"))
     }
 
-    @Test(arguments: [FilePublisher.Recovery.published, .needsPublish, .conflict, .lost])
-    func aRecordedIntentIsFinishedOnRecovery(recovery: FilePublisher.Recovery) {
+    @Test(arguments: [PublishRecovery.published, .needsPublish, .conflict, .lost])
+    func aRecordedIntentIsFinishedOnRecovery(recovery: PublishRecovery) {
         let (m, actions) = CompletionMachine.recovered(recovery, location: "/d/f.bin", total: 5)
         switch recovery {
         case .published:

@@ -1,6 +1,5 @@
 // What to do with a response head, given the offset we asked for: append, restart, complete, retry or fail.
 import HalfTunesProtocol
-import NIOHTTP1
 
 /// Pure decision on a response head (no I/O).
 public enum ResumeDecision: Sendable, Equatable {
@@ -106,7 +105,7 @@ public enum ResumeDecision: Sendable, Equatable {
             let got = header("Content-Range", in: headers).map { "'\($0)'" } ?? "no Content-Range"
             return .discardAndRetry(reason: "416 Range Not Satisfiable (\(got)) for offset \(requestedOffset)")
         default:
-            let reasonPhrase = HTTPResponseStatus(statusCode: status).reasonPhrase
+            let reasonPhrase = HTTPStatusText.reasonPhrase(status)
             var message = "HTTP \(status) \(reasonPhrase)"
             if let url { message += " from \(url)" }
             let transient = isTransient(status: status)
@@ -143,7 +142,7 @@ public enum ResumeDecision: Sendable, Equatable {
 
     /// Content-Length, unless the body is chunked (then the length is not known in advance); nil past
     /// `HalfTunes.maxByteCount` too (`lengthProblem` says why such a response is refused).
-    static func contentLength(_ headers: [(String, String)]) -> Int64? {
+    package static func contentLength(_ headers: [(String, String)]) -> Int64? {
         if let te = header("Transfer-Encoding", in: headers), te.lowercased().contains("chunked") { return nil }
         guard let value = header("Content-Length", in: headers), let n = Int64(value.trimmingSpaces), n >= 0,
               n <= HalfTunes.maxByteCount else {

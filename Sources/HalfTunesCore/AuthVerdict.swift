@@ -19,7 +19,7 @@ public enum AuthVerdict: Equatable, Sendable {
     ///     asking, e.g. with ever new stale nonces, is not answered forever).
     public static func decide(url: String, challenges: [AuthChallenge], credentials: [OriginCredentials],
                               answered: (url: String, challenge: AuthChallenge)?, answers: Int = 0) -> AuthVerdict {
-        let host = ErrorMapping.hostDescription(url)
+        let host = URLText.hostDescription(url)
         let offered = challenges.isEmpty ? "no WWW-Authenticate challenge" : challenges.map(\.summary).joined(separator: ", ")
         func refuse(_ message: String) -> AuthVerdict {
             .refuse(TaskError(code: TaskErrorCode.authenticationRequired, message: message, httpStatus: 401))

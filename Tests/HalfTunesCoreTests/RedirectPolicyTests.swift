@@ -1,5 +1,5 @@
 // Unit tests: which redirects are followed (hops, loops, schemes, https→http downgrades).
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 

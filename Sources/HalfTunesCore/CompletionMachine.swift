@@ -87,7 +87,7 @@ public struct CompletionMachine: Sendable, Equatable {
 
     /// A publish whose intent was journaled before a crash (verification, if any, passed before the intent).
     /// `recovery` is what the file system shows now; `location` is the journaled one.
-    public static func recovered(_ recovery: FilePublisher.Recovery, location: String, total: Int64)
+    public static func recovered(_ recovery: PublishRecovery, location: String, total: Int64)
         -> (CompletionMachine, [Action])
     {
         switch recovery {
@@ -155,4 +155,10 @@ public struct CompletionMachine: Sendable, Equatable {
             return []
         }
     }
+}
+
+/// Where a publish interrupted by a crash stands (`FilePublisher.recover` finds it out): the file is at its
+/// destination, still only the partial, both exist as different files, or neither does.
+public enum PublishRecovery: Sendable, Equatable {
+    case published, needsPublish, conflict, lost
 }

@@ -1,5 +1,5 @@
 // SegmentDecision: a table of response heads to a segment's request.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 

@@ -1,5 +1,4 @@
 // A proxy URL (`http://[user:pass@]host:port`, `socks5://`, `socks5h://`) parsed, checked and redacted.
-import AsyncHTTPClient
 import Foundation
 
 /// One proxy server. `http` is an HTTP proxy: https goes through it with `CONNECT` (AsyncHTTPClient), plain http
@@ -143,17 +142,6 @@ public struct ProxyServer: Sendable, Hashable, CustomStringConvertible {
         var allowed = CharacterSet.urlUserAllowed
         allowed.remove(charactersIn: ":@/?#[]%")
         return part.addingPercentEncoding(withAllowedCharacters: allowed) ?? part
-    }
-
-    /// AsyncHTTPClient's configuration for it.
-    public var clientProxy: HTTPClient.Configuration.Proxy {
-        switch kind {
-        case .http:
-            let authorization = username.map { HTTPClient.Authorization.basic(username: $0, password: password ?? "") }
-            return .server(host: host, port: port, authorization: authorization)
-        case .socks5, .socks5h:
-            return .socksServer(host: host, port: port)
-        }
     }
 }
 

@@ -1,5 +1,5 @@
 // Content-Disposition header shapes seen in the wild, and traversal attempts, to the name a download gets.
-import HalfTunesEngine
+import HalfTunesCore
 import Testing
 
 @Suite struct ContentDispositionTests {

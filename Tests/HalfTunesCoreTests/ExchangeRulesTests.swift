@@ -1,5 +1,5 @@
 import Foundation
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 

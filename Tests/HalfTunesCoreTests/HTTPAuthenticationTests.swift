@@ -1,7 +1,7 @@
 import Foundation
 import HalfTunesProtocol
 import Testing
-@testable import HalfTunesEngine
+@testable import HalfTunesCore
 
 /// `WWW-Authenticate` parsing, the choice of challenge, and Digest answers checked against RFC 7616's own examples.
 @Suite struct HTTPAuthenticationTests {

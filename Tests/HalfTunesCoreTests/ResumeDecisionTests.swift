@@ -1,5 +1,5 @@
 // Unit tests: ResumeDecision, ContentRange, RetryAfter, rangeHeaders, Validators (no I/O).
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 

@@ -1,6 +1,6 @@
 // ResourceVersion and the version check of ResumeDecision: a 206 or 416 that continues kept bytes must name
 // exactly their version (no I/O).
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 

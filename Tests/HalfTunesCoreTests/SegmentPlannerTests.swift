@@ -1,5 +1,5 @@
 // SegmentPlanner in virtual time: simulated servers with per-connection and total rate limits, no sockets.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 

@@ -1,5 +1,5 @@
 // AttemptVerdict: what the end of an attempt means for its task, for every kind, outcome and task state.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 

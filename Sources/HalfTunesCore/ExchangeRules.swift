@@ -99,3 +99,30 @@ public enum ExchangeRules {
         return .failed(TransferFailure(error: error, isTransient: false, durableBytes: 0), response: response)
     }
 }
+
+/// The most response body bytes kept, and what happens to a longer body.
+public struct ResponseLimit: Sendable, Equatable {
+    public enum Overflow: Sendable, Equatable {
+        /// Keep the beginning, mark the response `truncated`, read and discard the rest (uploads).
+        case truncate
+        /// Fail the attempt with `responseTooLarge` (data tasks: the body is the result).
+        case fail
+    }
+
+    public var maxBytes: Int
+    public var overflow: Overflow
+
+    public init(maxBytes: Int, overflow: Overflow) {
+        self.maxBytes = maxBytes
+        self.overflow = overflow
+    }
+
+    /// Uploads keep the first 64 KiB of the response body.
+    public static let upload = ResponseLimit(maxBytes: 64 << 10, overflow: .truncate)
+    /// Data tasks' default (and largest) body cap: 16 MiB.
+    public static let dataDefaultBytes: Int64 = 16 << 20
+
+    public static func data(maxBytes: Int64?) -> ResponseLimit {
+        ResponseLimit(maxBytes: Int(min(max(maxBytes ?? dataDefaultBytes, 0), dataDefaultBytes)), overflow: .fail)
+    }
+}

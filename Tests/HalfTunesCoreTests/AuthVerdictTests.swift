@@ -1,6 +1,6 @@
 import HalfTunesProtocol
 import Testing
-@testable import HalfTunesEngine
+@testable import HalfTunesCore
 
 /// Every way a 401 ends, without a server: answered, or refused with `authenticationRequired` in words.
 @Suite struct AuthVerdictTests {
@@ -90,21 +90,5 @@ import Testing
         let empty = try #require(Self.message(AuthVerdict.decide(
             url: Self.url, challenges: [], credentials: [], answered: nil)))
         #expect(empty.contains("no WWW-Authenticate challenge"))
-    }
-}
-
-/// The method and body of the request a redirect leads to, as AsyncHTTPClient decides (the attempt's own hops
-/// follow the same rule, from the method of the request that got the redirect).
-@Suite struct HopMethodTests {
-    @Test func redirectsChangeMethodsAsAsyncHTTPClientDoes() {
-        typealias Hop = AttemptDelegate.Hop
-        #expect(Hop.afterRedirect(303, method: "PUT", sendsBody: true) == ("GET", false))
-        #expect(Hop.afterRedirect(303, method: "HEAD", sendsBody: false) == ("HEAD", false))
-        #expect(Hop.afterRedirect(302, method: "POST", sendsBody: true) == ("GET", false))
-        #expect(Hop.afterRedirect(301, method: "POST", sendsBody: true) == ("GET", false))
-        #expect(Hop.afterRedirect(302, method: "PUT", sendsBody: true) == ("PUT", true))
-        #expect(Hop.afterRedirect(307, method: "POST", sendsBody: true) == ("POST", true))
-        #expect(Hop.afterRedirect(308, method: "PUT", sendsBody: true) == ("PUT", true))
-        #expect(Hop.afterRedirect(302, method: "GET", sendsBody: false) == ("GET", false))
     }
 }

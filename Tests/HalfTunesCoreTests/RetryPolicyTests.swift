@@ -1,5 +1,5 @@
 // Unit tests: backoff with injected jitter, maxAttempts, Retry-After clamping, policy validation, status classes.
-import HalfTunesEngine
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 
