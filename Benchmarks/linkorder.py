@@ -16,6 +16,7 @@ elsewhere):
 Needs valgrind (apt-get install valgrind) and the release binary built with the Makefile's RELEASE_FLAGS.
 """
 import argparse
+import bisect
 import os
 import re
 import shutil
@@ -78,6 +79,22 @@ def exercise(socket_path, port):
     time.sleep(2)  # idle: timers, housekeeping
 
 
+def symbol_finder(binary):
+    """addr -> the name of the function symbol at or below it (nm), or None."""
+    listing = subprocess.run(["nm", "-n", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
+    starts, names = [], []
+    for line in listing.splitlines():
+        parts = line.split(maxsplit=2)
+        if len(parts) == 3 and parts[1] in "tTwW":
+            starts.append(int(parts[0], 16))
+            names.append(parts[2])
+
+    def find(addr):
+        i = bisect.bisect_right(starts, addr) - 1
+        return names[i] if i >= 0 else None
+    return find
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin-dir", default=os.path.join(ROOT, ".build/release"))
@@ -116,11 +133,15 @@ def main():
                                    capture_output=True, text=True, check=True).stdout
         names, seen = [], set()
         suffix = f" [{binary}]"
+        enclosing = symbol_finder(binary)
         for line in annotated.splitlines():
             if not line.endswith(suffix):
                 continue
             name = re.sub(r"^\s*[\d,]+ \(\s*[\d.]+%\)\s+\?\?\?:", "", line[: -len(suffix)])
             name = re.sub(r"'\d+$", "", name)  # callgrind's mark of a recursion level
+            if re.fullmatch(r"0x[0-9a-f]+", name):
+                # Code callgrind could not name (no size in the symbol table): the function it lies in.
+                name = enclosing(int(name, 16))
             if name and name not in seen and " " not in name:
                 seen.add(name)
                 names.append(name)
