@@ -14,6 +14,9 @@ public struct ProxyRules: Sendable, Hashable {
 
     /// The word for "no proxy" in a `proxy` setting.
     public static let directKeyword = "direct"
+    /// Distinct proxies one uid's transfers may go through at once (the engine's clients and the queue both
+    /// hold to it).
+    public static let maxProxiesPerUID = 16
     public static let none = ProxyRules(http: nil, https: nil, bypass: .none, source: "none")
 
     public init(http: ProxyServer?, https: ProxyServer?, bypass: ProxyBypass, source: String) {

@@ -1,6 +1,5 @@
 // What an attempt asks for, as the state decides it from the task's row and its session's configuration: the runner adds only what is live.
 import HalfTunesCore
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 
@@ -54,7 +53,7 @@ struct TransferPlan: Equatable, Sendable {
     /// A download's partial file (nil: an upload or data task, whose response is kept in memory).
     var download: Download?
     /// An upload's file.
-    var body: AttemptRequest.UploadBody?
+    var body: UploadBody?
     /// An upload's or data task's response: at most this kept.
     var responseLimit: ResponseLimit?
 }
@@ -94,7 +93,7 @@ extension DaemonState {
                 maxConnections: r.maxConnections ?? config.maxConnectionsPerTask ?? SessionConfiguration.defaultMaxConnectionsPerTask,
                 writing: partialWriting)
         case .upload:
-            plan.body = r.file.map { AttemptRequest.UploadBody(path: $0, fileID: r.fileID.flatMap(FileID.init(text:))) }
+            plan.body = r.file.map { UploadBody(path: $0, fileID: r.fileID.flatMap(FileID.init(text:))) }
             plan.responseLimit = .upload
         case .data:
             plan.responseLimit = .data(maxBytes: r.maxResponseBytes)

@@ -1,6 +1,5 @@
 // The state's values for a task and a session (ManagedTask, ManagedSession), and the runner's for an attempt in flight.
 import HalfTunesCore
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 
@@ -76,15 +75,6 @@ extension ManagedTask {
             bytesExpectedToSend = row.bytesDurable
         }
     }
-}
-
-/// An attempt in flight as the runner holds it: the bridge to its transfer and the task's own bandwidth
-/// bucket (its rate follows the task's `bandwidthLimit`).
-struct LiveAttempt {
-    let runtime: TaskRuntime
-    let bandwidth: BandwidthBucket
-    /// Hands what the attempt reports to the core, in order; it ends after the attempt's end was handled.
-    var reports: Task<Void, Never>? = nil
 }
 
 struct ManagedSession: Equatable {

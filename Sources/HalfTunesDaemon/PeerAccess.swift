@@ -1,4 +1,5 @@
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 
 /// Whether a client may read a file, judged with its own uid and groups, so the daemon (which may run

@@ -1,6 +1,5 @@
 // Which proxy each task's first request goes through, and how many distinct proxies each uid's attempts use.
 import HalfTunesCore
-import HalfTunesEngine
 import HalfTunesProtocol
 
 /// One proxy behind one pointer: every task whose first request goes through it holds the same reference (8
@@ -20,7 +19,7 @@ final class ProxyRef: Hashable, Sendable, CustomStringConvertible {
     var description: String { server.description }
 }
 
-/// The state's view of the per-uid proxy cap (`HTTPClients.maxProxiesPerUID`): each session's proxy rules (its
+/// The state's view of the per-uid proxy cap (`ProxyRules.maxProxiesPerUID`): each session's proxy rules (its
 /// own settings over the daemon's), parsed once when the session or the daemon's rules change; the first proxy of
 /// each attempt in flight and those its redirect hops and segments leased (reported by the runner as the engine
 /// leases them); and per owner uid the distinct proxies those go through, the engine's count. `grantSlots` holds
@@ -147,7 +146,7 @@ struct ProxyUse {
     /// How many distinct proxies `owner`'s attempts in flight go through, when that is the most one uid may use
     /// and a task through `proxy` would need one more; nil when it may start. O(1).
     func holds(owner: UInt32, _ proxy: ProxyRef?) -> Int? {
-        guard let proxy, let use = byOwner[owner], use.count >= HTTPClients.maxProxiesPerUID, use[proxy] == nil else {
+        guard let proxy, let use = byOwner[owner], use.count >= ProxyRules.maxProxiesPerUID, use[proxy] == nil else {
             return nil
         }
         return use.count

@@ -93,7 +93,7 @@ enum QueuePlanner {
     }
 
     /// `proxiesInUse`: set only when the task needs a proxy its owner's transfers do not use yet while they are
-    /// at `HTTPClients.maxProxiesPerUID` (`ProxyUse.holds(owner:_:)`).
+    /// at `ProxyRules.maxProxiesPerUID` (`ProxyUse.holds(owner:_:)`).
     static func ownHold(stopping: Bool, sessionRunning: Int, sessionMax: Int?, hostRunning: Int,
                         hostMax: Int, proxiesInUse: Int? = nil, data: Bool = false, dataHeld: Int64 = 0) -> OwnHold? {
         if stopping { return .stopping }

@@ -120,3 +120,12 @@ struct LeaseReports: AttemptClients {
 
     func release(_ proxy: ProxyServer?) { clients.release(proxy) }
 }
+
+/// An attempt in flight as the runner holds it: the bridge to its transfer and the task's own bandwidth
+/// bucket (its rate follows the task's `bandwidthLimit`).
+struct LiveAttempt {
+    let runtime: TaskRuntime
+    let bandwidth: BandwidthBucket
+    /// Hands what the attempt reports to the core, in order; it ends after the attempt's end was handled.
+    var reports: Task<Void, Never>? = nil
+}

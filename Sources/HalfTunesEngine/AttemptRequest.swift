@@ -42,18 +42,6 @@ public struct AttemptRequest: Sendable {
     /// host and port of the task's URL.
     public var credentialsOrigin: String? { HTTPAuthentication.origin(url) }
 
-    /// An upload's file, opened by `UploadSource.open` when the attempt starts.
-    public struct UploadBody: Sendable, Equatable {
-        public var path: String
-        /// The file every attempt must open (pinned when the task was created; nil: not pinned).
-        public var fileID: FileID?
-
-        public init(path: String, fileID: FileID? = nil) {
-            self.path = path
-            self.fileID = fileID
-        }
-    }
-
     public enum Sink: Sendable {
         /// A download's partial file.
         case partialFile(PartialFileTarget)

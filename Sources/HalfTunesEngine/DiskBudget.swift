@@ -1,4 +1,5 @@
 // What one user's unfinished downloads may hold on disk (`max-disk-per-uid`), counted per partial file.
+import HalfTunesCore
 import HalfTunesProtocol
 import NIOConcurrencyHelpers
 

@@ -51,15 +51,14 @@ public enum HTTPClientFactory {
 
 /// The daemon's HTTP clients: one direct, and one per distinct proxy, made when a request first needs it (a
 /// client's proxy is fixed when it is made). A proxied client is leased to the uid whose task uses it
-/// (`lease`/`release`): a uid may use at most `maxProxiesPerUID` distinct proxies at once, and a client nobody
-/// has leased for `idleLifetime` is closed (`takeIdle`), so clients made for proxies do not pile up. Thread-safe.
+/// (`lease`/`release`): a uid may use at most `ProxyRules.maxProxiesPerUID` distinct proxies at once, and a client
+/// nobody has leased for `idleLifetime` is closed (`takeIdle`), so clients made for proxies do not pile up.
+/// Thread-safe.
 public final class HTTPClients: Sendable {
     /// Seconds an unleased proxied client is kept for the next request through the same proxy.
     public static let idleLifetime: Double = 60
-    /// Distinct proxies one uid's transfers may go through at once.
-    public static let maxProxiesPerUID = 16
 
-    /// A uid asked for more proxies at once than `maxProxiesPerUID`.
+    /// A uid asked for more proxies at once than `ProxyRules.maxProxiesPerUID`.
     public struct TooManyProxies: Error, Sendable, Equatable {
         public var uid: UInt32
         public var limit: Int
@@ -103,7 +102,7 @@ public final class HTTPClients: Sendable {
     }
 
     /// The client for `proxy` (nil: the direct one, never counted), leased to `uid` until `release`. Throws when
-    /// `uid` already leases clients of `maxProxiesPerUID` other proxies (whoever made this one's client).
+    /// `uid` already leases clients of `ProxyRules.maxProxiesPerUID` other proxies (whoever made this one's client).
     public func lease(for proxy: ProxyServer?, uid: UInt32) throws(TooManyProxies) -> HTTPClient {
         try leaseBoth(for: proxy, uid: uid).client
     }
@@ -117,7 +116,7 @@ public final class HTTPClients: Sendable {
             // rule the daemon's queue holds tasks by (`DaemonState.ProxyUse`). O(proxies), not tasks.
             if clients[proxy]?.leases[uid] == nil {
                 let held = clients.values.lazy.filter { $0.leases[uid] != nil }.count
-                guard held < Self.maxProxiesPerUID else { return nil }
+                guard held < ProxyRules.maxProxiesPerUID else { return nil }
             }
             if var entry = clients[proxy] {
                 entry.leases[uid, default: 0] += 1
@@ -129,7 +128,7 @@ public final class HTTPClients: Sendable {
             clients[proxy] = entry
             return ProxyClient(client: client, forwarder: entry.forwarder)
         }
-        guard let leased else { throw TooManyProxies(uid: uid, limit: Self.maxProxiesPerUID) }
+        guard let leased else { throw TooManyProxies(uid: uid, limit: ProxyRules.maxProxiesPerUID) }
         return leased
     }
 
@@ -159,7 +158,7 @@ public final class HTTPClients: Sendable {
         }
     }
 
-    /// The clients of one uid's attempt: each lease counts against the uid's `maxProxiesPerUID`; `now` dates the
+    /// The clients of one uid's attempt: each lease counts against the uid's `ProxyRules.maxProxiesPerUID`; `now` dates the
     /// releases (for `takeIdle`).
     public func leases(uid: UInt32, now: @escaping @Sendable () -> Double) -> any AttemptClients {
         UIDClients(clients: self, uid: uid, now: now)

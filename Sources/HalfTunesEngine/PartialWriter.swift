@@ -10,6 +10,7 @@ import Darwin
 import CLinuxFile
 #endif
 import Dispatch
+import HalfTunesCore
 import HalfTunesProtocol
 import NIOConcurrencyHelpers
 import NIOCore

@@ -1,5 +1,4 @@
 import HalfTunesCore
-import HalfTunesEngine
 import HalfTunesJournal
 import HalfTunesProtocol
 import Testing
@@ -101,7 +100,7 @@ struct DaemonStateTransferPlanTests {
         state.tasks[5] = up
         let upload = try #require(state.transferPlan(5))
         #expect(upload.method == "PUT" && upload.download == nil && upload.responseLimit == .upload)
-        #expect(upload.body == AttemptRequest.UploadBody(path: "/home/u/report.pdf"))
+        #expect(upload.body == UploadBody(path: "/home/u/report.pdf"))
         var data = DaemonStateTests.task(6, session: "a", owner: 1)
         data.record.kind = TaskKind.data.rawValue
         data.record.method = "HEAD"

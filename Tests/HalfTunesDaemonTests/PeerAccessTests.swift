@@ -1,4 +1,5 @@
 import Foundation
+import HalfTunesCore
 import HalfTunesEngine
 import Testing
 @testable import HalfTunesDaemon

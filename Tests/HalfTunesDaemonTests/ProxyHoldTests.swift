@@ -5,12 +5,12 @@ import HalfTunesProtocol
 import Testing
 @testable import HalfTunesDaemon
 
-/// One uid's transfers go through at most `HTTPClients.maxProxiesPerUID` different proxies at once: a queued task
+/// One uid's transfers go through at most `ProxyRules.maxProxiesPerUID` different proxies at once: a queued task
 /// that needs another waits in the queue (`uidMaxProxies`) instead of starting an attempt the engine would refuse
 /// its proxy client; tasks through a proxy already in use, direct ones and other users' start meanwhile.
 @Suite("DaemonState: proxies per uid")
 struct ProxyHoldTests {
-    static let max = HTTPClients.maxProxiesPerUID
+    static let max = ProxyRules.maxProxiesPerUID
     static let limits = DaemonState.SlotLimits(maxConcurrent: 100, maxConnectionsPerHost: 100)
 
     static func proxy(_ port: Int) -> ProxyRef { ProxyRef(ProxyServer(kind: .http, host: "127.0.0.1", port: port)) }

@@ -1,4 +1,5 @@
 // ReservationPlan and FreeSpaceFloor: what a download reserves and the free space it leaves (no I/O).
+import HalfTunesCore
 import HalfTunesEngine
 import HalfTunesProtocol
 import Testing

@@ -8,11 +8,11 @@ import Testing
     @Test func proxiedClientsAreCappedPerUIDAndClosedWhenIdle() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let clients = try HTTPClients(eventLoopGroup: group, caFile: nil)
-        let proxies = (0...HTTPClients.maxProxiesPerUID).map { ProxyServer(kind: .http, host: "127.0.0.1", port: 3000 + $0) }
+        let proxies = (0...ProxyRules.maxProxiesPerUID).map { ProxyServer(kind: .http, host: "127.0.0.1", port: 3000 + $0) }
         // Direct is never counted.
         for _ in 0..<100 { _ = try clients.lease(for: nil, uid: 1000) }
         for proxy in proxies.dropLast() { _ = try clients.lease(for: proxy, uid: 1000) }
-        #expect(throws: HTTPClients.TooManyProxies(uid: 1000, limit: HTTPClients.maxProxiesPerUID)) {
+        #expect(throws: HTTPClients.TooManyProxies(uid: 1000, limit: ProxyRules.maxProxiesPerUID)) {
             try clients.lease(for: proxies.last!, uid: 1000)
         }
         // The same proxy again, and another uid, are fine.
@@ -20,7 +20,7 @@ import Testing
         _ = try clients.lease(for: proxies.last!, uid: 1001)
         #expect(clients.proxiedCount == proxies.count)
         // Another uid's client for the 17th proxy is still a 17th proxy for uid 1000.
-        #expect(throws: HTTPClients.TooManyProxies(uid: 1000, limit: HTTPClients.maxProxiesPerUID)) {
+        #expect(throws: HTTPClients.TooManyProxies(uid: 1000, limit: ProxyRules.maxProxiesPerUID)) {
             try clients.lease(for: proxies.last!, uid: 1000)
         }
         // Nothing leased is ever closed; once released, a client is closed after a minute without use.
