@@ -1,4 +1,5 @@
-// How much disk a download may take: reservations ahead of received bytes, and the free space kept for everyone.
+// How much disk a download may take: reservations ahead of received bytes, and file system sizes (the free space
+// kept for everyone is HalfTunesCore's FreeSpaceFloor).
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
