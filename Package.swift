@@ -53,6 +53,7 @@ let package = Package(
         .target(
             name: "HalfTunesJournal",
             dependencies: [
+                "HalfTunesCore",
                 "HalfTunesProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -157,7 +158,7 @@ let package = Package(
             path: "Tests/TestOrigin"
         ),
         .testTarget(name: "HalfTunesProtocolTests", dependencies: ["HalfTunesProtocol"]),
-        .testTarget(name: "HalfTunesJournalTests", dependencies: ["HalfTunesJournal"]),
+        .testTarget(name: "HalfTunesJournalTests", dependencies: ["HalfTunesJournal", "HalfTunesCore"]),
         .testTarget(name: "HalfTunesCoreTests", dependencies: ["HalfTunesCore", "HalfTunesProtocol"]),
         .testTarget(name: "HalfTunesEngineTests", dependencies: [
             "HalfTunesCore", "HalfTunesEngine", "TestOrigin", "CLinuxFile", .product(name: "NIOSOCKS", package: "swift-nio-extras"),
@@ -184,6 +185,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "CLinuxFile",
+                "HalfTunesCore",
                 "HalfTunesJournal",
                 "HalfTunesKit",
                 "HalfTunesProtocol",

@@ -1,5 +1,6 @@
 // Which finished tasks the users' agents are told about (`agent.notify`), and what each notice says.
 import Foundation
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

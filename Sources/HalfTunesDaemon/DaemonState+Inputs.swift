@@ -205,7 +205,7 @@ extension DaemonState {
         case journal(TaskRecord, [EventPayload])
         /// Journal a download's durable ranges after an fsync (with the response's validators, length and final
         /// URL, once a response gave them), in the journal's order with the task's other writes.
-        case checkpoint(Int64, durable: ByteRanges, head: Journal.CheckpointHead?)
+        case checkpoint(Int64, durable: ByteRanges, head: CheckpointHead?)
         /// Deliver a live event without a seq to the session's subscribers: progress (never journaled), or the
         /// events of a row the journal would not take (`rowWriteFailed`).
         case deliver(session: String, task: Int64, EventPayload)

@@ -69,7 +69,7 @@ extension DaemonState {
         t.record.durableRanges = durable
         tasks[id] = t
         let head = t.record.currentURL.map {
-            Journal.CheckpointHead(etag: t.record.etag, lastModified: t.record.lastModified,
+            CheckpointHead(etag: t.record.etag, lastModified: t.record.lastModified,
                                    bytesExpected: t.record.bytesExpected, currentURL: $0)
         }
         actions.append(.checkpoint(id, durable: durable, head: head))

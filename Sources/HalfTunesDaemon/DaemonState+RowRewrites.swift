@@ -1,4 +1,5 @@
 // Task rows whose journal write failed, written again: the state decides what and when, the runner only reports the failure.
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

@@ -1,4 +1,5 @@
 // Sessions, their events and edits of a task's row as inputs of the core's state (the journal is the runner's).
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 

@@ -1,4 +1,5 @@
 // When a session's launchUnit is started, as a value: inputs in, actions out, the clock injected. No I/O.
+import HalfTunesCore
 import HalfTunesJournal
 
 /// The relaunch rules of one session with a `launchUnit`, like `nsurlsessiond` relaunching an app for its

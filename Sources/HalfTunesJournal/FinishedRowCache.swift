@@ -1,5 +1,6 @@
 // The rows of finished tasks `task.list` pages read, kept so a page listed again is not read and decoded again.
 import GRDB
+import HalfTunesCore
 import HalfTunesProtocol
 import Synchronization
 

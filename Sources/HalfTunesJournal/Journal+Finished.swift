@@ -1,4 +1,5 @@
 import GRDB
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// Finished tasks (completed, failed, canceled) live in the journal only: the daemon loads the unfinished ones,

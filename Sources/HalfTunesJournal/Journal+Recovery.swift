@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// What a restart reads of the tasks table, in one pass: the tasks the daemon keeps in memory (unfinished, or

@@ -1,4 +1,5 @@
 import GRDB
+import HalfTunesCore
 
 extension Journal {
     public func insertResumeToken(_ r: ResumeTokenRecord) throws {

@@ -1,4 +1,5 @@
 import GRDB
+import HalfTunesCore
 import HalfTunesProtocol
 
 extension Journal {

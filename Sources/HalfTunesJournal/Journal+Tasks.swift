@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HalfTunesCore
 import HalfTunesProtocol
 
 extension Journal {
@@ -205,22 +206,6 @@ extension Journal {
                 .executeBound([durable.count, durable.storedText, task])
         }
         guard db.changesCount == 1 else { throw JournalError.unknownTask(task) }
-    }
-
-    /// What a download's response said, recorded with a checkpoint of the attempt that received it, so the
-    /// durable bytes and the validators they belong to reach the journal in one statement.
-    public struct CheckpointHead: Sendable, Equatable {
-        public var etag: String?
-        public var lastModified: String?
-        public var bytesExpected: Int64?
-        public var currentURL: String
-
-        public init(etag: String?, lastModified: String?, bytesExpected: Int64?, currentURL: String) {
-            self.etag = etag
-            self.lastModified = lastModified
-            self.bytesExpected = bytesExpected
-            self.currentURL = currentURL
-        }
     }
 
     /// `recordCheckpoint`, also recording the response the durable bytes came from.

@@ -1,4 +1,5 @@
 // Numbers read from journal rows, brought into the ranges the daemon computes with.
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// A journal row holds what the daemon wrote, unless someone edited the file: every number read from a row is

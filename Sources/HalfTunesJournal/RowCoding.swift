@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import GRDB
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// JSON text columns, encoded with the wire encoder (sorted keys) so rows read like protocol messages.

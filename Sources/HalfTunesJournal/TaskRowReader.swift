@@ -1,6 +1,7 @@
 // Task rows read straight from the SQLite statement (a restart reads every unfinished task this way).
 import GRDB
 import GRDBSQLite
+import HalfTunesCore
 import HalfTunesProtocol
 
 /// Reads the columns of the current row of a `SELECT * FROM tasks …` statement with the SQLite C API: no

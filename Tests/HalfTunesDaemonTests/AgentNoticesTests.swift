@@ -1,4 +1,5 @@
 // Which finished tasks the users' agents hear of, and what a notice names.
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 import Testing

@@ -1,3 +1,4 @@
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesProtocol
 import Testing

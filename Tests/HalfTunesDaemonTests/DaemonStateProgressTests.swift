@@ -62,7 +62,7 @@ struct DaemonStateProgressTests {
         // What the row has already (a truncation of an empty file before any response): nothing to journal.
         #expect(state.handle(.attemptProgress(1, .checkpointed(ByteRanges())), now: 1).isEmpty)
         _ = state.handle(.attemptProgress(1, .started(Self.start(0))), now: 1)
-        let head = Journal.CheckpointHead(etag: "\"v1\"", lastModified: nil, bytesExpected: 1000,
+        let head = CheckpointHead(etag: "\"v1\"", lastModified: nil, bytesExpected: 1000,
                                           currentURL: "http://127.0.0.1:9/final")
         #expect(state.handle(.attemptProgress(1, .checkpointed(first)), now: 2)
             == [.checkpoint(1, durable: first, head: head)])

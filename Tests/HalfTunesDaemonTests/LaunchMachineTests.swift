@@ -1,4 +1,5 @@
 // Relaunching a session's client in virtual time, and systemd unit names.
+import HalfTunesCore
 import HalfTunesJournal
 import Testing
 @testable import HalfTunesDaemon

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 @testable import HalfTunesDaemon
+import HalfTunesCore
 import HalfTunesEngine
 @testable import HalfTunesJournal
 import HalfTunesProtocol

@@ -1,3 +1,4 @@
+import HalfTunesCore
 import HalfTunesJournal
 import Testing
 @testable import HalfTunesDaemon

@@ -1,6 +1,7 @@
 // Durable ranges in the journal (schema v6): NULL is the prefix, other sets round-trip through every reader.
 import Foundation
 import GRDB
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 @testable import HalfTunesJournal

@@ -1,5 +1,6 @@
 // The finished rows task.list pages keep: read once, and never served after any change of the row.
 import GRDB
+import HalfTunesCore
 import HalfTunesProtocol
 import Synchronization
 import Testing

@@ -1,3 +1,4 @@
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 @testable import HalfTunesJournal

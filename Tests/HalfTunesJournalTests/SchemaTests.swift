@@ -1,10 +1,16 @@
 import Foundation
 import GRDB
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 @testable import HalfTunesJournal
 
 @Suite struct SchemaTests {
+    @Test func taskColumnsHasOneBitPerColumn() {
+        #expect(TaskColumns.count == TaskRecord.columns.count)
+        #expect(TaskColumns.all.rawValue == (1 << UInt64(TaskRecord.columns.count)) - 1)
+    }
+
     @Test func migratesAnEmptyFileAndSetsThePragmas() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/journal.sqlite"

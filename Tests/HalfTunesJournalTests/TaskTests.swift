@@ -1,4 +1,5 @@
 import Foundation
+import HalfTunesCore
 import HalfTunesProtocol
 import Testing
 @testable import HalfTunesJournal
@@ -187,7 +188,7 @@ import Testing
         let journal = try Journal.openInMemory()
         try journal.upsertSession(Sample.session())
         let (task, _) = try journal.insertTask(Sample.fullTask(), events: [])
-        let head = Journal.CheckpointHead(etag: "\"v2\"", lastModified: nil, bytesExpected: 999_999,
+        let head = CheckpointHead(etag: "\"v2\"", lastModified: nil, bytesExpected: 999_999,
                                           currentURL: "https://mirror.example/f.iso")
         try journal.recordCheckpoint(task: task.id!, bytesDurable: 4_096, head: head)
         var expected = task

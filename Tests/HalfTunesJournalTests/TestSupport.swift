@@ -1,4 +1,5 @@
 import Foundation
+import HalfTunesCore
 import HalfTunesProtocol
 @testable import HalfTunesJournal
 

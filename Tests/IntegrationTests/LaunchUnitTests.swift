@@ -1,6 +1,7 @@
 // A session's launchUnit through the binaries without a service manager: validation, other users, a start that fails.
 import Foundation
 import GRDB
+import HalfTunesCore
 import HalfTunesJournal
 import HalfTunesKit
 import HalfTunesProtocol

@@ -1,54 +1,10 @@
+// A task's row as the state holds it: its fields, which of them are unwritten, and what a checkpoint records with it.
 import HalfTunesProtocol
 
 /// Where a task is in its life after the bytes arrive: `publishing` is journaled (with `location`) before the
 /// partial file is linked to its destination, so an interrupted publish can be finished after a crash.
 public enum TaskPhase: String, Codable, Sendable {
     case transfer, publishing
-}
-
-/// One row of `sessions`.
-public struct SessionRecord: Codable, Sendable, Equatable {
-    public var identifier: String
-    /// The uid of the client that opened the session (from SO_PEERCRED).
-    public var uid: UInt32
-    /// Stored as JSON text.
-    public var configuration: SessionConfiguration
-    public var state: SessionState
-    /// Seconds since 1970.
-    public var createdAt: Double
-    /// Events with seq <= this were acknowledged (and pruned). Never decreases in the journal.
-    public var ackedThrough: Int64
-    /// How starting its `launchUnit` went (`sessions.launch`, JSON; written by `setSessionLaunch` only).
-    public var launch: SessionLaunchRecord?
-
-    public init(identifier: String, uid: UInt32, configuration: SessionConfiguration, state: SessionState,
-                createdAt: Double, ackedThrough: Int64 = 0, launch: SessionLaunchRecord? = nil) {
-        self.identifier = identifier
-        self.uid = uid
-        self.configuration = configuration
-        self.state = state
-        self.createdAt = createdAt
-        self.ackedThrough = ackedThrough
-        self.launch = launch
-    }
-}
-
-/// The relaunch state of a session with a `launchUnit` (times in seconds since 1970).
-public struct SessionLaunchRecord: Codable, Sendable, Equatable {
-    public var lastLaunchAt: Double?
-    public var lastResult: String?
-    public var lastMessage: String?
-    public var nextAttemptAt: Double?
-    public var failures: Int
-
-    public init(lastLaunchAt: Double? = nil, lastResult: String? = nil, lastMessage: String? = nil,
-                nextAttemptAt: Double? = nil, failures: Int = 0) {
-        self.lastLaunchAt = lastLaunchAt
-        self.lastResult = lastResult
-        self.lastMessage = lastMessage
-        self.nextAttemptAt = nextAttemptAt
-        self.failures = failures
-    }
 }
 
 /// One row of `tasks`. Times are seconds since 1970.
@@ -168,63 +124,13 @@ public struct TaskRecord: Sendable, Equatable {
     }
 }
 
-/// One row of `resume_tokens`: the kept partial data of a task canceled with `produceResumeData: true`.
-/// The opaque `token` is what the client holds; the path never leaves the daemon.
-public struct ResumeTokenRecord: Codable, Sendable, Equatable {
-    public var token: String
-    public var session: String
-    public var url: String
-    public var partialPath: String
-    public var destination: String
-    /// The kept data's ranges (`bytes` is their sum).
-    public var ranges: ByteRanges
-    public var bytes: Int64 { ranges.count }
-    public var bytesExpected: Int64?
-    public var etag: String?
-    public var lastModified: String?
-    public var createdAt: Double
-
-    public init(token: String, session: String, url: String, partialPath: String, destination: String,
-                ranges: ByteRanges, bytesExpected: Int64? = nil, etag: String? = nil, lastModified: String? = nil,
-                createdAt: Double) {
-        self.token = token
-        self.session = session
-        self.url = url
-        self.partialPath = partialPath
-        self.destination = destination
-        self.ranges = ranges
-        self.bytesExpected = bytesExpected
-        self.etag = etag
-        self.lastModified = lastModified
-        self.createdAt = createdAt
-    }
-
-    /// A token keeping the first `bytes` bytes.
-    public init(token: String, session: String, url: String, partialPath: String, destination: String, bytes: Int64,
-                bytesExpected: Int64? = nil, etag: String? = nil, lastModified: String? = nil, createdAt: Double) {
-        self.init(token: token, session: session, url: url, partialPath: partialPath, destination: destination,
-                  ranges: ByteRanges(prefix: bytes), bytesExpected: bytesExpected, etag: etag,
-                  lastModified: lastModified, createdAt: createdAt)
-    }
-}
-
-/// One page of task ids (ascending) and the rows of the finished tasks among them, with their text when the page
-/// was read with a `describe` (`Journal.taskPage`).
-public struct TaskPage: Sendable, Equatable {
-    public var ids: [Int64]
-    public var finished: [Int64: FinishedRow]
-
-    public init(ids: [Int64], finished: [Int64: FinishedRow]) {
-        self.ids = ids
-        self.finished = finished
-    }
-}
-
 /// Columns of a task's row, one bit each at its index in `TaskRecord.columns`.
 public struct TaskColumns: OptionSet, Sendable, Hashable {
     public let rawValue: UInt64
     public init(rawValue: UInt64) { self.rawValue = rawValue }
-    public static let all = TaskColumns(rawValue: (1 << UInt64(TaskRecord.columns.count)) - 1)
+    /// One bit per column but `id`: 38 (the journal checks this against its own column list).
+    public static let count = 38
+    public static let all = TaskColumns(rawValue: (1 << UInt64(count)) - 1)
     public static let session = TaskColumns(rawValue: 1 << 0) // session
     public static let kind = TaskColumns(rawValue: 1 << 1) // kind
     public static let url = TaskColumns(rawValue: 1 << 2) // url
@@ -278,5 +184,21 @@ extension TaskRecord {
         let row = self
         unwritten.bits = []
         return row
+    }
+}
+
+/// What a download's response said, recorded with a checkpoint of the attempt that received it, so the
+/// durable bytes and the validators they belong to reach the journal in one statement.
+public struct CheckpointHead: Sendable, Equatable {
+    public var etag: String?
+    public var lastModified: String?
+    public var bytesExpected: Int64?
+    public var currentURL: String
+
+    public init(etag: String?, lastModified: String?, bytesExpected: Int64?, currentURL: String) {
+        self.etag = etag
+        self.lastModified = lastModified
+        self.bytesExpected = bytesExpected
+        self.currentURL = currentURL
     }
 }
